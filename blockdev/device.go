@@ -1,0 +1,41 @@
+// Package blockdev defines the one interface every layer of luksd speaks — a
+// backend produces a Device, the crypt layer wraps one and is one, a frontend
+// serves one — and the local backends (regular files and block devices).
+package blockdev
+
+import "io"
+
+// Device is a random-access block store. Implementations must be safe for
+// concurrent use: frontends issue many requests at once and no layer holds a
+// global lock on the data path.
+type Device interface {
+	io.ReaderAt
+	io.WriterAt
+	// Size is the size in bytes of the addressable area.
+	Size() int64
+	// Flush makes every write that completed before the call durable.
+	Flush() error
+	Close() error
+}
+
+// Trimmer is implemented by devices that can discard a range (punch a hole).
+type Trimmer interface {
+	Trim(off, length int64) error
+}
+
+// ZeroWriter is implemented by devices that can write zeroes to a range
+// faster than writing a buffer of zeroes.
+type ZeroWriter interface {
+	WriteZeroes(off, length int64) error
+}
+
+// BlockSizer is implemented by devices with a natural block size (the
+// crypt layer reports the volume's sector size). Frontends advertise it.
+type BlockSizer interface {
+	BlockSize() int
+}
+
+// ReadOnly is implemented by devices that refuse writes.
+type ReadOnly interface {
+	ReadOnly() bool
+}

@@ -1,0 +1,68 @@
+package dmcrypt
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+)
+
+// ivGenerator fills iv (16 or 32 bytes, zeroed by the caller's fresh array)
+// for the 512-byte-unit sector number.
+type ivGenerator interface {
+	generate(iv []byte, sector uint64)
+}
+
+var ivGens = map[string]func(sp Spec, key []byte) (ivGenerator, error){
+	"plain":     func(Spec, []byte) (ivGenerator, error) { return plainIV{}, nil },
+	"plain64":   func(Spec, []byte) (ivGenerator, error) { return plain64IV{}, nil },
+	"plain64be": func(Spec, []byte) (ivGenerator, error) { return plain64beIV{}, nil },
+	"essiv":     newESSIV,
+}
+
+// plainIV is the low 32 bits of the sector, little-endian.
+type plainIV struct{}
+
+func (plainIV) generate(iv []byte, sector uint64) {
+	binary.LittleEndian.PutUint32(iv, uint32(sector))
+}
+
+// plain64IV is the 64-bit sector, little-endian.
+type plain64IV struct{}
+
+func (plain64IV) generate(iv []byte, sector uint64) {
+	binary.LittleEndian.PutUint64(iv, sector)
+}
+
+// plain64beIV is the 64-bit sector, big-endian, in the IV's last 8 bytes.
+type plain64beIV struct{}
+
+func (plain64beIV) generate(iv []byte, sector uint64) {
+	binary.BigEndian.PutUint64(iv[len(iv)-8:], sector)
+}
+
+// essivIV encrypts the plain64 IV with a cipher keyed by a hash of the
+// volume key: "encrypted salt-sector IV".
+type essivIV struct{ b cipher.Block }
+
+func newESSIV(sp Spec, key []byte) (ivGenerator, error) {
+	if sp.IVOpt != "sha256" {
+		return nil, fmt.Errorf("unsupported ESSIV hash %q (only sha256)", sp.IVOpt)
+	}
+	if sp.Cipher != "aes" {
+		return nil, fmt.Errorf("ESSIV with cipher %q is not supported", sp.Cipher)
+	}
+	salt := sha256.Sum256(key)
+	b, err := aes.NewCipher(salt[:])
+	clear(salt[:])
+	if err != nil {
+		return nil, err
+	}
+	return essivIV{b}, nil
+}
+
+func (e essivIV) generate(iv []byte, sector uint64) {
+	binary.LittleEndian.PutUint64(iv, sector)
+	e.b.Encrypt(iv[:16], iv[:16])
+}
