@@ -1,0 +1,150 @@
+// Package luks2 reads, validates, unlocks, creates and edits LUKS2 headers
+// (and reads and unlocks LUKS1 ones) byte-for-byte as cryptsetup does.
+//
+// CONTRACT (lead): the exported names in this file are what cmd/luksd and
+// the frontends call. The luks2 helper replaces the bodies and may add API,
+// but keeps these signatures.
+package luks2
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+var (
+	// ErrNotLUKS: the device has no LUKS header (isLuks fails, exit 4 in the CLI... cryptsetup uses 1 for isLuks).
+	ErrNotLUKS = errors.New("device is not a valid LUKS device")
+	// ErrWrongPassphrase: no keyslot opened with the passphrase (CLI exit 2).
+	ErrWrongPassphrase = errors.New("no key available with this passphrase")
+	// ErrNoFreeSlot: every keyslot is taken (CLI exit 1).
+	ErrNoFreeSlot = errors.New("all key slots full")
+	// ErrUnsupported: a header luksd refuses to use (reencryption in progress,
+	// unknown mandatory requirements, unsafe cipher). CLI exit 1.
+	ErrUnsupported = errors.New("unsupported LUKS header")
+)
+
+// Device is where a header lives: an image file or block device.
+type Device interface {
+	io.ReaderAt
+	io.WriterAt
+}
+
+// Segment is the data segment a volume key decrypts.
+type Segment struct {
+	Offset     int64  // bytes from the start of the device
+	Size       int64  // bytes; 0 means dynamic (to the end of the device)
+	Cipher     string // dm-crypt spec, e.g. "aes-xts-plain64"
+	SectorSize int    // 512..4096
+	KeySize    int    // volume key bytes
+}
+
+// PBKDF selects and tunes the key derivation of a new keyslot.
+type PBKDF struct {
+	Type       string        // "argon2id" (default), "argon2i", "pbkdf2"
+	Hash       string        // pbkdf2 hash, default "sha256"
+	IterTime   time.Duration // calibration target, default 2s
+	Iterations int           // forced time cost / iterations (--pbkdf-force-iterations); 0 = calibrate
+	MemoryKiB  int           // argon2 memory, default min(1 GiB, RAM/2)
+	Parallel   int           // argon2 threads, default min(4, CPUs)
+}
+
+// FormatOptions are luksFormat's parameters; zero values mean cryptsetup's defaults.
+type FormatOptions struct {
+	Cipher       string // default "aes-xts-plain64"
+	KeySize      int    // volume key bytes; default 64 for xts, 32 otherwise
+	SectorSize   int    // default 512, or 4096 where cryptsetup 2.6 picks it
+	Hash         string // digest/AF hash, default "sha256"
+	PBKDF        PBKDF
+	UUID         string // default random
+	Label        string
+	Subsystem    string
+	MetadataSize int64  // --luks2-metadata-size, default 16 KiB
+	KeyslotsSize int64  // --luks2-keyslots-size, default so the data starts at 16 MiB
+	DataOffset   int64  // bytes (--offset is in 512-byte sectors; the CLI converts); 0 = default
+	Keyslot      int    // -1 = first free
+	VolumeKey    []byte // nil = random from crypto/rand
+	Version      int    // 2 (only LUKS2 is created)
+	DetachedData bool   // --header given: data segment offset 0 on the data device
+}
+
+// DumpOptions select luksDump's output.
+type DumpOptions struct {
+	VolumeKey []byte // non-nil: print it as --dump-volume-key does
+}
+
+// Header is a loaded and validated LUKS2 or LUKS1 header.
+type Header struct {
+	impl *header
+}
+
+// Read reads and validates the header at the start of dev (size bytes).
+func Read(dev io.ReaderAt, size int64) (*Header, error) { return readHeader(dev, size) }
+
+// IsLUKS reports whether dev starts with a LUKS magic and a known version.
+func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }
+
+// Format writes a new LUKS2 header to dev and one keyslot for passphrase,
+// returning the header and the volume key (caller wipes it).
+func Format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
+	return format(dev, size, opts, passphrase)
+}
+
+// Version is 1 or 2.
+func (h *Header) Version() int { return h.impl.version() }
+
+// UUID, Label, Subsystem as stored.
+func (h *Header) UUID() string      { return h.impl.uuid() }
+func (h *Header) Label() string     { return h.impl.label() }
+func (h *Header) Subsystem() string { return h.impl.subsystem() }
+
+// Segment returns the data segment (segment "0", or LUKS1's payload).
+func (h *Header) Segment() (Segment, error) { return h.impl.segment() }
+
+// Flags returns the persistent activation flags ("allow-discards", ...).
+func (h *Header) Flags() []string { return h.impl.flags() }
+
+// ActiveKeyslots returns the numbers of the keyslots in use, ascending.
+func (h *Header) ActiveKeyslots() []int { return h.impl.activeKeyslots() }
+
+// Unlock tries the keyslots (priority order; only keyslots bound to the data
+// segment unless slot >= 0 names one) and returns the volume key and the slot
+// that opened. ErrWrongPassphrase when none does.
+func (h *Header) Unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
+	return h.impl.unlock(dev, passphrase, slot)
+}
+
+// AddKey adds a keyslot for passphrase holding vk (slot -1 = first free).
+func (h *Header) AddKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (int, error) {
+	return h.impl.addKey(dev, vk, passphrase, slot, p)
+}
+
+// KillSlot wipes keyslot slot and removes it from the metadata.
+func (h *Header) KillSlot(dev Device, slot int) error { return h.impl.killSlot(dev, slot) }
+
+// SetLabel changes label and/or subsystem (nil = keep).
+func (h *Header) SetLabel(dev Device, label, subsystem *string) error {
+	return h.impl.setLabel(dev, label, subsystem)
+}
+
+// SetUUID changes the UUID.
+func (h *Header) SetUUID(dev Device, uuid string) error { return h.impl.setUUID(dev, uuid) }
+
+// Dump writes luksDump's text, identical in layout to cryptsetup 2.6's.
+func (h *Header) Dump(w io.Writer, opts DumpOptions) error { return h.impl.dump(w, opts) }
+
+// JSON returns the metadata as luksDump --dump-json-metadata prints it.
+func (h *Header) JSON() []byte { return h.impl.json() }
+
+// HeaderSize is the size in bytes of the whole header area (both binary
+// headers, JSON areas and keyslots area; LUKS1: up to the payload).
+func (h *Header) HeaderSize() int64 { return h.impl.headerSize() }
+
+// Backup copies the header area of dev into w (luksHeaderBackup).
+func Backup(dev io.ReaderAt, size int64, w io.Writer) error { return backup(dev, size, w) }
+
+// Restore validates the backup image and writes it over dev's header area
+// (luksHeaderRestore).
+func Restore(dev Device, size int64, backup io.ReaderAt, backupSize int64) error {
+	return restore(dev, size, backup, backupSize)
+}
