@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/luksd/luksd/keyring"
+	"github.com/luksd/luksd/luks2"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+)
+
+// keyFlags select where a passphrase comes from and which header and
+// keyslot it opens, with cryptsetup's names.
+var keyFlags = []cli.Flag{
+	&cli.StringFlag{Name: "key-file", Aliases: []string{"d"}, Usage: "read the passphrase from `FILE` (- = standard input)"},
+	&cli.Int64Flag{Name: "keyfile-offset", Usage: "skip `BYTES` at the start of the key file"},
+	&cli.Int64Flag{Name: "keyfile-size", Aliases: []string{"l"}, Usage: "read at most `BYTES` from the key file"},
+	&cli.IntFlag{Name: "key-slot", Aliases: []string{"S"}, Value: -1, Usage: "use only key slot `NUM`"},
+	&cli.IntFlag{Name: "tries", Aliases: []string{"T"}, Value: 3, Usage: "how often the passphrase may be retyped on a terminal"},
+	&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+}
+
+// volume is an unlocked LUKS volume: its header and data segment and the
+// volume key in locked memory.
+type volume struct {
+	Path       string // data device
+	HeaderPath string // where the header lives (Path unless --header)
+	Header     *luks2.Header
+	Segment    luks2.Segment
+	Key        *keyring.Secret
+	Slot       int // the keyslot that opened
+}
+
+// Close wipes the volume key.
+func (v *volume) Close() {
+	if v != nil {
+		v.Key.Wipe()
+	}
+}
+
+// keySource returns the passphrase source the key flags describe.
+func keySource(c *cli.Context) keyring.Source {
+	return keyring.Source{
+		KeyFile: c.String("key-file"),
+		Offset:  c.Int64("keyfile-offset"),
+		Size:    c.Int64("keyfile-size"),
+	}
+}
+
+// readPassphrase reads a passphrase from src, mapping its errors to
+// cryptsetup's exit codes.
+func readPassphrase(src keyring.Source, prompt string, verify bool) (*keyring.Secret, error) {
+	k, err := src.Passphrase(prompt, verify)
+	if errors.Is(err, keyring.ErrMismatch) {
+		return nil, withCode(exitPermission, err)
+	}
+	return k, withCode(exitParams, err)
+}
+
+// headerPath returns the device holding path's header.
+func headerPath(c *cli.Context, path string) string {
+	if h := c.String("header"); h != "" {
+		return h
+	}
+	return path
+}
+
+// openDevice opens a device or image file, returning it and its size.
+// Failures carry cryptsetup's "does not exist" message and exit code 4.
+func openDevice(path string, write bool) (*os.File, int64, error) {
+	flag := os.O_RDONLY
+	if write {
+		flag = os.O_RDWR
+	}
+	f, err := os.OpenFile(path, flag, 0)
+	if err != nil {
+		return nil, 0, exitf(exitDevice, "Device %s does not exist or access denied.", path)
+	}
+	size, err := deviceSize(f)
+	if err != nil {
+		f.Close()
+		return nil, 0, exitf(exitDevice, "Cannot get info about device %s.", path)
+	}
+	return f, size, nil
+}
+
+// deviceSize returns the size of a regular file or block device.
+func deviceSize(f *os.File) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if fi.Mode().IsRegular() {
+		return fi.Size(), nil
+	}
+	if fi.Mode()&os.ModeDevice != 0 {
+		n, err := unix.IoctlGetUint64(int(f.Fd()), unix.BLKGETSIZE64)
+		return int64(n), err
+	}
+	return 0, fmt.Errorf("%s is neither a file nor a block device", f.Name())
+}
+
+// readHeader opens and reads the LUKS header of path (or --header).
+// It returns the open header device; the caller closes it.
+func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
+	hp := headerPath(c, path)
+	f, size, err := openDevice(hp, write)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := luks2.Read(f, size)
+	if err != nil {
+		f.Close()
+		return nil, nil, headerError(hp, err)
+	}
+	return h, f, nil
+}
+
+// headerError maps a luks2 error about the header of path to cryptsetup's
+// message and exit code.
+func headerError(path string, err error) error {
+	switch {
+	case errors.Is(err, luks2.ErrNotLUKS):
+		return exitf(exitParams, "Device %s is not a valid LUKS device.", path)
+	case errors.Is(err, luks2.ErrWrongPassphrase):
+		return exitf(exitPermission, "No key available with this passphrase.")
+	case errors.Is(err, luks2.ErrNoFreeSlot):
+		return exitf(exitParams, "All key slots full.")
+	}
+	return withCode(exitParams, err)
+}
+
+// unlockWith asks src for passphrases (up to tries times on a terminal)
+// until one opens a keyslot of h. It returns the volume key and the slot.
+func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.Source, prompt string, slot int) (*keyring.Secret, int, error) {
+	tries := 1
+	if src.Interactive() && c.Int("tries") > 1 {
+		tries = c.Int("tries")
+	}
+	for try := 1; ; try++ {
+		pass, err := readPassphrase(src, prompt, false)
+		if err != nil {
+			return nil, 0, err
+		}
+		vk, got, err := h.Unlock(dev, pass.Bytes(), slot)
+		pass.Wipe()
+		if err == nil {
+			key, err := keyring.FromBytes(vk)
+			if err != nil {
+				return nil, 0, withCode(exitMemory, err)
+			}
+			if c.Bool("verbose") {
+				fmt.Printf("Key slot %d unlocked.\n", got)
+			}
+			return key, got, nil
+		}
+		if !errors.Is(err, luks2.ErrWrongPassphrase) || try >= tries {
+			return nil, 0, headerError(headerPath(c, ""), err)
+		}
+		fmt.Fprintln(os.Stderr, "No key available with this passphrase.")
+	}
+}
+
+// unlockVolume reads path's header (or --header's), asks for the
+// passphrase as cryptsetup does ("Enter passphrase for PATH: ", --tries on
+// a terminal, --key-file and friends otherwise) and unlocks a keyslot
+// (--key-slot restricts which). readOnly: the caller will not write the
+// data device, so its existence is checked read-only.
+func unlockVolume(c *cli.Context, path string, readOnly bool) (*volume, error) {
+	if path == "" {
+		return nil, exitf(exitParams, "Command requires device as argument.")
+	}
+	if hp := headerPath(c, path); hp != path {
+		d, _, err := openDevice(path, !readOnly)
+		if err != nil {
+			return nil, err
+		}
+		d.Close()
+	}
+	h, f, err := readHeader(c, path, false)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	seg, err := h.Segment()
+	if err != nil {
+		return nil, withCode(exitParams, err)
+	}
+	key, slot, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), c.Int("key-slot"))
+	if err != nil {
+		return nil, err
+	}
+	return &volume{
+		Path:       path,
+		HeaderPath: headerPath(c, path),
+		Header:     h,
+		Segment:    seg,
+		Key:        key,
+		Slot:       slot,
+	}, nil
+}
