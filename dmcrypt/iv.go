@@ -6,7 +6,17 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"sync"
 )
+
+// ivScratch is per-call scratch space for IVs. A slice handed to an
+// interface method escapes to the heap, so sector ciphers take one of these
+// from scratchPool per call instead of allocating per sector.
+type ivScratch struct {
+	iv [32]byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(ivScratch) }}
 
 // ivGenerator fills iv (16 or 32 bytes, zeroed by the caller's fresh array)
 // for the 512-byte-unit sector number.

@@ -39,10 +39,12 @@ func newCBC(sp Spec, key []byte, iv ivGenerator) (SectorCipher, error) {
 
 func (c *cbcCipher) Encrypt(buf []byte, sector uint64, sectorSize int) {
 	step := uint64(sectorSize / 512)
+	sc := scratchPool.Get().(*ivScratch)
+	defer scratchPool.Put(sc)
 	for off := 0; off < len(buf); off += sectorSize {
-		var iv [16]byte
-		c.iv.generate(iv[:], sector)
-		prev := iv[:]
+		sc.iv = [32]byte{}
+		c.iv.generate(sc.iv[:16], sector)
+		prev := sc.iv[:16]
 		s := buf[off : off+sectorSize]
 		for i := 0; i < len(s); i += 16 {
 			blk := s[i : i+16]
@@ -56,16 +58,22 @@ func (c *cbcCipher) Encrypt(buf []byte, sector uint64, sectorSize int) {
 
 func (c *cbcCipher) Decrypt(buf []byte, sector uint64, sectorSize int) {
 	step := uint64(sectorSize / 512)
+	sc := scratchPool.Get().(*ivScratch)
+	defer scratchPool.Put(sc)
 	for off := 0; off < len(buf); off += sectorSize {
-		var iv, cur [16]byte
-		c.iv.generate(iv[:], sector)
+		sc.iv = [32]byte{}
+		c.iv.generate(sc.iv[:16], sector)
 		s := buf[off : off+sectorSize]
-		for i := 0; i < len(s); i += 16 {
+		// Decrypt back to front so each block's predecessor is still
+		// ciphertext when it is needed, without a copy per block.
+		for i := len(s) - 16; i >= 0; i -= 16 {
 			blk := s[i : i+16]
-			copy(cur[:], blk)
 			c.b.Decrypt(blk, blk)
-			subtle.XORBytes(blk, blk, iv[:])
-			iv = cur
+			if i == 0 {
+				subtle.XORBytes(blk, blk, sc.iv[:16])
+			} else {
+				subtle.XORBytes(blk, blk, s[i-16:i])
+			}
 		}
 		sector += step
 	}
