@@ -27,16 +27,16 @@ func TestParseSpec(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		"cipher_null-ecb":                   "not secure",
-		"aes-ecb":                           "not secure",
-		"aes-ecb-plain64":                   "not secure",
+		"cipher_null-ecb":                    "not secure",
+		"aes-ecb":                            "not secure",
+		"aes-ecb-plain64":                    "not secure",
 		"capi:xts(ecb(aes-generic))-plain64": "no known cipher specification",
-		"aes":                               "no known cipher specification",
-		"aes-xts-plain64-extra":             "no known cipher specification",
-		"aes-gcm-random":                    "unsupported cipher mode",
-		"aes-xts-benbi":                     "unsupported IV generator",
-		"aes-cbc-essiv":                     "does not fit",
-		"aes-cbc-plain64:sha256":            "does not fit",
+		"aes":                                "no known cipher specification",
+		"aes-xts-plain64-extra":              "no known cipher specification",
+		"aes-gcm-random":                     "unsupported cipher mode",
+		"aes-xts-benbi":                      "unsupported IV generator",
+		"aes-cbc-essiv":                      "does not fit",
+		"aes-cbc-plain64:sha256":             "does not fit",
 	}
 	for s, msg := range bad {
 		_, err := ParseSpec(s)
