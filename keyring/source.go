@@ -123,24 +123,22 @@ func readLimited(r io.Reader, exact, limit int64, line bool) (*Secret, error) {
 	}
 	n := 0
 	buf := k.mem
-	one := line // newline-terminated input is read bytewise so nothing past it is consumed
-	for {
-		if exact > 0 && int64(n) == exact {
-			break
-		}
-		if int64(n) > limit {
-			k.Wipe()
-			return nil, errors.New("Maximum keyfile size exceeded.")
-		}
+	for exact == 0 || int64(n) < exact {
 		if n == len(buf) {
 			if k, err = k.grow(2 * n); err != nil {
 				return nil, err
 			}
 			buf = k.mem
 		}
-		end := len(buf)
-		if one {
-			end = n + 1
+		end := int64(len(buf))
+		switch {
+		case line:
+			// Bytewise, so nothing past the newline is consumed.
+			end = int64(n) + 1
+		case exact > 0:
+			end = min(end, exact)
+		default:
+			end = min(end, limit+1) // one byte past the limit detects overflow
 		}
 		m, rerr := r.Read(buf[n:end])
 		if line && m == 1 && buf[n] == '\n' {
@@ -148,6 +146,10 @@ func readLimited(r io.Reader, exact, limit int64, line bool) (*Secret, error) {
 			break
 		}
 		n += m
+		if exact == 0 && int64(n) > limit {
+			k.Wipe()
+			return nil, errors.New("Maximum keyfile size exceeded.")
+		}
 		if rerr == io.EOF {
 			break
 		}
@@ -155,10 +157,6 @@ func readLimited(r io.Reader, exact, limit int64, line bool) (*Secret, error) {
 			k.Wipe()
 			return nil, fmt.Errorf("Error reading passphrase: %v", rerr)
 		}
-	}
-	if exact == 0 && int64(n) > limit {
-		k.Wipe()
-		return nil, errors.New("Maximum keyfile size exceeded.")
 	}
 	k.truncate(n)
 	if n == 0 && !line {
@@ -208,15 +206,17 @@ func readNoEcho(tty *os.File, out io.Writer, prompt string) (*Secret, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Error reading passphrase from terminal: %v", err)
 	}
-	if _, err := io.WriteString(out, prompt); err != nil {
-		return nil, fmt.Errorf("Error writing prompt: %v", err)
-	}
 	noEcho := *orig
 	noEcho.Lflag &^= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHONL
 	noEcho.Lflag |= unix.ICANON
 	// TCSETSF: like TCSAFLUSH, drop input typed before the prompt.
 	if err := unix.IoctlSetTermios(fd, unix.TCSETSF, &noEcho); err != nil {
 		return nil, fmt.Errorf("Error reading passphrase from terminal: %v", err)
+	}
+	// Prompt only once echo is off, so nothing typed after it is echoed.
+	if _, err := io.WriteString(out, prompt); err != nil {
+		_ = unix.IoctlSetTermios(fd, unix.TCSETS, orig)
+		return nil, fmt.Errorf("Error writing prompt: %v", err)
 	}
 	sigs := make(chan os.Signal, 1)
 	done := make(chan struct{})
