@@ -66,6 +66,8 @@ func register(cmds ...*cli.Command) {
 }
 
 func newApp() *cli.App {
+	// cryptsetup's -h is --hash; help stays reachable as --help.
+	cli.HelpFlag = &cli.BoolFlag{Name: "help", Usage: "show help"}
 	return &cli.App{
 		Name:                 "luksd",
 		Usage:                "userspace dm-crypt/LUKS2 volumes served over NBD and ublk",
