@@ -1,0 +1,10 @@
+package adiantum
+
+type implPath struct {
+	name string
+	use  func() (restore func())
+}
+
+func implPaths() []implPath {
+	return []implPath{{"generic", func() func() { return func() {} }}}
+}
