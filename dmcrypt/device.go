@@ -1,0 +1,345 @@
+package dmcrypt
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/luksd/luksd/blockdev"
+)
+
+// DeviceOptions place the crypt layer on its backend.
+type DeviceOptions struct {
+	Offset        int64  // start of the data segment on the backend, bytes
+	Size          int64  // bytes of plaintext; 0 = to the end of the backend
+	SectorSize    int    // encryption sector size: 512, 1024, 2048 or 4096
+	IVOffset      uint64 // added to every IV sector, in 512-byte units (normally 0)
+	AllowDiscards bool   // pass Trim down to the backend
+	ReadOnly      bool   // refuse writes
+}
+
+// Device is the crypt layer: a plaintext blockdev.Device over a ciphertext
+// one, byte-for-byte what dm-crypt writes. It is safe for concurrent use.
+//
+// Requests need not be sector-aligned: a write that covers part of a sector
+// reads, decrypts, patches and re-encrypts that sector while holding it
+// exclusively, so concurrent writes never tear a sector. Large requests are
+// split into chunks that run on all cores.
+type Device struct {
+	backend    blockdev.Device
+	cipher     SectorCipher
+	offset     int64
+	size       int64
+	sectorSize int64
+	ivOffset   uint64
+	discards   bool
+	readOnly   bool
+	locks      sectorLocks
+	closed     atomic.Bool
+}
+
+// chunkSize is the unit of work one goroutine encrypts or decrypts at a time.
+const chunkSize = 64 << 10
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+
+// NewDevice returns the crypt layer over backend, encrypting with c. The
+// Device owns backend and c: Close closes the one and wipes the other.
+func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*Device, error) {
+	ss := opts.SectorSize
+	if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
+		return nil, fmt.Errorf("sector size %d is not a power of two from 512 to 4096", ss)
+	}
+	if opts.Offset < 0 || opts.Offset%512 != 0 {
+		return nil, fmt.Errorf("data offset %d is not a multiple of 512 bytes", opts.Offset)
+	}
+	bsize := backend.Size()
+	if opts.Offset > bsize {
+		return nil, fmt.Errorf("data offset %d is past the end of the device (%d bytes)", opts.Offset, bsize)
+	}
+	size := opts.Size
+	if size == 0 {
+		size = bsize - opts.Offset
+		size -= size % int64(ss)
+	}
+	if size < 0 || size%int64(ss) != 0 {
+		return nil, fmt.Errorf("data size %d is not a multiple of the sector size %d", size, ss)
+	}
+	if size > bsize-opts.Offset {
+		return nil, fmt.Errorf("data segment (%d bytes at %d) is larger than the device (%d bytes)", size, opts.Offset, bsize)
+	}
+	ro := opts.ReadOnly
+	if r, ok := backend.(blockdev.ReadOnly); ok && r.ReadOnly() {
+		ro = true
+	}
+	return &Device{
+		backend:    backend,
+		cipher:     c,
+		offset:     opts.Offset,
+		size:       size,
+		sectorSize: int64(ss),
+		ivOffset:   opts.IVOffset,
+		discards:   opts.AllowDiscards,
+		readOnly:   ro,
+	}, nil
+}
+
+// Size is the plaintext size in bytes.
+func (d *Device) Size() int64 { return d.size }
+
+// BlockSize is the encryption sector size.
+func (d *Device) BlockSize() int { return int(d.sectorSize) }
+
+// ReadOnly reports whether writes are refused.
+func (d *Device) ReadOnly() bool { return d.readOnly }
+
+// CanTrim reports whether Trim passes discards down to the backend.
+func (d *Device) CanTrim() bool {
+	_, ok := d.backend.(blockdev.Trimmer)
+	return d.discards && ok && !d.readOnly
+}
+
+// Backend returns the ciphertext device below.
+func (d *Device) Backend() blockdev.Device { return d.backend }
+
+// ivSector is the IV sector of the plaintext offset off (sector-aligned).
+func (d *Device) ivSector(off int64) uint64 { return uint64(off)/512 + d.ivOffset }
+
+// ReadAt reads and decrypts len(p) bytes at off. Like io.ReaderAt it
+// returns io.EOF when the range reaches past the end.
+func (d *Device) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off > d.size {
+		return 0, &blockdev.OpError{Op: "read", Path: "crypt", Off: off, Len: int64(len(p)), Err: blockdev.ErrOutOfRange}
+	}
+	want := len(p)
+	var eof error
+	if int64(want) > d.size-off {
+		p = p[:d.size-off]
+		eof = io.EOF
+	}
+	if len(p) == 0 {
+		return 0, eof
+	}
+	if err := d.parallel(off, int64(len(p)), func(cOff, cLen int64) error {
+		return d.readChunk(p[cOff-off:cOff-off+cLen], cOff)
+	}); err != nil {
+		return 0, err
+	}
+	return len(p), eof
+}
+
+// readChunk fills dst (within one chunk's span) with the plaintext at off.
+func (d *Device) readChunk(dst []byte, off int64) error {
+	ss := d.sectorSize
+	if off%ss == 0 && int64(len(dst))%ss == 0 {
+		if err := d.readFull(dst, off); err != nil {
+			return err
+		}
+		d.cipher.Decrypt(dst, d.ivSector(off), int(ss))
+		return nil
+	}
+	start := off - off%ss
+	end := roundUp(off+int64(len(dst)), ss)
+	bp := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(bp)
+	buf := (*bp)[:end-start]
+	if err := d.readFull(buf, start); err != nil {
+		return err
+	}
+	d.cipher.Decrypt(buf, d.ivSector(start), int(ss))
+	copy(dst, buf[off-start:])
+	clear(buf)
+	return nil
+}
+
+// WriteAt encrypts p into a buffer of its own and writes it at off; p is
+// never modified.
+func (d *Device) WriteAt(p []byte, off int64) (int, error) {
+	if err := d.checkWrite("write", off, int64(len(p))); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	err := d.write(off, int64(len(p)), func(dst []byte, at int64) { copy(dst, p[at-off:]) })
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WriteZeroes writes the ciphertext of zeroes over the range: plaintext
+// zeroes must read back, which a hole in the backend would not give.
+func (d *Device) WriteZeroes(off, length int64) error {
+	if err := d.checkWrite("write zeroes", off, length); err != nil {
+		return err
+	}
+	if length == 0 {
+		return nil
+	}
+	return d.write(off, length, func(dst []byte, _ int64) { clear(dst) })
+}
+
+// Trim discards the whole sectors inside the range on the backend when
+// discards are allowed; otherwise it returns blockdev.ErrNotSupported.
+// Discarded sectors read back as garbage, as with dm-crypt.
+func (d *Device) Trim(off, length int64) error {
+	if !d.CanTrim() {
+		return &blockdev.OpError{Op: "trim", Path: "crypt", Off: off, Len: length, Err: blockdev.ErrNotSupported}
+	}
+	if err := d.checkWrite("trim", off, length); err != nil {
+		return err
+	}
+	start := roundUp(off, d.sectorSize)
+	end := off + length - (off+length)%d.sectorSize
+	if end <= start {
+		return nil
+	}
+	first, last := start/d.sectorSize, end/d.sectorSize-1
+	unlock := d.locks.lock(first, last, true)
+	defer unlock()
+	return d.backend.(blockdev.Trimmer).Trim(d.offset+start, end-start)
+}
+
+// Flush flushes the backend.
+func (d *Device) Flush() error {
+	if d.readOnly {
+		return nil
+	}
+	return d.backend.Flush()
+}
+
+// Close wipes the key and closes the backend.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	d.cipher.Wipe()
+	return d.backend.Close()
+}
+
+func (d *Device) checkWrite(op string, off, length int64) error {
+	if d.readOnly {
+		return &blockdev.OpError{Op: op, Path: "crypt", Off: off, Len: length, Err: blockdev.ErrReadOnly}
+	}
+	if off < 0 || length < 0 || off > d.size || length > d.size-off {
+		return &blockdev.OpError{Op: op, Path: "crypt", Off: off, Len: length, Err: blockdev.ErrOutOfRange}
+	}
+	return nil
+}
+
+// write writes length bytes at off whose plaintext fill produces: fill(dst,
+// at) fills dst with the plaintext that belongs at offset at.
+func (d *Device) write(off, length int64, fill func(dst []byte, at int64)) error {
+	ss := d.sectorSize
+	partial := off%ss != 0 || (off+length)%ss != 0
+	first, last := off/ss, (off+length-1)/ss
+	unlock := d.locks.lock(first, last, partial)
+	defer unlock()
+	return d.parallel(off, length, func(cOff, cLen int64) error {
+		return d.writeChunk(cOff, cLen, fill)
+	})
+}
+
+// writeChunk encrypts and writes one chunk's span. Sectors it covers only
+// in part are read and decrypted first (the caller holds them exclusively).
+func (d *Device) writeChunk(off, length int64, fill func(dst []byte, at int64)) error {
+	ss := d.sectorSize
+	start := off - off%ss
+	end := roundUp(off+length, ss)
+	bp := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(bp)
+	buf := (*bp)[:end-start]
+	if off != start {
+		if err := d.readSector(buf[:ss], start); err != nil {
+			return err
+		}
+	}
+	if off+length != end && (end-ss != start || off == start) {
+		if err := d.readSector(buf[len(buf)-int(ss):], end-ss); err != nil {
+			return err
+		}
+	}
+	fill(buf[off-start:off-start+length], off)
+	d.cipher.Encrypt(buf, d.ivSector(start), int(ss))
+	_, err := d.backend.WriteAt(buf, d.offset+start)
+	return err
+}
+
+// readSector reads and decrypts the one sector at off into dst.
+func (d *Device) readSector(dst []byte, off int64) error {
+	if err := d.readFull(dst, off); err != nil {
+		return err
+	}
+	d.cipher.Decrypt(dst, d.ivSector(off), int(d.sectorSize))
+	return nil
+}
+
+// readFull reads the ciphertext for plaintext offset off into dst.
+func (d *Device) readFull(dst []byte, off int64) error {
+	n, err := d.backend.ReadAt(dst, d.offset+off)
+	if n == len(dst) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// parallel splits [off, off+length) at chunk boundaries aligned to the
+// sector size and runs fn on each piece, on up to GOMAXPROCS goroutines.
+// It returns the first error; pieces already done stay done.
+func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) error {
+	// Pieces start at multiples of chunkSize (a multiple of every sector
+	// size), so only the first and last can hold a partial sector.
+	firstChunk := off / chunkSize
+	lastChunk := (off + length - 1) / chunkSize
+	n := int(lastChunk - firstChunk + 1)
+	piece := func(i int) (int64, int64) {
+		s := max(off, (firstChunk+int64(i))*chunkSize)
+		e := min(off+length, (firstChunk+int64(i)+1)*chunkSize)
+		return s, e - s
+	}
+	workers := min(n, runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := range n {
+			if err := fn(piece(i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		next     atomic.Int64
+		errOnce  sync.Once
+		firstErr error
+		failed   atomic.Bool
+		wg       sync.WaitGroup
+	)
+	work := func() {
+		for !failed.Load() {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			if err := fn(piece(i)); err != nil {
+				errOnce.Do(func() { firstErr = err })
+				failed.Store(true)
+				return
+			}
+		}
+	}
+	wg.Add(workers - 1)
+	for range workers - 1 {
+		go func() { defer wg.Done(); work() }()
+	}
+	work()
+	wg.Wait()
+	return firstErr
+}
+
+func roundUp(x, to int64) int64 { return (x + to - 1) / to * to }
