@@ -1,0 +1,433 @@
+package nbd
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// AttachConfig describes a kernel NBD device (/dev/nbdN) whose requests this
+// process serves over socket pairs handed to nbd.ko through generic netlink.
+type AttachConfig struct {
+	// Index is the N of /dev/nbdN; -1 lets the kernel pick a free device
+	// (or create one).
+	Index int
+	// Size of the device in bytes.
+	Size int64
+	// BlockSize is the logical block size (512..4096); 0 means 512.
+	BlockSize int
+	// ReadOnly marks the device read-only; Trim lets the kernel send discards.
+	ReadOnly, Trim bool
+	// Connections is the number of socket pairs; 0 means one per CPU.
+	Connections int
+	// Timeout fails a request the server has not answered in time (0:
+	// never, the kernel only warns about stuck requests).
+	Timeout time.Duration
+	// DeadConnTimeout is how long the kernel queues requests once every
+	// connection is dead, waiting for a reconfigure (0: fail at once).
+	DeadConnTimeout time.Duration
+	// Backend names the device's backend in /sys/block/nbdN/backend.
+	Backend string
+	// Reconfigure hands new sockets to the existing device Index (whose
+	// server died) instead of creating a device: NBD_CMD_RECONFIGURE.
+	Reconfigure bool
+	// Serve runs the NBD transmission phase on one kernel socket with the
+	// transmission flags Flags returns, until the kernel disconnects.
+	Serve func(conn net.Conn) error
+}
+
+// Flags returns the transmission flags the kernel is told the server has.
+func (c AttachConfig) Flags() uint16 {
+	f := uint16(kernelFlagHasFlags | kernelFlagSendFlush | kernelFlagSendFUA | kernelFlagCanMultiConn)
+	if c.ReadOnly {
+		f |= kernelFlagReadOnly
+	}
+	if c.Trim && !c.ReadOnly {
+		f |= kernelFlagSendTrim
+	}
+	return f
+}
+
+func (c AttachConfig) request(fds []uint32) connectRequest {
+	bs := c.BlockSize
+	if bs == 0 {
+		bs = 512
+	}
+	return connectRequest{
+		Index:           c.Index,
+		SizeBytes:       uint64(c.Size),
+		BlockSizeBytes:  uint64(bs),
+		TimeoutSec:      uint64((c.Timeout + time.Second - 1) / time.Second),
+		DeadConnSec:     uint64((c.DeadConnTimeout + time.Second - 1) / time.Second),
+		ServerFlags:     uint64(c.Flags()),
+		Sockets:         fds,
+		BackendID:       c.Backend,
+		reconfigureOnly: c.Reconfigure,
+	}
+}
+
+func (c AttachConfig) validate() error {
+	switch {
+	case c.Serve == nil:
+		return errors.New("nbd: AttachConfig.Serve is nil")
+	case c.Size <= 0:
+		return fmt.Errorf("nbd: device size %d is not positive", c.Size)
+	case c.BlockSize != 0 && (c.BlockSize < 512 || c.BlockSize > 4096 || c.BlockSize&(c.BlockSize-1) != 0):
+		return fmt.Errorf("nbd: block size %d is not a power of two in 512..4096", c.BlockSize)
+	case c.BlockSize != 0 && c.Size%int64(c.BlockSize) != 0:
+		return fmt.Errorf("nbd: device size %d is not a multiple of the block size %d", c.Size, c.BlockSize)
+	case c.Reconfigure && c.Index < 0:
+		return errors.New("nbd: reconfigure needs the device index")
+	}
+	return nil
+}
+
+// Attachment is a kernel NBD device served by this process.
+type Attachment struct {
+	index  int
+	conns  []net.Conn
+	done   chan struct{}
+	mu     sync.Mutex
+	err    error // first error a connection's Serve returned
+	detach sync.Once
+	closed bool
+	derr   error
+}
+
+// Attach creates (or reconfigures) /dev/nbdN and serves it with cfg.Serve,
+// one goroutine per connection. It loads nbd.ko when the kernel lacks it.
+func Attach(cfg AttachConfig) (*Attachment, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := cfg.Connections
+	if n <= 0 {
+		n = runtime.NumCPU()
+	}
+	c, family, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+
+	a := &Attachment{index: cfg.Index, done: make(chan struct{})}
+	var kernelFDs []uint32
+	closeKernelFDs := func() {
+		for _, fd := range kernelFDs {
+			unix.Close(int(fd))
+		}
+		kernelFDs = nil
+	}
+	defer closeKernelFDs()
+	for range n {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			a.closeConns()
+			return nil, fmt.Errorf("nbd: socketpair: %w", err)
+		}
+		kernelFDs = append(kernelFDs, uint32(fds[0]))
+		f := os.NewFile(uintptr(fds[1]), "nbd-server")
+		conn, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			a.closeConns()
+			return nil, fmt.Errorf("nbd: socket: %w", err)
+		}
+		a.conns = append(a.conns, conn)
+	}
+
+	cmd := uint8(genlCmdConnect)
+	op := "connect"
+	if cfg.Reconfigure {
+		cmd, op = genlCmdReconfigure, "reconfigure"
+	}
+	body, err := cfg.request(kernelFDs).encode()
+	if err != nil {
+		a.closeConns()
+		return nil, err
+	}
+	// Serve before the kernel can send anything.
+	var wg sync.WaitGroup
+	for _, conn := range a.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := cfg.Serve(conn); err != nil {
+				a.mu.Lock()
+				if a.err == nil {
+					a.err = err
+				}
+				a.mu.Unlock()
+			}
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(a.done)
+	}()
+
+	msgs, err := c.Execute(genetlink.Message{
+		Header: genetlink.Header{Command: cmd, Version: genlVersion},
+		Data:   body,
+	}, family.ID, netlink.Request|netlink.Acknowledge)
+	if err != nil {
+		a.closeConns()
+		<-a.done
+		return nil, kernelError(op, cfg.Index, err)
+	}
+	if !cfg.Reconfigure {
+		if len(msgs) == 0 {
+			a.closeConns()
+			<-a.done
+			return nil, errors.New("nbd: the kernel sent no connect reply")
+		}
+		idx, err := decodeIndex(msgs[0].Data)
+		if err != nil {
+			a.closeConns()
+			<-a.done
+			return nil, err
+		}
+		a.index = idx
+	}
+	// The kernel holds its own references to its ends now.
+	closeKernelFDs()
+	if err := waitForNode(a.DevicePath(), 5*time.Second); err != nil {
+		a.Detach()
+		return nil, err
+	}
+	return a, nil
+}
+
+// Index returns the N of /dev/nbdN.
+func (a *Attachment) Index() int { return a.index }
+
+// DevicePath returns /dev/nbdN.
+func (a *Attachment) DevicePath() string { return DevicePath(a.index) }
+
+// DevicePath returns the device node of NBD device index.
+func DevicePath(index int) string { return fmt.Sprintf("/dev/nbd%d", index) }
+
+// ParseDevicePath returns N for "/dev/nbdN" or "nbdN".
+func ParseDevicePath(path string) (int, error) {
+	s := strings.TrimPrefix(strings.TrimPrefix(path, "/dev/"), "nbd")
+	var n int
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" || (len(s) > 1 && s[0] == '0') {
+		return -1, fmt.Errorf("%q is not an NBD device (/dev/nbdN)", path)
+	}
+	if _, err := fmt.Sscan(s, &n); err != nil || n < 0 {
+		return -1, fmt.Errorf("%q is not an NBD device (/dev/nbdN)", path)
+	}
+	return n, nil
+}
+
+// Wait blocks until every connection has ended: the kernel disconnected
+// (NBD_CMD_DISCONNECT, nbd-client -d, a timeout) or Detach was called. It
+// returns the first error a connection's Serve returned, or nil.
+func (a *Attachment) Wait() error {
+	<-a.done
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	return a.err
+}
+
+// Done is closed when every connection has ended.
+func (a *Attachment) Done() <-chan struct{} { return a.done }
+
+// Detach flushes the kernel's dirty pages of the device to this server,
+// asks the kernel to disconnect, and waits for the connections to end.
+func (a *Attachment) Detach() error {
+	a.detach.Do(func() {
+		a.mu.Lock()
+		a.closed = true
+		a.mu.Unlock()
+		select {
+		case <-a.done:
+			return // the kernel side is already gone
+		default:
+		}
+		var errs []error
+		if err := syncDevice(a.DevicePath()); err != nil {
+			errs = append(errs, err)
+		}
+		if err := Disconnect(a.index); err != nil {
+			errs = append(errs, err)
+		}
+		select {
+		case <-a.done:
+		case <-time.After(30 * time.Second):
+			errs = append(errs, fmt.Errorf("nbd: %s did not disconnect, closing its sockets", a.DevicePath()))
+		}
+		a.closeConns()
+		<-a.done
+		a.derr = errors.Join(errs...)
+	})
+	return a.derr
+}
+
+func (a *Attachment) closeConns() {
+	for _, c := range a.conns {
+		c.Close()
+	}
+}
+
+// syncDevice writes the page cache of a block device back (to this server).
+func syncDevice(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("nbd: flush %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("nbd: flush %s: %w", path, err)
+	}
+	return nil
+}
+
+// Disconnect asks the kernel to disconnect /dev/nbd<index>: it sends
+// NBD_CMD_DISC to the server and shuts the sockets down.
+func Disconnect(index int) error {
+	c, family, err := dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	body, err := encodeIndex(index)
+	if err != nil {
+		return err
+	}
+	_, err = c.Execute(genetlink.Message{
+		Header: genetlink.Header{Command: genlCmdDisconnect, Version: genlVersion},
+		Data:   body,
+	}, family.ID, netlink.Request|netlink.Acknowledge)
+	if err != nil {
+		return kernelError("disconnect", index, err)
+	}
+	return nil
+}
+
+// Devices lists the kernel's NBD devices and whether each is connected.
+func Devices() ([]DeviceStatus, error) {
+	c, family, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	body, err := encodeIndex(-1)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := c.Execute(genetlink.Message{
+		Header: genetlink.Header{Command: genlCmdStatus, Version: genlVersion},
+		Data:   body,
+	}, family.ID, netlink.Request|netlink.Acknowledge)
+	if err != nil {
+		return nil, kernelError("status", -1, err)
+	}
+	var all []DeviceStatus
+	for _, m := range msgs {
+		list, err := decodeStatus(m.Data)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, list...)
+	}
+	return all, nil
+}
+
+// Available reports whether the kernel's NBD driver can be used, loading
+// nbd.ko when it is missing.
+func Available() error {
+	c, _, err := dial()
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// ErrNoKernelNBD means the kernel has no NBD driver and none could be loaded.
+var ErrNoKernelNBD = errors.New("the kernel has no NBD support (nbd.ko)")
+
+// dial opens generic netlink and resolves the "nbd" family, running
+// `modprobe nbd` once when the family is unknown.
+func dial() (*genetlink.Conn, genetlink.Family, error) {
+	c, err := genetlink.Dial(nil)
+	if err != nil {
+		return nil, genetlink.Family{}, fmt.Errorf("nbd: cannot open generic netlink: %w", err)
+	}
+	family, err := c.GetFamily(genlFamily)
+	if errors.Is(err, os.ErrNotExist) {
+		out, merr := exec.Command("modprobe", "nbd").CombinedOutput()
+		family, err = c.GetFamily(genlFamily)
+		if errors.Is(err, os.ErrNotExist) {
+			c.Close()
+			why := "modprobe nbd succeeded but the nbd netlink family is still missing"
+			if merr != nil {
+				why = fmt.Sprintf("modprobe nbd: %v", merr)
+				if s := strings.TrimSpace(string(out)); s != "" {
+					why = "modprobe nbd: " + s
+				}
+			}
+			return nil, genetlink.Family{}, fmt.Errorf("%w: %s", ErrNoKernelNBD, why)
+		}
+	}
+	if err != nil {
+		c.Close()
+		return nil, genetlink.Family{}, fmt.Errorf("nbd: looking up the nbd netlink family: %w", err)
+	}
+	return c, family, nil
+}
+
+// kernelError says what nbd.ko refused, in terms of the device.
+func kernelError(op string, index int, err error) error {
+	dev := "an NBD device"
+	if index >= 0 {
+		dev = DevicePath(index)
+	}
+	var why string
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		why = "permission denied (CAP_SYS_ADMIN is needed)"
+	case errors.Is(err, unix.EBUSY):
+		why = dev + " is already in use"
+	case errors.Is(err, unix.EINVAL) && op == "disconnect":
+		why = dev + " does not exist"
+	case errors.Is(err, unix.EINVAL):
+		why = "invalid request (size, block size, flags or socket rejected)"
+	case errors.Is(err, unix.ENOSPC) && op == "reconfigure":
+		why = dev + " has no dead connection to replace"
+	case errors.Is(err, unix.ENOMEM):
+		why = "out of memory"
+	default:
+		why = err.Error()
+		return fmt.Errorf("nbd: the kernel refused %s of %s: %s", op, dev, why)
+	}
+	return fmt.Errorf("nbd: the kernel refused %s of %s: %s (%v)", op, dev, why, err)
+}
+
+// waitForNode waits for a device node to appear (devtmpfs or udev).
+func waitForNode(path string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		fi, err := os.Stat(path)
+		if err == nil && fi.Mode()&os.ModeDevice != 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nbd: %s did not appear", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
