@@ -1,0 +1,206 @@
+#!/bin/sh
+# lib.sh: helpers for vmtest scenarios (sourced by each scenario).
+#
+# Results: pass NAME / fail NAME WHY write "PASS NAME" / "FAIL NAME: WHY" to the
+# suite summary. NAME names the scenario, the cipher and the frontend, e.g.
+# "10-dmcrypt-baseline aes-xts-plain64/512 dm-crypt".
+
+# Cheap key derivation: TCG is slow and the PBKDF is not what is tested here.
+PBKDF_ARGS="--pbkdf pbkdf2 --pbkdf-force-iterations 1000"
+
+# CIPHERS lists the cipher setups every cross-check covers, one a line:
+#   label|LUKS type|cipher|key bits|sector bytes
+CIPHERS='aes-xts-plain64/512|luks2|aes-xts-plain64|512|512
+aes-xts-plain64/4096|luks2|aes-xts-plain64|512|4096
+xchacha12,aes-adiantum-plain64/512|luks2|xchacha12,aes-adiantum-plain64|256|512
+xchacha12,aes-adiantum-plain64/4096|luks2|xchacha12,aes-adiantum-plain64|256|4096
+xchacha20,aes-adiantum-plain64/512|luks2|xchacha20,aes-adiantum-plain64|256|512
+aes-cbc-essiv:sha256/luks1|luks1|aes-cbc-essiv:sha256|256|512'
+
+# cipher_field LINE N prints field N (1 label, 2 type, 3 cipher, 4 key bits,
+# 5 sector size) of a CIPHERS line.
+cipher_field() { echo "$1" | cut -d'|' -f"$2"; }
+
+# cipher_line LABEL prints the CIPHERS line with that label.
+cipher_line() { echo "$CIPHERS" | grep -F "$1|" | head -n1; }
+
+SCRATCH=${VMTEST_SCRATCH:-/tmp}
+RESULT=${VMTEST_RESULT:-/dev/null}
+
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+
+say() { echo "[$(uptime_s)] $*"; }
+
+record() {
+	echo "$1" >>/out/summary
+	echo "$1" >>"$RESULT"
+	echo "$1"
+	[ "${VMTEST_VERBOSE:-0}" = 1 ] || echo "$1" >/dev/console
+}
+
+# pass NAME
+pass() { record "PASS $*"; }
+
+# fail NAME WHY...
+fail() {
+	n=$1
+	shift
+	record "FAIL $n: $*"
+}
+
+# mkkey FILE writes a passphrase file (no trailing newline).
+mkkey() { printf 'vmtest-%s' "$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$1"; }
+
+# mkpattern FILE MiB writes MiB of random data: the known pattern.
+mkpattern() { head -c $(($2 * 1048576)) /dev/urandom >"$1"; }
+
+# mkimage FILE MiB creates a sparse image file.
+mkimage() { rm -f "$1" && truncate -s "$2M" "$1"; }
+
+# write_at DEV FILE OFFSET_MiB writes FILE into DEV at OFFSET_MiB, synced.
+write_at() { dd if="$2" of="$1" bs=1M seek="$3" conv=fsync,notrunc 2>/dev/null; }
+
+# sum_at DEV OFFSET_MiB LEN_MiB prints the sha256 of that range of DEV.
+sum_at() { dd if="$1" bs=1M skip="$2" count="$3" iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1; }
+
+# sum_of FILE prints the sha256 of FILE.
+sum_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# size_mib DEV prints DEV's size in MiB (rounded down).
+size_mib() { echo $(($(blockdev --getsize64 "$1") / 1048576)); }
+
+# data_offset_mib IMAGE prints where the encrypted data starts in IMAGE, in MiB.
+data_offset_mib() {
+	cryptsetup luksDump "$1" | awk '
+		/^Payload offset:/ { print int($3 * 512 / 1048576); found = 1; exit }
+		/^Data segments:/ { seg = 1 }
+		seg && $1 == "offset:" { print int($2 / 1048576); found = 1; exit }
+		END { exit !found }'
+}
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+
+# cs_format IMAGE KEY LINE [ARGS...] formats IMAGE with cryptsetup for a
+# CIPHERS line, with extra luksFormat ARGS.
+cs_format() {
+	_img=$1 _key=$2 _line=$3
+	shift 3
+	_type=$(cipher_field "$_line" 2)
+	set -- --type "$_type" --cipher "$(cipher_field "$_line" 3)" --key-size "$(cipher_field "$_line" 4)" "$@"
+	[ "$_type" = luks1 ] || set -- --sector-size "$(cipher_field "$_line" 5)" "$@"
+	# shellcheck disable=SC2086
+	cryptsetup luksFormat -q --key-file "$_key" $PBKDF_ARGS "$@" "$_img"
+}
+
+# cs_open IMAGE NAME KEY opens IMAGE with the kernel's dm-crypt as /dev/mapper/NAME.
+cs_open() { cryptsetup open --key-file "$3" "$1" "$2"; }
+
+cs_close() { cryptsetup close "$1"; }
+
+have_luksd() { command -v luksd >/dev/null 2>&1; }
+
+# luksd_open FRONTEND IMAGE NAME KEY opens IMAGE with luksd and prints the
+# block device. It works whether `luksd open` detaches (prints the device and
+# exits) or stays in the foreground (prints the device and keeps serving).
+luksd_open() {
+	_fe=$1 _img=$2 _name=$3 _key=$4
+	_out=$SCRATCH/luksd-open.$_name
+	rm -f "$_out.pid"
+	luksd open --key-file "$_key" --frontend "$_fe" "$_img" "$_name" >"$_out.out" 2>"$_out.err" &
+	_pid=$!
+	_i=0
+	_dev=
+	while [ -z "$_dev" ]; do
+		_dev=$(grep -o '/dev/[a-z]*[0-9][0-9]*' "$_out.out" | head -n1 || true)
+		[ -n "$_dev" ] && break
+		if ! kill -0 "$_pid" 2>/dev/null; then
+			_rc=0
+			wait "$_pid" || _rc=$?
+			echo "luksd open exited $_rc without a device: $(head -n3 "$_out.err" "$_out.out" | tr '\n' ' ')" >&2
+			return 1
+		fi
+		_i=$((_i + 1))
+		if [ "$_i" -gt 600 ]; then
+			kill -9 "$_pid" 2>/dev/null || true
+			echo "luksd open printed no device within 60s" >&2
+			return 1
+		fi
+		usleep 100000
+	done
+	kill -0 "$_pid" 2>/dev/null && echo "$_pid" >"$_out.pid"
+	# the device is usable once the kernel knows its size
+	_i=0
+	while [ "$(blockdev --getsize64 "$_dev" 2>/dev/null || echo 0)" = 0 ]; do
+		_i=$((_i + 1))
+		if [ "$_i" -gt 300 ]; then
+			echo "$_dev still has size 0 after 30s" >&2
+			return 1
+		fi
+		usleep 100000
+	done
+	echo "$_dev"
+}
+
+# luksd_close NAME closes a luksd device and waits for a foreground daemon.
+luksd_close() {
+	luksd close "$1" || return 1
+	_p=$SCRATCH/luksd-open.$1.pid
+	if [ -e "$_p" ]; then
+		_i=0
+		while kill -0 "$(cat "$_p")" 2>/dev/null; do
+			_i=$((_i + 1))
+			if [ "$_i" -gt 100 ]; then
+				echo "luksd daemon for $1 still running 10s after close" >&2
+				return 1
+			fi
+			usleep 100000
+		done
+		rm -f "$_p"
+	fi
+}
+
+# luksd_pids prints the pids of all running luksd processes.
+luksd_pids() { pidof luksd || true; }
+
+# cleanup_all releases whatever a scenario left behind: mounts under /mnt,
+# luksd daemons, dm-crypt mappings, loop devices.
+cleanup_all() {
+	for m in $(awk '$2 ~ /^\/mnt/ { print $2 }' /proc/mounts | sort -r); do
+		umount "$m" 2>/dev/null || umount -l "$m" || true
+	done
+	for p in $(luksd_pids); do
+		kill -9 "$p" 2>/dev/null || true
+	done
+	for m in /dev/mapper/*; do
+		[ "$m" = /dev/mapper/control ] || [ ! -e "$m" ] || cryptsetup close "${m##*/}" || true
+	done
+	losetup -D 2>/dev/null || true
+}
+
+# because WHY... records why the current check failed and ends it: use
+# `step || because "..."` inside a function run by check (which runs it in
+# a subshell, so this exit ends only the check).
+because() {
+	echo "$*" >"$SCRATCH/why"
+	exit 1
+}
+
+# check NAME FUNC ARGS... runs FUNC ARGS in a subshell and reports PASS NAME
+# if it succeeds, else FAIL NAME with the reason FUNC gave through because
+# (or its exit status). Whatever FUNC left open is released afterwards.
+check() {
+	_n=$1
+	shift
+	rm -f "$SCRATCH/why"
+	say "begin: $_n"
+	_rc=0
+	("$@") || _rc=$?
+	if [ "$_rc" = 0 ]; then
+		pass "$_n"
+	elif [ -s "$SCRATCH/why" ]; then
+		fail "$_n" "$(cat "$SCRATCH/why")"
+	else
+		fail "$_n" "exited $_rc"
+	fi
+	cleanup_all
+}

@@ -1,0 +1,57 @@
+#!/bin/sh
+# runner.sh runs each scenario named in /out/plan (one NN-name a line), each
+# in its own scratch directory with a time limit, and records the outcome:
+#   /out/summary        PASS/FAIL lines of every scenario, in order
+#   /out/logs/NN-name.log   the scenario's stdout and stderr
+#   /out/done           "END NN-name rc=N pass=P fail=F" once a scenario ended
+# A scenario that exits non-zero without a FAIL line, or reports nothing,
+# gets a FAIL line from here.
+. /vmtest/guest/lib.sh
+[ -e /out/config ] && . /out/config
+limit=${VMTEST_SCENARIO_TIMEOUT:-300}
+mkdir -p /out/logs
+: >/out/summary
+: >/out/done
+echo "vmtest: ready at $(uptime_s)s, running: $(tr '\n' ' ' </out/plan)"
+
+while read -r s; do
+	[ -n "$s" ] || continue
+	script=/vmtest/scenarios/$s.sh
+	res=/tmp/result.$s
+	: >"$res"
+	log=/out/logs/$s.log
+	t0=$(uptime_s)
+	echo "=== $s"
+	if [ ! -e "$script" ]; then
+		echo "FAIL $s: no such scenario" | tee -a /out/summary
+		echo "END $s rc=127 pass=0 fail=1" >>/out/done
+		continue
+	fi
+	scratch=$(mktemp -d /tmp/vmtest.XXXXXX)
+	if [ "${VMTEST_VERBOSE:-0}" = 1 ]; then
+		(cd "$scratch" && VMTEST_SCENARIO=$s VMTEST_RESULT=$res VMTEST_SCRATCH=$scratch \
+			timeout -s KILL "$limit" sh -e "$script" 2>&1; echo $? >"$scratch.rc") | tee "$log"
+	else
+		(cd "$scratch" && VMTEST_SCENARIO=$s VMTEST_RESULT=$res VMTEST_SCRATCH=$scratch \
+			timeout -s KILL "$limit" sh -e "$script" >"$log" 2>&1; echo $? >"$scratch.rc")
+	fi
+	rc=$(cat "$scratch.rc")
+	npass=$(grep -c '^PASS ' "$res")
+	nfail=$(grep -c '^FAIL ' "$res")
+	if [ "$rc" = 137 ]; then
+		echo "FAIL $s: timed out after ${limit}s (see logs/$s.log)" | tee -a /out/summary
+		nfail=$((nfail + 1))
+	elif [ "$rc" != 0 ] && [ "$nfail" = 0 ]; then
+		echo "FAIL $s: exited $rc: $(tail -n1 "$log") (see logs/$s.log)" | tee -a /out/summary
+		nfail=$((nfail + 1))
+	elif [ "$npass" = 0 ] && [ "$nfail" = 0 ]; then
+		echo "FAIL $s: reported no result (see logs/$s.log)" | tee -a /out/summary
+		nfail=1
+	fi
+	cleanup_all >>"$log" 2>&1
+	rm -rf "$scratch" "$scratch.rc" "$res"
+	echo "END $s rc=$rc pass=$npass fail=$nfail" >>/out/done
+	t1=$(uptime_s)
+	echo "--- $s: $npass passed, $nfail failed, $(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")s"
+done </out/plan
+echo "vmtest: finished at $(uptime_s)s"

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# run.sh boots Debian's Linux 6.12 under qemu (TCG, no network) and runs the
+# vmtest scenarios inside; see README.md.
+#
+#   contrib/vmtest/run.sh                 the default list: every scenario whose
+#                                         "# requires:" features are all enabled
+#   contrib/vmtest/run.sh SCENARIO...     only these (20, 20-dmcrypt-to-luksd-nbd,
+#                                         dmcrypt-to-luksd-nbd or a path), enabled or not
+#   contrib/vmtest/run.sh --all           every scenario
+#   contrib/vmtest/run.sh --list          list scenarios, their features, default or not
+#
+# Prints one "PASS name" or "FAIL name: why" line per check and exits non-zero
+# on any FAIL, on a scenario without a result, or on a timeout.
+#
+# Environment: VMTEST_FEATURES (features enabled on top of the file
+# contrib/vmtest/features), VMTEST_OUT (results directory, default
+# contrib/vmtest/out), VMTEST_TIMEOUT (whole VM, seconds, default 900),
+# VMTEST_SCENARIO_TIMEOUT (each scenario, default 300), VMTEST_VERBOSE=1
+# (scenario output on the console), VMTEST_LUKSD (a prebuilt luksd to test
+# instead of building one), VMTEST_MEM (MiB, default 1536), VMTEST_SMP (2).
+set -euo pipefail
+export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+out=${VMTEST_OUT:-$here/out}
+sdir=$here/scenarios
+
+die() { echo "vmtest: $*" >&2; exit 2; }
+
+# requires FILE prints the features a scenario needs (its "# requires:" line).
+requires() { sed -n 's/^# requires:[[:space:]]*//p' "$1" | head -n1; }
+
+enabled_features() {
+	{ [ -e "$here/features" ] && sed 's/#.*//' "$here/features"; echo "${VMTEST_FEATURES:-}"; } | tr ' ,' '\n\n' | grep -v '^$' || true
+}
+
+# is_default FILE: every feature the scenario requires is enabled.
+is_default() {
+	local f
+	for f in $(requires "$1"); do
+		enabled_features | grep -qxF "$f" || return 1
+	done
+}
+
+# resolve ARG prints the scenario name (NN-name) ARG stands for.
+resolve() {
+	local a=${1##*/} m
+	a=${a%.sh}
+	for m in "$sdir/$a.sh" "$sdir/$a"-*.sh "$sdir"/[0-9][0-9]-"$a".sh; do
+		if [ -e "$m" ]; then
+			m=${m##*/}
+			echo "${m%.sh}"
+			return
+		fi
+	done
+	die "no scenario matches '$1' (see contrib/vmtest/run.sh --list)"
+}
+
+plan=()
+case ${1:-} in
+--list)
+	for f in "$sdir"/[0-9][0-9]-*.sh; do
+		n=${f##*/}
+		if is_default "$f"; then d=default; else d=disabled; fi
+		printf '%-32s %-9s requires: %s\n' "${n%.sh}" "$d" "$(requires "$f")"
+	done
+	exit 0
+	;;
+--all)
+	for f in "$sdir"/[0-9][0-9]-*.sh; do n=${f##*/}; plan+=("${n%.sh}"); done
+	;;
+-h | --help)
+	sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+	exit 0
+	;;
+"")
+	for f in "$sdir"/[0-9][0-9]-*.sh; do
+		is_default "$f" || continue
+		n=${f##*/}
+		plan+=("${n%.sh}")
+	done
+	;;
+*)
+	for a in "$@"; do plan+=("$(resolve "$a")"); done
+	;;
+esac
+[ ${#plan[@]} -gt 0 ] || die "no scenario to run"
+
+mkdir -p "$out"
+exec 9>"$out/.lock"
+if ! flock -n 9; then
+	echo "vmtest: $out is in use by another run; waiting (set VMTEST_OUT for a separate one)" >&2
+	flock 9
+fi
+
+t0=$(date +%s)
+
+# luksd, statically linked so that it needs nothing from the initramfs.
+luksd=${VMTEST_LUKSD:-}
+if [ -z "$luksd" ]; then
+	luksd=$out/luksd
+	echo "vmtest: building luksd (CGO_ENABLED=0)" >&2
+	rm -f "$luksd"
+	# A tree that does not build yet still lets the dm-crypt scenarios run;
+	# the luksd ones then fail with "luksd missing".
+	(cd "$top" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -o "$luksd" ./cmd/luksd) ||
+		echo "vmtest: WARNING: go build ./cmd/luksd failed; the VM has no luksd" >&2
+fi
+
+eval "$("$here/kernel.sh")"
+echo "vmtest: kernel $KVER; building the initramfs" >&2
+"$here/initramfs.sh" "$KDIR" "$KVER" "$luksd" "$out/initrd.cpio"
+
+share=$out/results
+rm -rf "$share"
+mkdir -p "$share/logs"
+printf '%s\n' "${plan[@]}" >"$share/plan"
+{
+	echo "VMTEST_SCENARIO_TIMEOUT=${VMTEST_SCENARIO_TIMEOUT:-300}"
+	echo "VMTEST_VERBOSE=${VMTEST_VERBOSE:-0}"
+} >"$share/config"
+
+t1=$(date +%s)
+echo "vmtest: booting ($(( t1 - t0 ))s of preparation), scenarios: ${plan[*]}" >&2
+rc=0
+timeout -k 10 "${VMTEST_TIMEOUT:-900}" qemu-system-x86_64 \
+	-cpu max -m "${VMTEST_MEM:-1536}" -smp "${VMTEST_SMP:-2}" \
+	-nographic -no-reboot -nic none \
+	-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$out/initrd.cpio" \
+	-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init" \
+	-device virtio-rng-pci \
+	-virtfs "local,path=$share,mount_tag=vmtest,security_model=none,id=vmtest" \
+	</dev/null 2>&1 | tee "$share/console.log" || rc=$?
+t2=$(date +%s)
+[ "${PIPESTATUS[0]}" = 0 ] || rc=${PIPESTATUS[0]}
+
+fails=0
+echo
+echo "vmtest summary ($out/results):"
+[ -e "$share/summary" ] && cat "$share/summary"
+fails=$(grep -c '^FAIL ' "$share/summary" 2>/dev/null || true)
+for s in "${plan[@]}"; do
+	if ! grep -q "^END $s " "$share/done" 2>/dev/null; then
+		echo "FAIL $s: no result (the VM timed out or crashed; see $share/console.log)"
+		fails=$((fails + 1))
+	fi
+done
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+	echo "FAIL vmtest: the VM did not finish within ${VMTEST_TIMEOUT:-900}s"
+	fails=$((fails + 1))
+fi
+npass=$(grep -c '^PASS ' "$share/summary" 2>/dev/null || true)
+echo "vmtest: ${npass:-0} passed, $fails failed; VM ran $(( t2 - t1 ))s, total $(( t2 - t0 ))s"
+[ "$fails" = 0 ]
