@@ -1,0 +1,88 @@
+package xts
+
+import "encoding/binary"
+
+// impl names one implementation of the block work. Each Cipher is bound to
+// one when it is made; tests make a Cipher for every impl the machine runs.
+type impl int
+
+const (
+	implGeneric impl = iota // crypto/aes and Go
+	implAESNI               // amd64 AES-NI, eight blocks in flight
+	implVAES                // amd64 VAES on 512-bit vectors (AVX-512)
+	implARM64               // ARMv8 AES instructions
+)
+
+func (im impl) String() string {
+	switch im {
+	case implGeneric:
+		return "generic"
+	case implAESNI:
+		return "aesni"
+	case implVAES:
+		return "vaes"
+	case implARM64:
+		return "arm64"
+	}
+	return "unknown"
+}
+
+// defaultImpl is the fastest impl this machine runs.
+var defaultImpl = impls()[len(impls())-1]
+
+// encryptUnit encrypts one data unit with the plaintext tweak.
+func (c *Cipher) encryptUnit(dst, src []byte, tweak *[blockSize]byte) {
+	if c.impl == implGeneric {
+		c.gen.crypt(dst, src, tweak, false)
+		return
+	}
+	var t [blockSize]byte
+	archEncryptTweaks(c, t[:], tweak[:])
+	archEncrypt(c, dst[:len(src)], src, &t)
+}
+
+func (c *Cipher) decryptUnit(dst, src []byte, tweak *[blockSize]byte) {
+	if c.impl == implGeneric {
+		c.gen.crypt(dst, src, tweak, true)
+		return
+	}
+	var t [blockSize]byte
+	archEncryptTweaks(c, t[:], tweak[:])
+	archDecrypt(c, dst[:len(src)], src, &t)
+}
+
+// sectorsBatch is how many sector tweaks the assembly paths encrypt in one
+// go.
+const sectorsBatch = 8
+
+func (c *Cipher) sectors(buf []byte, sectorSize int, sector, step uint64, decrypt bool) {
+	if sectorSize <= 0 || sectorSize%blockSize != 0 || len(buf)%sectorSize != 0 {
+		panic("xts: buffer is not a whole number of sectors of a whole number of blocks")
+	}
+	var tweaks [sectorsBatch * blockSize]byte
+	for len(buf) > 0 {
+		n := min(len(buf)/sectorSize, sectorsBatch)
+		clear(tweaks[:])
+		for i := range n {
+			binary.LittleEndian.PutUint64(tweaks[i*blockSize:], sector)
+			sector += step
+		}
+		if c.impl != implGeneric {
+			archEncryptTweaks(c, tweaks[:n*blockSize], tweaks[:n*blockSize])
+		}
+		for i := range n {
+			s := buf[i*sectorSize : (i+1)*sectorSize]
+			t := (*[blockSize]byte)(tweaks[i*blockSize:])
+			switch {
+			case c.impl == implGeneric:
+				c.gen.crypt(s, s, t, decrypt)
+			case decrypt:
+				archDecrypt(c, s, s, t)
+			default:
+				archEncrypt(c, s, s, t)
+			}
+		}
+		buf = buf[n*sectorSize:]
+	}
+	clear(tweaks[:])
+}

@@ -1,0 +1,68 @@
+//go:build !purego
+
+package xts
+
+import "golang.org/x/sys/cpu"
+
+func impls() []impl {
+	l := []impl{implGeneric}
+	if cpu.X86.HasAES && cpu.X86.HasSSE41 {
+		l = append(l, implAESNI)
+		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW &&
+			cpu.X86.HasAVX512VAES && cpu.X86.HasAVX512VPCLMULQDQ {
+			l = append(l, implVAES)
+		}
+	}
+	return l
+}
+
+// The kernels take the round keys, the number of rounds (10, 12 or 14), n
+// blocks at dst and src, and the encrypted tweak of the first block, which
+// they replace with the tweak of the block after the last.
+
+//go:noescape
+func encryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
+func decryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+
+// encryptVAES and decryptVAES take a multiple of four blocks.
+//
+//go:noescape
+func encryptVAES(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
+func decryptVAES(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+
+// archEncryptTweaks encrypts independent blocks with the tweak key: XTS
+// with a zero tweak, which stays zero, is ECB.
+func archEncryptTweaks(c *Cipher, dst, src []byte) {
+	var zero [blockSize]byte
+	encryptAESNI(&c.tweak[0], c.rounds, &dst[0], &src[0], len(src)/blockSize, &zero)
+}
+
+func archEncrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) {
+	n := len(src) / blockSize
+	if c.impl == implVAES && n >= 4 {
+		v := n &^ 3
+		encryptVAES(&c.enc[0], c.rounds, &dst[0], &src[0], v, t)
+		if n == v {
+			return
+		}
+		dst, src, n = dst[v*blockSize:], src[v*blockSize:], n-v
+	}
+	encryptAESNI(&c.enc[0], c.rounds, &dst[0], &src[0], n, t)
+}
+
+func archDecrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) {
+	n := len(src) / blockSize
+	if c.impl == implVAES && n >= 4 {
+		v := n &^ 3
+		decryptVAES(&c.dec[0], c.rounds, &dst[0], &src[0], v, t)
+		if n == v {
+			return
+		}
+		dst, src, n = dst[v*blockSize:], src[v*blockSize:], n-v
+	}
+	decryptAESNI(&c.dec[0], c.rounds, &dst[0], &src[0], n, t)
+}

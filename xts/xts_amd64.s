@@ -1,0 +1,367 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// XTS tweak multiplication by x, in one 128-bit lane: doubling each qword
+// with PADDQ drops bit 63 of the low qword (carried into bit 64 by the mask's
+// 1) and bit 127 (folded back as 0x87). PSHUFD $0x13 copies dword 3 to lane
+// 0 and dword 1 to lane 2, PSRAL turns their sign bits into masks.
+DATA xtsmask<>+0(SB)/8, $0x0000000000000087
+DATA xtsmask<>+8(SB)/8, $0x0000000000000001
+GLOBL xtsmask<>(SB), RODATA|NOPTR, $16
+
+// The polynomial's low byte, for VPCLMULQDQ, in every 128-bit lane.
+DATA xtspoly<>+0(SB)/8, $0x0000000000000087
+DATA xtspoly<>+8(SB)/8, $0x0000000000000000
+GLOBL xtspoly<>(SB), RODATA|NOPTR, $16
+
+// Per-qword shift counts that turn four copies of a tweak T into T, Tx,
+// Tx^2, Tx^3 (see ZMULXS; a count of 64 shifts everything out).
+DATA xtsshl<>+0(SB)/8, $0
+DATA xtsshl<>+8(SB)/8, $0
+DATA xtsshl<>+16(SB)/8, $1
+DATA xtsshl<>+24(SB)/8, $1
+DATA xtsshl<>+32(SB)/8, $2
+DATA xtsshl<>+40(SB)/8, $2
+DATA xtsshl<>+48(SB)/8, $3
+DATA xtsshl<>+56(SB)/8, $3
+GLOBL xtsshl<>(SB), RODATA|NOPTR, $64
+DATA xtsshr<>+0(SB)/8, $64
+DATA xtsshr<>+8(SB)/8, $64
+DATA xtsshr<>+16(SB)/8, $63
+DATA xtsshr<>+24(SB)/8, $63
+DATA xtsshr<>+32(SB)/8, $62
+DATA xtsshr<>+40(SB)/8, $62
+DATA xtsshr<>+48(SB)/8, $61
+DATA xtsshr<>+56(SB)/8, $61
+GLOBL xtsshr<>(SB), RODATA|NOPTR, $64
+
+#define MULX(T, TMP, MASK) \
+	PSHUFD $0x13, T, TMP \
+	PSRAL  $31, TMP      \
+	PAND   MASK, TMP     \
+	PADDQ  T, T          \
+	PXOR   TMP, T
+
+// LOADX loads block i of src, saves the tweak at i*16(SP), whitens the block
+// with it and the first round key (X12), and advances the tweak.
+#define LOADX(i, X) \
+	MOVOU i*16(SI), X  \
+	MOVOU X15, i*16(SP) \
+	PXOR  X15, X        \
+	PXOR  X12, X        \
+	MULX(X15, X13, X14)
+
+#define STOREX(i, X) \
+	MOVOU i*16(SP), X13 \
+	PXOR  X13, X        \
+	MOVOU X, i*16(DI)
+
+#define ROUND8(OP, off) \
+	MOVOU off(R8), X12 \
+	OP    X12, X0      \
+	OP    X12, X1      \
+	OP    X12, X2      \
+	OP    X12, X3      \
+	OP    X12, X4      \
+	OP    X12, X5      \
+	OP    X12, X6      \
+	OP    X12, X7
+
+#define ROUND1(OP, off) \
+	MOVOU off(R8), X12 \
+	OP    X12, X0
+
+// The rounds of eight blocks in X0-X7 after whitening: R8 points at round
+// key 1 and CX holds the number of rounds.
+#define BODY8(OP, LAST, L128, L192) \
+	CMPQ CX, $12          \
+	JB   L128             \
+	JEQ  L192             \
+	ROUND8(OP, 0)         \
+	ROUND8(OP, 16)        \
+	ADDQ $32, R8          \
+L192:                     \
+	ROUND8(OP, 0)         \
+	ROUND8(OP, 16)        \
+	ADDQ $32, R8          \
+L128:                     \
+	ROUND8(OP, 0)         \
+	ROUND8(OP, 16)        \
+	ROUND8(OP, 32)        \
+	ROUND8(OP, 48)        \
+	ROUND8(OP, 64)        \
+	ROUND8(OP, 80)        \
+	ROUND8(OP, 96)        \
+	ROUND8(OP, 112)       \
+	ROUND8(OP, 128)       \
+	ROUND8(LAST, 144)
+
+#define BODY1(OP, LAST, L128, L192) \
+	CMPQ CX, $12          \
+	JB   L128             \
+	JEQ  L192             \
+	ROUND1(OP, 0)         \
+	ROUND1(OP, 16)        \
+	ADDQ $32, R8          \
+L192:                     \
+	ROUND1(OP, 0)         \
+	ROUND1(OP, 16)        \
+	ADDQ $32, R8          \
+L128:                     \
+	ROUND1(OP, 0)         \
+	ROUND1(OP, 16)        \
+	ROUND1(OP, 32)        \
+	ROUND1(OP, 48)        \
+	ROUND1(OP, 64)        \
+	ROUND1(OP, 80)        \
+	ROUND1(OP, 96)        \
+	ROUND1(OP, 112)       \
+	ROUND1(OP, 128)       \
+	ROUND1(LAST, 144)
+
+// XTSNI is the whole AES-NI kernel for one direction.
+#define XTSNI(OP, LAST, L8, L8a, L8b, L1, L1a, L1b, LDONE) \
+	MOVQ  rk+0(FP), AX          \
+	MOVQ  rounds+8(FP), CX      \
+	MOVQ  dst+16(FP), DI        \
+	MOVQ  src+24(FP), SI        \
+	MOVQ  n+32(FP), DX          \
+	MOVQ  tweak+40(FP), BX      \
+	MOVOU (BX), X15             \
+	MOVOU xtsmask<>(SB), X14    \
+L8:                             \
+	CMPQ  DX, $8                \
+	JB    L1                    \
+	MOVOU (AX), X12             \
+	LOADX(0, X0)                \
+	LOADX(1, X1)                \
+	LOADX(2, X2)                \
+	LOADX(3, X3)                \
+	LOADX(4, X4)                \
+	LOADX(5, X5)                \
+	LOADX(6, X6)                \
+	LOADX(7, X7)                \
+	LEAQ  16(AX), R8            \
+	BODY8(OP, LAST, L8a, L8b)   \
+	STOREX(0, X0)               \
+	STOREX(1, X1)               \
+	STOREX(2, X2)               \
+	STOREX(3, X3)               \
+	STOREX(4, X4)               \
+	STOREX(5, X5)               \
+	STOREX(6, X6)               \
+	STOREX(7, X7)               \
+	ADDQ  $128, SI              \
+	ADDQ  $128, DI              \
+	SUBQ  $8, DX                \
+	JMP   L8                    \
+L1:                             \
+	TESTQ DX, DX                \
+	JZ    LDONE                 \
+	MOVOU (SI), X0              \
+	PXOR  X15, X0               \
+	MOVOU (AX), X12             \
+	PXOR  X12, X0               \
+	LEAQ  16(AX), R8            \
+	BODY1(OP, LAST, L1a, L1b)   \
+	PXOR  X15, X0               \
+	MOVOU X0, (DI)              \
+	MULX(X15, X13, X14)         \
+	ADDQ  $16, SI               \
+	ADDQ  $16, DI               \
+	DECQ  DX                    \
+	JMP   L1                    \
+LDONE:                          \
+	MOVOU X15, (BX)             \
+	RET
+
+// func encryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+TEXT ·encryptAESNI(SB), NOSPLIT, $128-48
+	XTSNI(AESENC, AESENCLAST, enc8, enc8a, enc8b, enc1, enc1a, enc1b, encdone)
+
+// func decryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+TEXT ·decryptAESNI(SB), NOSPLIT, $128-48
+	XTSNI(AESDEC, AESDECLAST, dec8, dec8a, dec8b, dec1, dec1a, dec1b, decdone)
+
+// ZMULXS multiplies the four tweaks in T by x^s (s < 56): each 128-bit lane
+// is shifted left by s, the bits carried out of the low qword move to the
+// high one, and those out of the high qword are folded back as their
+// carry-less product with 0x87 (Z17).
+#define ZMULXS(T, s, rs, T1, T2) \
+	VPSRLQ     $rs, T, T1         \
+	VPSLLQ     $s, T, T           \
+	VPCLMULQDQ $0x01, Z17, T1, T2 \
+	VPSLLDQ    $8, T1, T1         \
+	VPTERNLOGD $0x96, T1, T2, T
+
+// ZFROM sets T to the tweaks in Z8 times x^s, so that the eight vectors of
+// tweaks are computed side by side rather than in a chain.
+#define ZFROM(T, s, rs, T1, T2) \
+	VPSRLQ     $rs, Z8, T1        \
+	VPSLLQ     $s, Z8, T          \
+	VPCLMULQDQ $0x01, Z17, T1, T2 \
+	VPSLLDQ    $8, T1, T1         \
+	VPTERNLOGD $0x96, T1, T2, T
+
+// ZLOAD loads four blocks and whitens them with their tweaks and round key 0
+// (Z16).
+#define ZLOAD(off, X, T) \
+	VMOVDQU64  off(SI), X \
+	VPTERNLOGD $0x96, Z16, T, X
+
+// ZLAST does the last round with the round key in Z16 merged with the
+// tweaks (the last round ends by adding its key), and stores the blocks.
+#define ZLAST(LAST, off, X, T, TMP) \
+	VPXORD    T, Z16, TMP \
+	LAST      TMP, X, X   \
+	VMOVDQU64 X, off(DI)
+
+#define ZROUND8(OP, off) \
+	VBROADCASTI32X4 off(R8), Z16 \
+	OP Z16, Z0, Z0               \
+	OP Z16, Z1, Z1               \
+	OP Z16, Z2, Z2               \
+	OP Z16, Z3, Z3               \
+	OP Z16, Z4, Z4               \
+	OP Z16, Z5, Z5               \
+	OP Z16, Z6, Z6               \
+	OP Z16, Z7, Z7
+
+#define ZROUND1(OP, off) \
+	VBROADCASTI32X4 off(R8), Z16 \
+	OP Z16, Z0, Z0
+
+// ZBODY8 runs all but the last round on Z0-Z7, R8 pointing at round key 1,
+// and leaves the last round key in Z16.
+#define ZBODY8(OP, L128, L192) \
+	CMPQ CX, $12      \
+	JB   L128         \
+	JEQ  L192         \
+	ZROUND8(OP, 0)    \
+	ZROUND8(OP, 16)   \
+	ADDQ $32, R8      \
+L192:                 \
+	ZROUND8(OP, 0)    \
+	ZROUND8(OP, 16)   \
+	ADDQ $32, R8      \
+L128:                 \
+	ZROUND8(OP, 0)    \
+	ZROUND8(OP, 16)   \
+	ZROUND8(OP, 32)   \
+	ZROUND8(OP, 48)   \
+	ZROUND8(OP, 64)   \
+	ZROUND8(OP, 80)   \
+	ZROUND8(OP, 96)   \
+	ZROUND8(OP, 112)  \
+	ZROUND8(OP, 128)  \
+	VBROADCASTI32X4 144(R8), Z16
+
+#define ZBODY1(OP, L128, L192) \
+	CMPQ CX, $12      \
+	JB   L128         \
+	JEQ  L192         \
+	ZROUND1(OP, 0)    \
+	ZROUND1(OP, 16)   \
+	ADDQ $32, R8      \
+L192:                 \
+	ZROUND1(OP, 0)    \
+	ZROUND1(OP, 16)   \
+	ADDQ $32, R8      \
+L128:                 \
+	ZROUND1(OP, 0)    \
+	ZROUND1(OP, 16)   \
+	ZROUND1(OP, 32)   \
+	ZROUND1(OP, 48)   \
+	ZROUND1(OP, 64)   \
+	ZROUND1(OP, 80)   \
+	ZROUND1(OP, 96)   \
+	ZROUND1(OP, 112)  \
+	ZROUND1(OP, 128)  \
+	VBROADCASTI32X4 144(R8), Z16
+
+// XTSV is the VAES kernel for one direction: 32 blocks (eight vectors of
+// four) in flight, then four at a time. Z8-Z15 hold the tweaks of the
+// next 32 blocks, Z8 lane 0 the next one.
+#define XTSV(OP, LAST, L32, L32a, L32b, L4, L4a, L4b, LDONE) \
+	MOVQ  rk+0(FP), AX              \
+	MOVQ  rounds+8(FP), CX          \
+	MOVQ  dst+16(FP), DI            \
+	MOVQ  src+24(FP), SI            \
+	MOVQ  n+32(FP), DX              \
+	MOVQ  tweak+40(FP), BX          \
+	VBROADCASTI32X4 xtspoly<>(SB), Z17 \
+	VBROADCASTI32X4 (BX), Z8        \
+	VMOVDQU64 xtsshr<>(SB), Z18     \
+	VPSRLVQ   Z18, Z8, Z18          \
+	VMOVDQU64 xtsshl<>(SB), Z19     \
+	VPSLLVQ   Z19, Z8, Z8           \
+	VPCLMULQDQ $0x01, Z17, Z18, Z19 \
+	VPSLLDQ   $8, Z18, Z18          \
+	VPTERNLOGD $0x96, Z18, Z19, Z8  \
+	ZFROM(Z9, 4, 60, Z18, Z19)      \
+	ZFROM(Z10, 8, 56, Z20, Z21)     \
+	ZFROM(Z11, 12, 52, Z22, Z23)    \
+	ZFROM(Z12, 16, 48, Z24, Z25)    \
+	ZFROM(Z13, 20, 44, Z26, Z27)    \
+	ZFROM(Z14, 24, 40, Z28, Z29)    \
+	ZFROM(Z15, 28, 36, Z30, Z31)    \
+L32:                                \
+	CMPQ  DX, $32                   \
+	JB    L4                        \
+	VBROADCASTI32X4 (AX), Z16       \
+	ZLOAD(0, Z0, Z8)                \
+	ZLOAD(64, Z1, Z9)               \
+	ZLOAD(128, Z2, Z10)             \
+	ZLOAD(192, Z3, Z11)             \
+	ZLOAD(256, Z4, Z12)             \
+	ZLOAD(320, Z5, Z13)             \
+	ZLOAD(384, Z6, Z14)             \
+	ZLOAD(448, Z7, Z15)             \
+	LEAQ  16(AX), R8                \
+	ZBODY8(OP, L32a, L32b)          \
+	ZLAST(LAST, 0, Z0, Z8, Z18)     \
+	ZLAST(LAST, 64, Z1, Z9, Z19)    \
+	ZLAST(LAST, 128, Z2, Z10, Z20)  \
+	ZLAST(LAST, 192, Z3, Z11, Z21)  \
+	ZLAST(LAST, 256, Z4, Z12, Z22)  \
+	ZLAST(LAST, 320, Z5, Z13, Z23)  \
+	ZLAST(LAST, 384, Z6, Z14, Z24)  \
+	ZLAST(LAST, 448, Z7, Z15, Z25)  \
+	ZMULXS(Z8, 32, 32, Z26, Z27)    \
+	ZMULXS(Z9, 32, 32, Z28, Z29)    \
+	ZMULXS(Z10, 32, 32, Z30, Z31)   \
+	ZMULXS(Z11, 32, 32, Z26, Z27)   \
+	ZMULXS(Z12, 32, 32, Z28, Z29)   \
+	ZMULXS(Z13, 32, 32, Z30, Z31)   \
+	ZMULXS(Z14, 32, 32, Z26, Z27)   \
+	ZMULXS(Z15, 32, 32, Z28, Z29)   \
+	ADDQ  $512, SI                  \
+	ADDQ  $512, DI                  \
+	SUBQ  $32, DX                   \
+	JMP   L32                       \
+L4:                                 \
+	TESTQ DX, DX                    \
+	JZ    LDONE                     \
+	VBROADCASTI32X4 (AX), Z16       \
+	ZLOAD(0, Z0, Z8)                \
+	LEAQ  16(AX), R8                \
+	ZBODY1(OP, L4a, L4b)            \
+	ZLAST(LAST, 0, Z0, Z8, Z18)     \
+	ZMULXS(Z8, 4, 60, Z26, Z27)     \
+	ADDQ  $64, SI                   \
+	ADDQ  $64, DI                   \
+	SUBQ  $4, DX                    \
+	JMP   L4                        \
+LDONE:                              \
+	VMOVDQU X8, (BX)                \
+	VZEROUPPER                      \
+	RET
+
+// func encryptVAES(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+TEXT ·encryptVAES(SB), NOSPLIT, $0-48
+	XTSV(VAESENC, VAESENCLAST, venc32, venc32a, venc32b, venc4, venc4a, venc4b, vencdone)
+
+// func decryptVAES(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+TEXT ·decryptVAES(SB), NOSPLIT, $0-48
+	XTSV(VAESDEC, VAESDECLAST, vdec32, vdec32a, vdec32b, vdec4, vdec4a, vdec4b, vdecdone)
