@@ -1,3 +1,5 @@
+//go:build !amd64 || !gc || purego
+
 package adiantum
 
 // The portable paths serve every platform without assembly here.
