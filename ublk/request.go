@@ -1,0 +1,193 @@
+package ublk
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"syscall"
+
+	"github.com/luksd/luksd/blockdev"
+)
+
+// payload moves one request's data between the kernel and the daemon: the
+// kernel's copy into a per-tag buffer (copy mode), or pread/pwrite on
+// /dev/ublkcN (UBLK_F_USER_COPY).
+type payload interface {
+	// buffer returns a buffer of n bytes for the request's data.
+	buffer(n int) []byte
+	// load fills buf with the data of a WRITE request.
+	load(buf []byte) error
+	// store hands buf, the data read for a READ request, to the kernel.
+	store(buf []byte) error
+	// release gives the buffer back.
+	release(buf []byte)
+}
+
+// handler serves requests on a blockdev.Device.
+type handler struct {
+	dev      blockdev.Device
+	size     int64
+	trim     blockdev.Trimmer    // nil: discards are not served
+	zero     blockdev.ZeroWriter // nil: write zeroes are emulated
+	readOnly bool
+}
+
+func newHandler(dev blockdev.Device, readOnly, allowDiscards bool) *handler {
+	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly}
+	if ro, ok := dev.(blockdev.ReadOnly); ok && ro.ReadOnly() {
+		h.readOnly = true
+	}
+	if t, ok := dev.(blockdev.Trimmer); ok && allowDiscards && !h.readOnly {
+		h.trim = t
+	}
+	if z, ok := dev.(blockdev.ZeroWriter); ok {
+		h.zero = z
+	}
+	return h
+}
+
+// serve carries out the request desc describes and returns what is
+// committed to the kernel: the byte count for reads and writes, 0 for the
+// range operations, or a negative errno.
+func (h *handler) serve(desc ioDesc, data payload) int32 {
+	off := int64(desc.startSector) << 9
+	n := int64(desc.nrSectors) << 9
+	op := desc.opFlags & 0xff
+	if op != opFlush && (off < 0 || n < 0 || off > h.size || n > h.size-off) {
+		return -int32(syscall.EIO)
+	}
+	switch op {
+	case opRead:
+		buf := data.buffer(int(n))
+		defer data.release(buf)
+		if err := readFull(h.dev, buf, off); err != nil {
+			return errno(err)
+		}
+		if err := data.store(buf); err != nil {
+			return errno(err)
+		}
+		return int32(n)
+	case opWrite:
+		if h.readOnly {
+			return -int32(syscall.EROFS)
+		}
+		buf := data.buffer(int(n))
+		defer data.release(buf)
+		if err := data.load(buf); err != nil {
+			return errno(err)
+		}
+		if _, err := h.dev.WriteAt(buf, off); err != nil {
+			return errno(err)
+		}
+		return int32(n)
+	case opFlush:
+		if err := h.dev.Flush(); err != nil {
+			return errno(err)
+		}
+		return 0
+	case opDiscard:
+		if h.trim == nil {
+			return -int32(syscall.EOPNOTSUPP)
+		}
+		if err := h.trim.Trim(off, n); err != nil {
+			return errno(err)
+		}
+		return 0
+	case opWriteZeroes:
+		if h.readOnly {
+			return -int32(syscall.EROFS)
+		}
+		if err := h.writeZeroes(off, n); err != nil {
+			return errno(err)
+		}
+		return 0
+	default:
+		return -int32(syscall.EOPNOTSUPP)
+	}
+}
+
+// zeroChunk is the size of the shared zero buffer for emulated write zeroes.
+const zeroChunk = 256 << 10
+
+var zeroes = make([]byte, zeroChunk)
+
+func (h *handler) writeZeroes(off, n int64) error {
+	if h.zero != nil {
+		return h.zero.WriteZeroes(off, n)
+	}
+	for n > 0 {
+		c := min(n, zeroChunk)
+		if _, err := h.dev.WriteAt(zeroes[:c], off); err != nil {
+			return err
+		}
+		off += c
+		n -= c
+	}
+	return nil
+}
+
+func readFull(r io.ReaderAt, buf []byte, off int64) error {
+	n, err := r.ReadAt(buf, off)
+	if n == len(buf) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// errno maps err to the negative errno the kernel completes the request
+// with: the underlying errno when there is one, else EIO.
+func errno(err error) int32 {
+	var e syscall.Errno
+	if errors.As(err, &e) && e != 0 {
+		return -int32(e)
+	}
+	return -int32(syscall.EIO)
+}
+
+// bufferPool hands out request buffers in power-of-two size classes from
+// 4 KiB up to the largest request, so memory follows what is in flight.
+type bufferPool struct {
+	classes []sync.Pool
+}
+
+const minBufferShift = 12
+
+func newBufferPool(maxBytes int) *bufferPool {
+	p := &bufferPool{}
+	for s := minBufferShift; 1<<s < maxBytes*2; s++ {
+		size := 1 << s
+		p.classes = append(p.classes, sync.Pool{New: func() any {
+			b := make([]byte, size)
+			return &b
+		}})
+	}
+	return p
+}
+
+func (p *bufferPool) get(n int) []byte {
+	c := sizeClass(n)
+	if c >= len(p.classes) {
+		return make([]byte, n)
+	}
+	return (*p.classes[c].Get().(*[]byte))[:n]
+}
+
+func (p *bufferPool) put(b []byte) {
+	c := sizeClass(cap(b))
+	if c < len(p.classes) && cap(b) == 1<<(c+minBufferShift) {
+		b = b[:cap(b)]
+		p.classes[c].Put(&b)
+	}
+}
+
+// sizeClass returns the index of the smallest class holding n bytes.
+func sizeClass(n int) int {
+	c := 0
+	for 1<<(c+minBufferShift) < n {
+		c++
+	}
+	return c
+}
