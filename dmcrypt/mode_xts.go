@@ -1,10 +1,10 @@
 package dmcrypt
 
 import (
-	"crypto/aes"
+	"encoding/binary"
 	"fmt"
 
-	"golang.org/x/crypto/xts"
+	"github.com/luksd/luksd/xts"
 )
 
 func init() {
@@ -19,8 +19,10 @@ func init() {
 	}
 }
 
-// xtsCipher is AES-XTS with the tweak from the IV generator.
-// TODO(ciphers issue): replace x/crypto/xts with package xts.
+// xtsCipher is AES-XTS (package xts) with the IV generator's output as the
+// tweak. plain64, the common case, goes through the batch API; plain and
+// plain64be are computed inline; other generators (essiv) are asked for each
+// sector's IV.
 type xtsCipher struct {
 	c  *xts.Cipher
 	iv ivGenerator
@@ -30,39 +32,58 @@ func newXTS(sp Spec, key []byte, iv ivGenerator) (SectorCipher, error) {
 	if sp.Cipher != "aes" {
 		return nil, fmt.Errorf("cipher %q is not supported in XTS mode", sp.Cipher)
 	}
-	if _, ok := iv.(plain64IV); !ok {
-		if _, ok := iv.(plainIV); !ok {
-			return nil, fmt.Errorf("IV generator %q is not supported with XTS yet", sp.IV)
-		}
-	}
-	c, err := xts.NewCipher(aes.NewCipher, key)
+	c, err := xts.NewCipher(key)
 	if err != nil {
 		return nil, err
 	}
 	return &xtsCipher{c: c, iv: iv}, nil
 }
 
-func (x *xtsCipher) tweak(sector uint64) uint64 {
-	if _, ok := x.iv.(plainIV); ok {
-		return sector & 0xffffffff
-	}
-	return sector
-}
-
 func (x *xtsCipher) Encrypt(buf []byte, sector uint64, sectorSize int) {
+	if _, ok := x.iv.(plain64IV); ok {
+		x.c.EncryptSectors(buf, sectorSize, sector, uint64(sectorSize/512))
+		return
+	}
 	for off := 0; off < len(buf); off += sectorSize {
 		s := buf[off : off+sectorSize]
-		x.c.Encrypt(s, s, x.tweak(sector))
+		t := x.tweak(s, sector)
+		x.c.Encrypt(s, s, &t)
 		sector += uint64(sectorSize / 512)
 	}
 }
 
 func (x *xtsCipher) Decrypt(buf []byte, sector uint64, sectorSize int) {
+	if _, ok := x.iv.(plain64IV); ok {
+		x.c.DecryptSectors(buf, sectorSize, sector, uint64(sectorSize/512))
+		return
+	}
 	for off := 0; off < len(buf); off += sectorSize {
 		s := buf[off : off+sectorSize]
-		x.c.Decrypt(s, s, x.tweak(sector))
+		t := x.tweak(s, sector)
+		x.c.Decrypt(s, s, &t)
 		sector += uint64(sectorSize / 512)
 	}
 }
 
-func (x *xtsCipher) Wipe() {}
+// tweak returns the IV of the sector held in s. A generator behind the
+// interface writes it into s's first block, whose contents are kept aside
+// meanwhile: a stack array handed to an interface method would be moved to
+// the heap on every call.
+func (x *xtsCipher) tweak(s []byte, sector uint64) [16]byte {
+	var t [16]byte
+	switch x.iv.(type) {
+	case plainIV:
+		binary.LittleEndian.PutUint32(t[:], uint32(sector))
+	case plain64beIV:
+		binary.BigEndian.PutUint64(t[8:], sector)
+	default:
+		saved := [16]byte(s)
+		clear(s[:16])
+		x.iv.generate(s[:16], sector)
+		copy(t[:], s)
+		copy(s, saved[:])
+	}
+	return t
+}
+
+func (x *xtsCipher) Wipe() { x.c.Wipe() }
