@@ -71,6 +71,7 @@ type FormatOptions struct {
 // DumpOptions select luksDump's output.
 type DumpOptions struct {
 	VolumeKey []byte // non-nil: print it as --dump-volume-key does
+	Device    string // device path, printed where cryptsetup prints it
 }
 
 // Header is a loaded and validated LUKS2 or LUKS1 header.

@@ -1,0 +1,264 @@
+package luks2
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/luksd/luksd/dmcrypt"
+)
+
+// cryptsetup 2.6's LUKS2 layout defaults.
+const (
+	defaultMetadataSize = 16 << 10
+	defaultDataOffset   = 16 << 20
+	dataAlignment       = 1 << 20
+	defaultStripes      = 4000
+	keyslotSaltSize     = 32
+)
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+func newUUID() (string, error) {
+	var u [16]byte
+	if _, err := rand.Read(u[:]); err != nil {
+		return "", err
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:]), nil
+}
+
+// keyslotAreaSize is the AF material rounded up to 4096 bytes.
+func keyslotAreaSize(keySize int) uint64 {
+	n := uint64(afSize(keySize, defaultStripes))
+	return (n + keyslotsAlign - 1) / keyslotsAlign * keyslotsAlign
+}
+
+// layout computes hdr_size, keyslots_size and the data offset.
+func layout(opts FormatOptions) (hdrSize int64, keyslotsSize uint64, dataOffset int64, err error) {
+	hdrSize = opts.MetadataSize
+	if hdrSize == 0 {
+		hdrSize = defaultMetadataSize
+	}
+	if !validHdrSize(hdrSize) {
+		return 0, 0, 0, fmt.Errorf("unsupported LUKS2 metadata size %d", hdrSize)
+	}
+	meta := 2 * hdrSize
+	dataOffset = opts.DataOffset
+	switch {
+	case opts.KeyslotsSize > 0:
+		keyslotsSize = uint64(opts.KeyslotsSize)
+		if dataOffset == 0 && !opts.DetachedData {
+			dataOffset = (meta + opts.KeyslotsSize + dataAlignment - 1) / dataAlignment * dataAlignment
+		}
+	case dataOffset > 0 && !opts.DetachedData:
+		if dataOffset < meta {
+			return 0, 0, 0, fmt.Errorf("data offset %d is inside the %d-byte metadata area", dataOffset, meta)
+		}
+		keyslotsSize = uint64(min(dataOffset-meta, maxKeyslotsSize)) / keyslotsAlign * keyslotsAlign
+	default:
+		keyslotsSize = uint64(defaultDataOffset - meta)
+		if !opts.DetachedData {
+			dataOffset = defaultDataOffset
+		}
+	}
+	if keyslotsSize == 0 || keyslotsSize%keyslotsAlign != 0 || keyslotsSize > maxKeyslotsSize {
+		return 0, 0, 0, fmt.Errorf("invalid keyslots area size %d (4 KiB aligned, at most 128 MiB)", keyslotsSize)
+	}
+	if dataOffset != 0 && dataOffset < meta+int64(keyslotsSize) {
+		return 0, 0, 0, fmt.Errorf("data offset %d overlaps the %d-byte header area", dataOffset, meta+int64(keyslotsSize))
+	}
+	return hdrSize, keyslotsSize, dataOffset, nil
+}
+
+func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
+	if opts.Version != 0 && opts.Version != 2 {
+		return nil, nil, fmt.Errorf("%w: only LUKS2 headers are created", ErrUnsupported)
+	}
+	if opts.Cipher == "" {
+		opts.Cipher = "aes-xts-plain64"
+	}
+	if err := safeCipher(opts.Cipher); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	spec, err := dmcrypt.ParseSpec(opts.Cipher)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.KeySize == 0 {
+		opts.KeySize = len(opts.VolumeKey)
+	}
+	if opts.KeySize == 0 {
+		opts.KeySize = 32
+		if spec.Mode == "xts" {
+			opts.KeySize = 64
+		}
+	}
+	if err := spec.CheckKeySize(opts.KeySize); err != nil {
+		return nil, nil, err
+	}
+	if opts.VolumeKey != nil && len(opts.VolumeKey) != opts.KeySize {
+		return nil, nil, fmt.Errorf("volume key has %d bytes, the key size is %d", len(opts.VolumeKey), opts.KeySize)
+	}
+	hdrSize, keyslotsSize, dataOffset, err := layout(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.SectorSize == 0 {
+		opts.SectorSize = 512
+		if !opts.DetachedData && size > 0 && size%4096 == 0 {
+			opts.SectorSize = 4096
+		}
+	}
+	if s := opts.SectorSize; s < 512 || s > 4096 || s&(s-1) != 0 {
+		return nil, nil, fmt.Errorf("unsupported encryption sector size %d", s)
+	}
+	if dataOffset%int64(opts.SectorSize) != 0 {
+		return nil, nil, fmt.Errorf("data offset %d is not aligned to the sector size %d", dataOffset, opts.SectorSize)
+	}
+	areaEnd := 2*hdrSize + int64(keyslotsSize)
+	if !opts.DetachedData && size > 0 && size <= max(dataOffset, areaEnd) {
+		return nil, nil, fmt.Errorf("device is too small: %d bytes, the LUKS2 header needs more than %d", size, max(dataOffset, areaEnd))
+	}
+	if opts.UUID == "" {
+		if opts.UUID, err = newUUID(); err != nil {
+			return nil, nil, err
+		}
+	} else if !uuidPattern.MatchString(opts.UUID) {
+		return nil, nil, fmt.Errorf("wrong LUKS UUID format provided: %q", opts.UUID)
+	}
+	if len(opts.Label) >= labelLen || len(opts.Subsystem) >= labelLen {
+		return nil, nil, errors.New("label or subsystem longer than 47 bytes")
+	}
+	vk := opts.VolumeKey
+	if vk == nil {
+		vk = make([]byte, opts.KeySize)
+		if _, err := rand.Read(vk); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		vk = append([]byte(nil), vk...)
+	}
+	fail := func(err error) (*Header, []byte, error) {
+		clear(vk)
+		return nil, nil, err
+	}
+
+	p := opts.PBKDF
+	if p.Hash == "" {
+		p.Hash = opts.Hash
+	}
+	p = p.withDefaults()
+	digestHash := "sha256"
+	if p.Type == "pbkdf2" {
+		digestHash = strings.ToLower(p.Hash)
+	}
+	slot := opts.Keyslot
+	if slot < 0 {
+		slot = 0
+	}
+	if slot >= maxKeyslots {
+		return fail(fmt.Errorf("keyslot %d is out of range", slot))
+	}
+
+	// Zero the whole header area, then fill the keyslots area with noise.
+	if err := zeroRange(dev, 0, max(dataOffset, areaEnd)); err != nil {
+		return fail(err)
+	}
+	if err := wipeArea(dev, uint64(2*hdrSize), keyslotsSize); err != nil {
+		return fail(err)
+	}
+
+	dg, err := newDigestNode(vk, digestHash, digestIterations(p, digestHash, len(vk)), []int{slot}, []int{0})
+	if err != nil {
+		return fail(err)
+	}
+	root := obj(
+		"keyslots", jObject(),
+		"tokens", jObject(),
+		"segments", obj("0", obj(
+			"type", jString("crypt"),
+			"offset", jUint64Str(uint64(dataOffset)),
+			"size", jString("dynamic"),
+			"iv_tweak", jString("0"),
+			"encryption", jString(opts.Cipher),
+			"sector_size", jInt(int64(opts.SectorSize)))),
+		"digests", obj("0", dg),
+		"config", obj(
+			"json_size", jUint64Str(uint64(hdrSize-binHeaderSize)),
+			"keyslots_size", jUint64Str(keyslotsSize)),
+	)
+	h := &header{bin: binHeader{
+		hdrSize:   hdrSize,
+		seqID:     2, // cryptsetup's luksFormat leaves epoch 3
+		label:     opts.Label,
+		csumAlg:   "sha256",
+		uuid:      strings.ToLower(opts.UUID),
+		subsystem: opts.Subsystem,
+	}}
+	if _, err := rand.Read(h.bin.salt[:]); err != nil {
+		return fail(err)
+	}
+	if _, err := rand.Read(h.salt2[:]); err != nil {
+		return fail(err)
+	}
+	h.meta = &metadata{root: root, keyslotsSize: keyslotsSize, keyslots: map[int]*keyslot{}}
+	kn, err := h.newKeyslot(dev, vk, passphrase, slot, p)
+	if err != nil {
+		return fail(err)
+	}
+	root.get("keyslots").set(fmt.Sprint(slot), kn)
+	if err := h.commit(dev); err != nil {
+		return fail(err)
+	}
+	return &Header{impl: h}, vk, nil
+}
+
+// newKeyslot places, derives and writes a keyslot area for vk and returns
+// its JSON object (not yet in the tree).
+func (h *header) newKeyslot(dev Device, vk, passphrase []byte, slot int, p PBKDF) (*node, error) {
+	p = p.withDefaults()
+	s, err := h.meta.dataSegment()
+	var cipher string
+	if err == nil {
+		cipher = s.cipher
+	} else if seg := h.meta.root.get("segments").get("0"); seg != nil {
+		cipher = seg.get("encryption").str
+	}
+	if cipher == "" || strings.HasPrefix(cipher, "capi:") {
+		return nil, fmt.Errorf("%w: no usable keyslot cipher (segment cipher %q)", ErrUnsupported, cipher)
+	}
+	areaSize := keyslotAreaSize(len(vk))
+	off, err := h.areaGap(areaSize)
+	if err != nil {
+		return nil, err
+	}
+	salt := make([]byte, keyslotSaltSize)
+	if _, err := rand.Read(salt); err != nil {
+		return nil, err
+	}
+	kp, err := p.params(salt, len(vk))
+	if err != nil {
+		return nil, err
+	}
+	return storeKeyslot(dev, vk, passphrase, keyslotParams{
+		id: slot, areaOffset: off, areaSize: areaSize,
+		areaCipher: cipher, areaKeySize: len(vk),
+		afHash: strings.ToLower(p.Hash), stripes: defaultStripes, kdf: kp,
+	})
+}
+
+func zeroRange(dev Device, off, end int64) error {
+	buf := make([]byte, 1<<20)
+	for off < end {
+		n := min(int64(len(buf)), end-off)
+		if _, err := dev.WriteAt(buf[:n], off); err != nil {
+			return fmt.Errorf("wiping the header area: %w", err)
+		}
+		off += n
+	}
+	return nil
+}

@@ -1,0 +1,400 @@
+package luks2
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/luksd/luksd/dmcrypt"
+)
+
+// header is a loaded LUKS2 header (both copies' binary fields and the
+// chosen metadata) or a LUKS1 one (v1 set).
+type header struct {
+	v1 *luks1Header
+
+	bin   binHeader // fields of the copy in use
+	salt2 [saltLen]byte
+	meta  *metadata
+}
+
+// isLUKS reports whether dev starts with a LUKS magic and version 1 or 2.
+func isLUKS(dev io.ReaderAt) bool {
+	var b [8]byte
+	if _, err := dev.ReadAt(b[:], 0); err != nil {
+		return false
+	}
+	if !bytes.Equal(b[:magicLen], magic1) {
+		return false
+	}
+	v := binary.BigEndian.Uint16(b[offVersion:])
+	return v == 1 || v == 2
+}
+
+// copyResult is one header copy that passed its binary checks.
+type copyResult struct {
+	bin  *binHeader
+	meta *metadata
+	err  error
+}
+
+func loadCopy(dev io.ReaderAt, offset int64, secondary bool) copyResult {
+	bh, area, err := readCopy(dev, offset, secondary)
+	if err != nil {
+		return copyResult{err: err}
+	}
+	root, err := parseJSON(area)
+	if err != nil {
+		return copyResult{err: err}
+	}
+	m, err := parseMetadata(root, bh.hdrSize)
+	if err != nil {
+		return copyResult{err: err}
+	}
+	return copyResult{bin: bh, meta: m}
+}
+
+func readHeader(dev io.ReaderAt, size int64) (*Header, error) {
+	var b [8]byte
+	if _, err := dev.ReadAt(b[:], 0); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotLUKS, err)
+	}
+	if bytes.Equal(b[:magicLen], magic1) && binary.BigEndian.Uint16(b[offVersion:]) == 1 {
+		h1, err := readLUKS1(dev, size)
+		if err != nil {
+			return nil, err
+		}
+		return &Header{impl: &header{v1: h1}}, nil
+	}
+	primary := loadCopy(dev, 0, false)
+	var secondary copyResult
+	if primary.err == nil {
+		secondary = loadCopy(dev, primary.bin.hdrSize, true)
+	} else {
+		secondary = copyResult{err: errors.New("no secondary LUKS2 header")}
+		for _, off := range hdrSizes {
+			if size > 0 && off+binHeaderSize > size {
+				break
+			}
+			if c := loadCopy(dev, off, true); c.err == nil {
+				secondary = c
+				break
+			}
+		}
+	}
+	h := &header{}
+	switch {
+	case primary.err == nil && (secondary.err != nil || primary.bin.seqID >= secondary.bin.seqID):
+		h.bin, h.meta = *primary.bin, primary.meta
+		if secondary.err == nil {
+			h.salt2 = secondary.bin.salt
+		} else if _, err := rand.Read(h.salt2[:]); err != nil {
+			return nil, err
+		}
+	case secondary.err == nil:
+		h.bin, h.meta = *secondary.bin, secondary.meta
+		h.salt2 = secondary.bin.salt
+		if primary.err == nil {
+			h.bin.salt = primary.bin.salt
+		} else if _, err := rand.Read(h.bin.salt[:]); err != nil {
+			return nil, err
+		}
+		h.bin.hdrOffset = 0
+	default:
+		if !bytes.Equal(b[:magicLen], magic1) && !strings.Contains(secondary.err.Error(), "magic") {
+			return nil, fmt.Errorf("%w: primary header: %v; secondary header: %v", ErrNotLUKS, primary.err, secondary.err)
+		}
+		if !bytes.Equal(b[:magicLen], magic1) {
+			return nil, ErrNotLUKS
+		}
+		return nil, fmt.Errorf("%w: %v", ErrNotLUKS, primary.err)
+	}
+	return &Header{impl: h}, nil
+}
+
+// usable refuses headers luksd must not unlock or edit.
+func (h *header) usable() error {
+	if h.v1 != nil {
+		return h.v1.usable()
+	}
+	m := h.meta
+	for _, r := range m.mandatory {
+		if strings.HasPrefix(r, "online-reencrypt") {
+			return fmt.Errorf("%w: the volume is in reencryption (requirement %q); finish it with cryptsetup", ErrUnsupported, r)
+		}
+		return fmt.Errorf("%w: unknown mandatory requirement %q", ErrUnsupported, r)
+	}
+	for _, id := range sortedIDs(m.keyslots) {
+		k := m.keyslots[id]
+		if k.typ != "luks2" {
+			continue
+		}
+		if err := safeCipher(k.areaCipher); err != nil {
+			return fmt.Errorf("%w: keyslot %d: %v", ErrUnsupported, id, err)
+		}
+	}
+	for _, id := range sortedIDs(m.segments) {
+		s := m.segments[id]
+		if s.typ != "crypt" {
+			return fmt.Errorf("%w: segment %d has type %q", ErrUnsupported, id, s.typ)
+		}
+		if err := safeCipher(s.cipher); err != nil {
+			return fmt.Errorf("%w: segment %d: %v", ErrUnsupported, id, err)
+		}
+		if s.sectorSize < 512 || s.sectorSize > 4096 || s.sectorSize&(s.sectorSize-1) != 0 {
+			return fmt.Errorf("%w: segment %d sector size %d (dm-crypt needs a power of two 512..4096)", ErrUnsupported, id, s.sectorSize)
+		}
+	}
+	return nil
+}
+
+// safeCipher refuses cipher_null and ECB (CVE-2025-59054): such a keyslot
+// or segment stores keys or data in the clear.
+func safeCipher(spec string) error {
+	l := strings.ToLower(spec)
+	if c, ok := strings.CutPrefix(l, "capi:"); ok {
+		if strings.HasPrefix(c, "ecb(") || strings.Contains(c, "cipher_null") {
+			return fmt.Errorf("cipher %q is not secure (null or ECB)", spec)
+		}
+		return nil
+	}
+	parts := strings.Split(l, "-")
+	if parts[0] == "cipher_null" || parts[0] == "null" || len(parts) > 1 && (parts[1] == "ecb" || parts[1] == "null") || len(parts) == 1 {
+		return fmt.Errorf("cipher %q is not secure (null or ECB)", spec)
+	}
+	return nil
+}
+
+func (h *header) version() int {
+	if h.v1 != nil {
+		return 1
+	}
+	return 2
+}
+
+func (h *header) uuid() string {
+	if h.v1 != nil {
+		return h.v1.uuid
+	}
+	return h.bin.uuid
+}
+
+func (h *header) label() string {
+	if h.v1 != nil {
+		return ""
+	}
+	return h.bin.label
+}
+
+func (h *header) subsystem() string {
+	if h.v1 != nil {
+		return ""
+	}
+	return h.bin.subsystem
+}
+
+func (h *header) segment() (Segment, error) {
+	if h.v1 != nil {
+		return h.v1.segment()
+	}
+	if err := h.usable(); err != nil {
+		return Segment{}, err
+	}
+	s, err := h.meta.dataSegment()
+	if err != nil {
+		return Segment{}, err
+	}
+	d := h.meta.segmentDigest(s.id)
+	keySize := 0
+	for _, k := range d.keyslots {
+		keySize = h.meta.keyslots[k].keySize
+		break
+	}
+	if s.ivTweak != 0 {
+		return Segment{}, fmt.Errorf("%w: segment iv_tweak %d", ErrUnsupported, s.ivTweak)
+	}
+	if _, err := dmcrypt.ParseSpec(s.cipher); err != nil {
+		return Segment{}, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	return Segment{Offset: int64(s.offset), Size: int64(s.size), Cipher: s.cipher, SectorSize: s.sectorSize, KeySize: keySize}, nil
+}
+
+func (h *header) flags() []string {
+	if h.v1 != nil {
+		return nil
+	}
+	return append([]string(nil), h.meta.flags...)
+}
+
+func (h *header) activeKeyslots() []int {
+	if h.v1 != nil {
+		return h.v1.activeKeyslots()
+	}
+	return sortedIDs(h.meta.keyslots)
+}
+
+func (h *header) headerSize() int64 {
+	if h.v1 != nil {
+		return h.v1.headerSize()
+	}
+	return 2*h.bin.hdrSize + int64(h.meta.keyslotsSize)
+}
+
+func (h *header) json() []byte {
+	if h.v1 != nil {
+		return nil
+	}
+	return h.meta.root.pretty()
+}
+
+// unlock tries keyslots in priority order (high, then normal; priority 0
+// only when named). Without a named slot only keyslots bound to the data
+// segment's digest are tried.
+func (h *header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
+	if h.v1 != nil {
+		return h.v1.unlock(dev, passphrase, slot)
+	}
+	if err := h.usable(); err != nil {
+		return nil, -1, err
+	}
+	m := h.meta
+	var order []*keyslot
+	if slot >= 0 {
+		k := m.keyslots[slot]
+		if k == nil {
+			return nil, -1, fmt.Errorf("keyslot %d is not active", slot)
+		}
+		order = []*keyslot{k}
+	} else {
+		seg, err := m.dataSegment()
+		if err != nil {
+			return nil, -1, err
+		}
+		d := m.segmentDigest(seg.id)
+		for _, prio := range []int{2, 1} {
+			for _, id := range sortedIDs(m.keyslots) {
+				k := m.keyslots[id]
+				if k.priority == prio && k.typ == "luks2" && m.keyslotDigest(id) == d {
+					order = append(order, k)
+				}
+			}
+		}
+	}
+	var lastErr error
+	for _, k := range order {
+		d := m.keyslotDigest(k.id)
+		if d == nil {
+			lastErr = fmt.Errorf("keyslot %d has no digest", k.id)
+			continue
+		}
+		vk, err := openKeyslot(dev, k, passphrase)
+		if err != nil {
+			if errors.Is(err, ErrUnsupported) || slot >= 0 {
+				return nil, -1, err
+			}
+			lastErr = err
+			continue
+		}
+		ok, err := d.verify(vk)
+		if err != nil {
+			clear(vk)
+			return nil, -1, err
+		}
+		if ok {
+			return vk, k.id, nil
+		}
+		clear(vk)
+	}
+	if lastErr != nil && !errors.Is(lastErr, ErrWrongPassphrase) && len(order) == 1 {
+		return nil, -1, lastErr
+	}
+	return nil, -1, ErrWrongPassphrase
+}
+
+// write stores the metadata in both copies with a new seqid, primary first
+// and then secondary, each as cryptsetup does: binary header without
+// checksum, JSON area, binary header with checksum.
+func (h *header) write(dev Device) error {
+	jsonSize := h.bin.hdrSize - binHeaderSize
+	js := h.meta.root.compact()
+	if int64(len(js)) >= jsonSize {
+		return fmt.Errorf("LUKS2 metadata (%d bytes) does not fit the %d-byte JSON area", len(js), jsonSize)
+	}
+	area := make([]byte, jsonSize)
+	copy(area, js)
+	h.bin.seqID++
+	for i, off := range []int64{0, h.bin.hdrSize} {
+		bh := h.bin
+		bh.hdrOffset = off
+		if i == 1 {
+			bh.salt = h.salt2
+		}
+		raw, err := bh.encode(i == 1, area)
+		if err != nil {
+			return err
+		}
+		noSum := append([]byte(nil), raw...)
+		clear(noSum[offCsum : offCsum+csumLen])
+		if _, err := dev.WriteAt(noSum, off); err != nil {
+			return fmt.Errorf("writing LUKS2 header: %w", err)
+		}
+		if _, err := dev.WriteAt(area, off+binHeaderSize); err != nil {
+			return fmt.Errorf("writing LUKS2 metadata: %w", err)
+		}
+		if _, err := dev.WriteAt(raw, off); err != nil {
+			return fmt.Errorf("writing LUKS2 header: %w", err)
+		}
+	}
+	return syncDev(dev)
+}
+
+// syncDev flushes dev when it can.
+func syncDev(dev any) error {
+	if s, ok := dev.(interface{ Sync() error }); ok {
+		return s.Sync()
+	}
+	return nil
+}
+
+// commit validates the edited tree and writes it.
+func (h *header) commit(dev Device) error {
+	m, err := parseMetadata(h.meta.root, h.bin.hdrSize)
+	if err != nil {
+		return fmt.Errorf("refusing to write: %w", err)
+	}
+	h.meta = m
+	return h.write(dev)
+}
+
+// areaGap finds the lowest free, 4096-aligned range of size bytes in the
+// keyslots area.
+func (h *header) areaGap(size uint64) (uint64, error) {
+	start := uint64(2 * h.bin.hdrSize)
+	end := start + h.meta.keyslotsSize
+	type iv struct{ off, end uint64 }
+	var used []iv
+	for _, k := range h.meta.keyslots {
+		if k.areaSize > 0 {
+			used = append(used, iv{k.areaOffset, k.areaOffset + k.areaSize})
+		}
+	}
+	sort.Slice(used, func(i, j int) bool { return used[i].off < used[j].off })
+	off := start
+	for _, u := range used {
+		if u.off >= off+size {
+			break
+		}
+		if u.end > off {
+			off = (u.end + keyslotsAlign - 1) / keyslotsAlign * keyslotsAlign
+		}
+	}
+	if off+size > end {
+		return 0, errors.New("not enough space in the keyslots area for a new keyslot")
+	}
+	return off, nil
+}

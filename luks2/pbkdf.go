@@ -1,0 +1,182 @@
+package luks2
+
+import (
+	"crypto/pbkdf2"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// cryptsetup 2.6's PBKDF defaults and limits.
+const (
+	defaultIterTime     = 2000 * time.Millisecond
+	defaultArgonMemory  = 1 << 20 // KiB (1 GiB)
+	defaultArgonThreads = 4
+	minArgonTime        = 4
+	minArgonMemory      = 32 // KiB
+	minPBKDF2Iterations = 1000
+	digestIterTime      = 125 * time.Millisecond
+)
+
+// deriveKey runs the keyslot's KDF over passphrase.
+func deriveKey(p kdfParams, passphrase []byte, keyLen int) ([]byte, error) {
+	switch p.typ {
+	case "pbkdf2":
+		h, err := hashFunc(p.hash)
+		if err != nil {
+			return nil, err
+		}
+		return pbkdf2.Key(h, string(passphrase), p.salt, p.iterations, keyLen)
+	case "argon2i", "argon2id":
+		if p.time < 1 || p.memory < 8*p.cpus || p.cpus < 1 || p.cpus > 255 {
+			return nil, fmt.Errorf("invalid %s parameters (time %d, memory %d, threads %d)", p.typ, p.time, p.memory, p.cpus)
+		}
+		if p.typ == "argon2i" {
+			return argon2.Key(passphrase, p.salt, uint32(p.time), uint32(p.memory), uint8(p.cpus), uint32(keyLen)), nil
+		}
+		return argon2.IDKey(passphrase, p.salt, uint32(p.time), uint32(p.memory), uint8(p.cpus), uint32(keyLen)), nil
+	}
+	return nil, fmt.Errorf("%w: PBKDF %q", ErrUnsupported, p.typ)
+}
+
+// clock measures how long f takes; tests replace it.
+var clock = func(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}
+
+// totalMemoryKiB returns the machine's RAM in KiB, or 0 when unknown.
+func totalMemoryKiB() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	return 0
+}
+
+// withDefaults fills p's zero fields as cryptsetup 2.6 does.
+func (p PBKDF) withDefaults() PBKDF {
+	if p.Type == "" {
+		p.Type = "argon2id"
+	}
+	if p.Hash == "" {
+		p.Hash = "sha256"
+	}
+	if p.IterTime <= 0 {
+		p.IterTime = defaultIterTime
+	}
+	if p.Type != "pbkdf2" {
+		if p.MemoryKiB <= 0 {
+			p.MemoryKiB = defaultArgonMemory
+			if ram := totalMemoryKiB(); ram > 0 && ram/2 < p.MemoryKiB {
+				p.MemoryKiB = ram / 2
+			}
+		}
+		if p.Parallel <= 0 {
+			p.Parallel = min(defaultArgonThreads, runtime.NumCPU())
+		}
+	}
+	return p
+}
+
+// params returns the KDF parameters for a new keyslot, calibrating unless
+// iterations are forced.
+func (p PBKDF) params(salt []byte, keyLen int) (kdfParams, error) {
+	p = p.withDefaults()
+	kp := kdfParams{typ: p.Type, salt: salt}
+	switch p.Type {
+	case "pbkdf2":
+		h, err := hashFunc(p.Hash)
+		if err != nil {
+			return kp, err
+		}
+		_ = h
+		kp.hash = strings.ToLower(p.Hash)
+		kp.iterations = p.Iterations
+		if kp.iterations <= 0 {
+			kp.iterations = calibratePBKDF2(kp.hash, keyLen, p.IterTime)
+		}
+	case "argon2i", "argon2id":
+		if p.Parallel > 255 || p.MemoryKiB < minArgonMemory || p.MemoryKiB > 4<<20 {
+			return kp, fmt.Errorf("invalid %s parameters (memory %d KiB, threads %d)", p.Type, p.MemoryKiB, p.Parallel)
+		}
+		kp.memory, kp.cpus, kp.time = p.MemoryKiB, p.Parallel, p.Iterations
+		if kp.time <= 0 {
+			kp.time, kp.memory = calibrateArgon2(p.Type, p.MemoryKiB, p.Parallel, keyLen, p.IterTime)
+		}
+	default:
+		return kp, fmt.Errorf("%w: PBKDF %q", ErrUnsupported, p.Type)
+	}
+	return kp, nil
+}
+
+// calibratePBKDF2 finds the iteration count that takes target, as
+// cryptsetup's benchmark does: time growing runs until one lasts long enough
+// to be measured, then scale.
+func calibratePBKDF2(hashName string, keyLen int, target time.Duration) int {
+	h, _ := hashFunc(hashName)
+	salt := make([]byte, 32)
+	iter := 1000
+	for {
+		d := clock(func() { _, _ = pbkdf2.Key(h, "benchmark", salt, iter, keyLen) })
+		if d >= 100*time.Millisecond || iter >= 1<<30 {
+			return max(minPBKDF2Iterations, scale(iter, target, d))
+		}
+		if d <= 0 {
+			iter *= 16
+		} else {
+			iter = int(float64(iter) * 1.2 * float64(100*time.Millisecond) / float64(d))
+		}
+	}
+}
+
+// calibrateArgon2 measures one run at the minimum time cost with the full
+// memory and scales: the time cost up when it was fast, the memory down when
+// even the minimum time cost is too slow.
+func calibrateArgon2(typ string, memKiB, threads, keyLen int, target time.Duration) (timeCost, memory int) {
+	p := kdfParams{typ: typ, time: minArgonTime, memory: memKiB, cpus: threads, salt: make([]byte, 32)}
+	for {
+		d := clock(func() { _, _ = deriveKey(p, []byte("benchmark"), keyLen) })
+		if d <= target {
+			return max(minArgonTime, scale(p.time, target, d)), p.memory
+		}
+		if p.memory <= minArgonMemory {
+			return minArgonTime, p.memory
+		}
+		// Too slow at the minimum time cost: shrink memory and measure again.
+		p.memory = max(minArgonMemory, scale(p.memory, target, d))
+	}
+}
+
+// scale returns n*target/took, saturating.
+func scale(n int, target, took time.Duration) int {
+	if took <= 0 {
+		return 1 << 30
+	}
+	v := float64(n) * float64(target) / float64(took)
+	if v > 1<<31-1 {
+		return 1<<31 - 1
+	}
+	return int(v)
+}
+
+// digestIterations is what cryptsetup writes in a new digest: 1000 when the
+// keyslot PBKDF is forced, else calibrated to 125 ms of pbkdf2-sha256.
+func digestIterations(p PBKDF, hashName string, keyLen int) int {
+	if p.Iterations > 0 {
+		return minPBKDF2Iterations
+	}
+	return calibratePBKDF2(hashName, keyLen, digestIterTime)
+}
