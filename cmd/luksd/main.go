@@ -61,8 +61,15 @@ var globalFlags = []cli.Flag{
 func register(cmds ...*cli.Command) {
 	for _, c := range cmds {
 		c.Flags = append(c.Flags, globalFlags...)
+		// One line and exit 1 for a bad flag, not the verb's help page.
+		c.OnUsageError = usageError
 		commands = append(commands, c)
 	}
+}
+
+// usageError turns a flag parsing error into cryptsetup's exit code 1.
+func usageError(_ *cli.Context, err error, _ bool) error {
+	return exitf(exitParams, "%v", err)
 }
 
 func newApp() *cli.App {
@@ -75,9 +82,7 @@ func newApp() *cli.App {
 		HideHelpCommand:      true,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return exitf(exitParams, "%v", err)
-		},
+		OnUsageError:         usageError,
 	}
 }
 
@@ -89,20 +94,50 @@ func main() {
 // exactly one line on stderr for a failure.
 func run(args []string) int {
 	app := newApp()
-	err := app.Run(popt(app, args))
-	if err == nil {
-		return exitOK
+	args = popt(app, args)
+	err := app.Run(args)
+	code := exitOK
+	if err != nil {
+		code = exitParams
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+		if msg := strings.TrimSpace(err.Error()); msg != "" {
+			fmt.Fprintln(os.Stderr, msg)
+		}
 	}
-	code := exitParams
-	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-	}
-	msg := strings.TrimSpace(err.Error())
-	if msg != "" {
-		fmt.Fprintln(os.Stderr, msg)
+	if verbose(args) {
+		// cryptsetup -v ends every command with its status on stdout.
+		if code == exitOK {
+			fmt.Println("Command successful.")
+		} else {
+			fmt.Printf("Command failed with code -%d (%s).\n", code, exitReasons[code])
+		}
 	}
 	return code
+}
+
+// exitReasons are cryptsetup's texts for its exit codes.
+var exitReasons = map[int]string{
+	exitParams:     "wrong or missing parameters",
+	exitPermission: "no permission or bad passphrase",
+	exitMemory:     "out of memory",
+	exitDevice:     "wrong device or file specified",
+	exitBusy:       "device already exists or device is busy",
+}
+
+// verbose reports whether -v/--verbose is among the options.
+func verbose(args []string) bool {
+	for _, a := range args[1:] {
+		switch a {
+		case "--":
+			return false
+		case "-v", "--verbose", "-v=true", "--verbose=true":
+			return true
+		}
+	}
+	return false
 }
 
 // popt rearranges args the way cryptsetup's popt accepts them: options may

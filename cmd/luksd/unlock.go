@@ -111,6 +111,10 @@ func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *os.Fil
 	if err != nil {
 		return nil, nil, err
 	}
+	if !luks2.IsLUKS(f) {
+		f.Close()
+		return nil, nil, headerError(hp, luks2.ErrNotLUKS)
+	}
 	h, err := luks2.Read(f, size)
 	if err != nil {
 		f.Close()
@@ -133,11 +137,12 @@ func headerError(path string, err error) error {
 	return withCode(exitParams, err)
 }
 
-// unlockWith asks src for passphrases (up to tries times on a terminal)
-// until one opens a keyslot of h. It returns the volume key and the slot.
-func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.Source, prompt string, slot int) (*keyring.Secret, int, error) {
+// unlockWith asks src for a passphrase until one opens a keyslot of h
+// (retry: up to --tries times on a terminal, as open does). It returns the
+// volume key and the slot.
+func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.Source, prompt string, slot int, retry bool) (*keyring.Secret, int, error) {
 	tries := 1
-	if src.Interactive() && c.Int("tries") > 1 {
+	if retry && src.Interactive() && c.Int("tries") > 1 {
 		tries = c.Int("tries")
 	}
 	for try := 1; ; try++ {
@@ -189,7 +194,7 @@ func unlockVolume(c *cli.Context, path string, readOnly bool) (*volume, error) {
 	if err != nil {
 		return nil, withCode(exitParams, err)
 	}
-	key, slot, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), c.Int("key-slot"))
+	key, slot, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), c.Int("key-slot"), true)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
+)
+
+// result is one run of a command.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runTool runs prog with args and stdin, and fails the test on a panic or
+// stack trace, which luksd must never print.
+func runTool(t *testing.T, stdin []byte, prog string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("%s %v: %v", prog, args, err)
+	}
+	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic:") {
+		t.Fatalf("%s %v printed a stack trace:\n%s", filepath.Base(prog), args, r.stderr)
+	}
+	return r
+}
+
+// luksd runs the luksd binary.
+func luksd(t *testing.T, stdin []byte, args ...string) result {
+	t.Helper()
+	return runTool(t, stdin, testtool.Luksd(t), args...)
+}
+
+// expect checks the exit code and that stderr holds want (one line).
+func (r result) expect(t *testing.T, code int, want string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d, want %d; stderr %q", r.code, code, r.stderr)
+	}
+	if want != "" && !strings.Contains(r.stderr, want) {
+		t.Fatalf("stderr %q does not say %q", r.stderr, want)
+	}
+	if code != 0 && strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Fatalf("error is not one line: %q", r.stderr)
+	}
+}
+
+func zeroFile(t *testing.T, dir, name string, size int64) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return p
+}
+
+func TestCLIErrorsAndExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	plain := zeroFile(t, dir, "plain.img", 1<<20)
+	missing := filepath.Join(dir, "missing.img")
+	key := filepath.Join(dir, "key")
+	os.WriteFile(key, []byte("pw"), 0o600)
+
+	luksd(t, nil, "luksDump", missing).expect(t, 4, "Device "+missing+" does not exist or access denied.")
+	luksd(t, nil, "luksDump", plain).expect(t, 1, "Device "+plain+" is not a valid LUKS device.")
+	luksd(t, nil, "luksAddKey", "-d", key, plain).expect(t, 1, "is not a valid LUKS device.")
+	luksd(t, nil, "luksKillSlot", "-q", plain, "1").expect(t, 1, "is not a valid LUKS device.")
+	luksd(t, nil, "luksKillSlot", "-q", plain, "x").expect(t, 1, "Key slot x is invalid.")
+	luksd(t, nil, "luksUUID", "--uuid", "not-a-uuid", plain).expect(t, 1, "Wrong LUKS UUID format provided.")
+	luksd(t, nil, "config", "--label", "x", missing).expect(t, 4, "does not exist")
+
+	// Bad flags and arguments: exit 1, one line, no help page.
+	r := luksd(t, nil, "luksDump", "--no-such-flag", plain)
+	r.expect(t, 1, "no-such-flag")
+	if r.stdout != "" {
+		t.Fatalf("bad flag printed %q on stdout", r.stdout)
+	}
+	luksd(t, nil, "luksDump", "--key-slot", "x", plain).expect(t, 1, "key-slot")
+	luksd(t, nil, "luksDump").expect(t, 1, "Command requires device as argument.")
+	luksd(t, nil, "luksDump", plain, "extra").expect(t, 1, "Unknown argument extra.")
+	luksd(t, nil, "luksFormat", "-q", "--type", "luks1", "-d", key, plain).expect(t, 1, "LUKS2")
+	luksd(t, nil, "luksFormat", "-q", "--pbkdf", "scrypt", "-d", key, plain).expect(t, 1, "Unknown PBKDF type scrypt.")
+	luksd(t, nil, "luksFormat", "-q", "--sector-size", "1000", "-d", key, plain).expect(t, 1, "Unsupported encryption sector size.")
+	luksd(t, nil, "luksFormat", "-q", "-s", "100", "-d", key, plain).expect(t, 1, "multiple of 8 bits")
+	luksd(t, nil, "luksFormat", "-q", "-d", key, missing).expect(t, 4, "does not exist")
+	luksd(t, nil, "luksHeaderBackup", plain).expect(t, 1, "Option --header-backup-file is required.")
+
+	// isLuks: 1 quietly, with -v the reason and cryptsetup's status line.
+	r = luksd(t, nil, "isLuks", plain)
+	r.expect(t, 1, "")
+	if r.stderr != "" {
+		t.Fatalf("isLuks without -v printed %q", r.stderr)
+	}
+	r = luksd(t, nil, "isLuks", "-v", plain)
+	r.expect(t, 1, "is not a valid LUKS device.")
+	if r.stdout != "Command failed with code -1 (wrong or missing parameters).\n" {
+		t.Fatalf("isLuks -v stdout %q", r.stdout)
+	}
+	luksd(t, nil, "isLuks", missing).expect(t, 4, "does not exist")
+}
+
+func TestOptionsAnywhere(t *testing.T) {
+	dir := t.TempDir()
+	plain := zeroFile(t, dir, "plain.img", 1<<20)
+	backup := filepath.Join(dir, "hdr")
+	// The option is seen before the verb and after the device alike:
+	// both runs get as far as checking the device, not the option.
+	for _, args := range [][]string{
+		{"--header-backup-file", backup, "luksHeaderBackup", plain},
+		{"luksHeaderBackup", plain, "--header-backup-file", backup},
+		{"luksHeaderBackup", "--header-backup-file=" + backup, plain},
+		{"-v", "luksHeaderBackup", plain, "--header-backup-file", backup},
+	} {
+		luksd(t, nil, args...).expect(t, 1, "Device "+plain+" is not a valid LUKS device.")
+	}
+	luksd(t, nil, "luksHeaderBackup", plain).expect(t, 1, "Option --header-backup-file is required.")
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/luksd/luksd/luks2"
+	"github.com/urfave/cli/v2"
+)
+
+var dumpFlags = []cli.Flag{
+	&cli.BoolFlag{Name: "dump-volume-key", Usage: "print the volume key (asks for a passphrase)"},
+	&cli.BoolFlag{Name: "dump-master-key", Hidden: true, Usage: "old name of --dump-volume-key"},
+	&cli.BoolFlag{Name: "dump-json-metadata", Usage: "print the LUKS2 JSON metadata"},
+	&cli.StringFlag{Name: "volume-key-file", Usage: "with --dump-volume-key: write the key to `FILE` instead"},
+}
+
+func init() {
+	register(
+		&cli.Command{
+			Name:      "luksDump",
+			Usage:     "print a LUKS header",
+			ArgsUsage: "<device>",
+			Flags:     flagSet(keyFlags, dumpFlags),
+			Action:    luksDump,
+		},
+		&cli.Command{
+			Name:      "isLuks",
+			Usage:     "exit 0 if the device has a LUKS header, 1 if not",
+			ArgsUsage: "<device>",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "require `TYPE` luks1 or luks2"},
+				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+			},
+			Action: isLuks,
+		},
+		&cli.Command{
+			Name:      "luksUUID",
+			Usage:     "print or (--uuid) set a LUKS header's UUID",
+			ArgsUsage: "<device>",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "uuid", Usage: "new `UUID`"},
+				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+			},
+			Action: luksUUID,
+		},
+	)
+}
+
+// oneDevice returns the verb's only positional argument.
+func oneDevice(c *cli.Context) (string, error) {
+	if c.NArg() < 1 || c.Args().First() == "" {
+		return "", exitf(exitParams, "Command requires device as argument.")
+	}
+	if c.NArg() > 1 {
+		return "", exitf(exitParams, "Unknown argument %s.", c.Args().Get(1))
+	}
+	return c.Args().First(), nil
+}
+
+func luksDump(c *cli.Context) error {
+	dev, err := oneDevice(c)
+	if err != nil {
+		return err
+	}
+	if !c.Bool("dump-volume-key") && !c.Bool("dump-master-key") {
+		h, f, err := readHeader(c, dev, false)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		if c.Bool("dump-json-metadata") {
+			if h.Version() != 2 {
+				return exitf(exitParams, "Dump operation is not supported for this device type.")
+			}
+			js := h.JSON()
+			os.Stdout.Write(js)
+			if !bytes.HasSuffix(js, []byte("\n")) {
+				os.Stdout.WriteString("\n")
+			}
+			return nil
+		}
+		return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{}))
+	}
+
+	// --dump-volume-key: confirm, unlock, print.
+	h, f, err := readHeader(c, dev, false)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	if !confirm(c, "Header dump with volume key is sensitive information\n"+
+		"that allows access to encrypted partition without a passphrase.\n"+
+		"This dump should be stored encrypted in a safe place.") {
+		return errAborted("Operation aborted.\n")
+	}
+	v, err := unlockVolume(c, dev, true)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	if p := c.String("volume-key-file"); p != "" {
+		if err := writeKeyFile(p, v.Key.Bytes()); err != nil {
+			return err
+		}
+		fmt.Printf("Volume key written to file %s.\n", p)
+		return nil
+	}
+	return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{VolumeKey: v.Key.Bytes()}))
+}
+
+// writeKeyFile creates path (which must not exist) holding key, readable
+// by its owner only.
+func writeKeyFile(path string, key []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o400)
+	if err != nil {
+		if os.IsExist(err) {
+			return exitf(exitBusy, "File %s already exists.", path)
+		}
+		return exitf(exitDevice, "Cannot open %s for writing.", path)
+	}
+	_, err = f.Write(key)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return exitf(exitDevice, "Cannot write to %s.", path)
+	}
+	return nil
+}
+
+func isLuks(c *cli.Context) error {
+	dev, err := oneDevice(c)
+	if err != nil {
+		return err
+	}
+	hp := headerPath(c, dev)
+	f, _, err := openDevice(hp, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	notLUKS := func() error {
+		if c.Bool("verbose") {
+			return exitf(exitParams, "Device %s is not a valid LUKS device.", hp)
+		}
+		return exitf(exitParams, "")
+	}
+	if !luks2.IsLUKS(f) {
+		return notLUKS()
+	}
+	want := strings.ToLower(c.String("type"))
+	if want == "" || want == "luks" {
+		return nil
+	}
+	size, _ := deviceSize(f)
+	h, err := luks2.Read(f, size)
+	if err != nil || "luks"+fmt.Sprint(h.Version()) != want {
+		return notLUKS()
+	}
+	return nil
+}
+
+// uuidPattern is the canonical textual UUID form cryptsetup accepts.
+var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+func luksUUID(c *cli.Context) error {
+	dev, err := oneDevice(c)
+	if err != nil {
+		return err
+	}
+	if !c.IsSet("uuid") {
+		h, f, err := readHeader(c, dev, false)
+		if err != nil {
+			return err
+		}
+		f.Close()
+		fmt.Println(h.UUID())
+		return nil
+	}
+	uuid := c.String("uuid")
+	if !uuidPattern.MatchString(uuid) {
+		return exitf(exitParams, "Wrong LUKS UUID format provided.")
+	}
+	h, f, err := readHeader(c, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if !confirm(c, "Do you really want to change UUID of device?") {
+		return errAborted("Operation aborted.\n")
+	}
+	if err := h.SetUUID(f, uuid); err != nil {
+		return headerError(headerPath(c, dev), err)
+	}
+	return syncHeader(f)
+}
+
+// syncHeader makes a header update durable.
+func syncHeader(f *os.File) error {
+	if err := f.Sync(); err != nil {
+		return exitf(exitDevice, "Cannot write to device %s: %v", f.Name(), err)
+	}
+	return nil
+}

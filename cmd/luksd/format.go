@@ -1,0 +1,247 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/luksd/luksd/keyring"
+	"github.com/luksd/luksd/luks2"
+	"github.com/urfave/cli/v2"
+)
+
+// pbkdfFlags tune the key derivation of new keyslots, with cryptsetup's
+// names and units.
+var pbkdfFlags = []cli.Flag{
+	&cli.StringFlag{Name: "pbkdf", Usage: "PBKDF `TYPE`: argon2id, argon2i or pbkdf2"},
+	&cli.StringFlag{Name: "hash", Aliases: []string{"h"}, Usage: "hash `ALGORITHM` for PBKDF2 and the volume key digest"},
+	&cli.IntFlag{Name: "iter-time", Aliases: []string{"i"}, Usage: "PBKDF calibration target in `MS`"},
+	&cli.IntFlag{Name: "pbkdf-memory", Usage: "argon2 memory cost in `KIB`"},
+	&cli.IntFlag{Name: "pbkdf-parallel", Usage: "argon2 `THREADS`"},
+	&cli.IntFlag{Name: "pbkdf-force-iterations", Usage: "skip calibration: iterations or argon2 time `COST`"},
+}
+
+// pbkdfFromFlags returns the PBKDF parameters the flags ask for; zero
+// values leave cryptsetup's defaults to luks2.
+func pbkdfFromFlags(c *cli.Context) (luks2.PBKDF, error) {
+	p := luks2.PBKDF{
+		Type:       c.String("pbkdf"),
+		Hash:       c.String("hash"),
+		IterTime:   time.Duration(c.Int("iter-time")) * time.Millisecond,
+		Iterations: c.Int("pbkdf-force-iterations"),
+		MemoryKiB:  c.Int("pbkdf-memory"),
+		Parallel:   c.Int("pbkdf-parallel"),
+	}
+	switch p.Type {
+	case "", "argon2id", "argon2i", "pbkdf2":
+	default:
+		return p, exitf(exitParams, "Unknown PBKDF type %s.", p.Type)
+	}
+	if c.Int("iter-time") < 0 || p.Iterations < 0 || p.MemoryKiB < 0 || p.Parallel < 0 {
+		return p, exitf(exitParams, "PBKDF parameters must not be negative.")
+	}
+	if p.Iterations > 0 && c.IsSet("iter-time") {
+		return p, exitf(exitParams, "PBKDF forced iterations cannot be combined with iteration time option.")
+	}
+	return p, nil
+}
+
+// flagSet joins flag groups into one new slice per command.
+func flagSet(groups ...[]cli.Flag) []cli.Flag {
+	var out []cli.Flag
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	return out
+}
+
+var formatFlags = []cli.Flag{
+	&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "header `TYPE`: luks2 (luks1 is read-only in luksd)"},
+	&cli.StringFlag{Name: "cipher", Aliases: []string{"c"}, Usage: "cipher `SPEC`, e.g. aes-xts-plain64, or auto to measure this CPU"},
+	&cli.IntFlag{Name: "key-size", Aliases: []string{"s"}, Usage: "volume key size in `BITS`"},
+	&cli.IntFlag{Name: "sector-size", Usage: "encryption sector size in `BYTES`"},
+	&cli.StringFlag{Name: "label", Usage: "header `LABEL`"},
+	&cli.StringFlag{Name: "subsystem", Usage: "header `SUBSYSTEM`"},
+	&cli.StringFlag{Name: "uuid", Usage: "header `UUID`"},
+	&cli.Int64Flag{Name: "offset", Aliases: []string{"o"}, Usage: "data offset in 512-byte `SECTORS`"},
+	&cli.Int64Flag{Name: "luks2-metadata-size", Usage: "LUKS2 metadata area size in `BYTES`"},
+	&cli.Int64Flag{Name: "luks2-keyslots-size", Usage: "LUKS2 keyslots area size in `BYTES`"},
+	&cli.StringFlag{Name: "volume-key-file", Usage: "use the volume key in `FILE`"},
+	&cli.BoolFlag{Name: "verify-passphrase", Aliases: []string{"y"}, Usage: "ask for the passphrase twice"},
+}
+
+func init() {
+	register(&cli.Command{
+		Name:      "luksFormat",
+		Usage:     "format a LUKS2 device",
+		ArgsUsage: "<device> [<new key file>]",
+		Flags:     flagSet(keyFlags, pbkdfFlags, formatFlags),
+		Action:    luksFormat,
+	})
+}
+
+// checkType accepts --type values naming LUKS2 (cryptsetup's default).
+func checkType(c *cli.Context) error {
+	switch strings.ToLower(c.String("type")) {
+	case "", "luks", "luks2":
+		return nil
+	case "luks1":
+		return exitf(exitParams, "luksd creates LUKS2 headers only (LUKS1 volumes can be opened and read).")
+	}
+	return exitf(exitParams, "Unsupported device type %s.", c.String("type"))
+}
+
+// formatOptions turns the flags into luks2.FormatOptions.
+func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
+	opts := luks2.FormatOptions{
+		Cipher:       c.String("cipher"),
+		SectorSize:   c.Int("sector-size"),
+		Hash:         c.String("hash"),
+		UUID:         c.String("uuid"),
+		Label:        c.String("label"),
+		Subsystem:    c.String("subsystem"),
+		MetadataSize: c.Int64("luks2-metadata-size"),
+		KeyslotsSize: c.Int64("luks2-keyslots-size"),
+		DataOffset:   c.Int64("offset") * 512,
+		Keyslot:      c.Int("key-slot"),
+		Version:      2,
+		DetachedData: c.String("header") != "",
+	}
+	var err error
+	if opts.PBKDF, err = pbkdfFromFlags(c); err != nil {
+		return opts, err
+	}
+	bits := c.Int("key-size")
+	if bits < 0 || bits%8 != 0 {
+		return opts, exitf(exitParams, "Key size must be a multiple of 8 bits")
+	}
+	opts.KeySize = bits / 8
+	if opts.Cipher == "auto" {
+		spec, autoBits, sector, reason := autoCipher()
+		if c.Bool("verbose") {
+			fmt.Printf("Cipher %s chosen: %s.\n", spec, reason)
+		}
+		opts.Cipher = spec
+		if opts.KeySize == 0 {
+			opts.KeySize = autoBits / 8
+		}
+		if opts.SectorSize == 0 {
+			opts.SectorSize = sector
+		}
+	}
+	if opts.SectorSize != 0 && (opts.SectorSize < 512 || opts.SectorSize > 4096 || opts.SectorSize&(opts.SectorSize-1) != 0) {
+		return opts, exitf(exitParams, "Unsupported encryption sector size.")
+	}
+	if c.Int64("offset") < 0 || opts.MetadataSize < 0 || opts.KeyslotsSize < 0 {
+		return opts, exitf(exitParams, "Offsets and sizes must not be negative.")
+	}
+	return opts, nil
+}
+
+// defaultKeyBytes is the volume key size cryptsetup uses for cipher.
+func defaultKeyBytes(cipher string) int {
+	if cipher == "" || strings.Contains(cipher, "xts") {
+		return 64
+	}
+	return 32
+}
+
+// readVolumeKeyFile reads exactly n bytes of --volume-key-file.
+func readVolumeKeyFile(path string, n int) (*keyring.Secret, error) {
+	k, err := keyring.Source{KeyFile: path, Size: int64(n)}.Passphrase("", false)
+	if err != nil {
+		return nil, exitf(exitParams, "Cannot read %d bytes from volume key file %s.", n, path)
+	}
+	return k, nil
+}
+
+func luksFormat(c *cli.Context) error {
+	dev := c.Args().Get(0)
+	if dev == "" {
+		return exitf(exitParams, "Command requires device and key file or passphrase as argument.")
+	}
+	if c.NArg() > 2 {
+		return exitf(exitParams, "Unknown argument %s.", c.Args().Get(2))
+	}
+	if err := checkType(c); err != nil {
+		return err
+	}
+	opts, err := formatOptions(c)
+	if err != nil {
+		return err
+	}
+
+	// The header device: the data device, or --header (created if absent).
+	hp := headerPath(c, dev)
+	if hp != dev {
+		d, _, err := openDevice(dev, true)
+		if err != nil {
+			return err
+		}
+		d.Close()
+		if f, err := os.OpenFile(hp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			f.Close()
+		}
+	}
+	f, size, err := openDevice(hp, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	if luks2.IsLUKS(f) && stdinIsTerminal() && !c.Bool("batch-mode") {
+		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n\n", hp)
+	}
+	if !confirm(c, fmt.Sprintf("WARNING!\n========\nThis will overwrite data on %s irrevocably.", hp)) {
+		return errAborted("Operation aborted.\n")
+	}
+
+	var vk *keyring.Secret
+	if p := c.String("volume-key-file"); p != "" {
+		n := opts.KeySize
+		if n == 0 {
+			n = defaultKeyBytes(opts.Cipher)
+			opts.KeySize = n
+		}
+		if vk, err = readVolumeKeyFile(p, n); err != nil {
+			return err
+		}
+		defer vk.Wipe()
+		opts.VolumeKey = vk.Bytes()
+	}
+
+	src := keySource(c)
+	if src.KeyFile == "" && c.NArg() > 1 {
+		src.KeyFile = c.Args().Get(1)
+	}
+	pass, err := readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", dev), true)
+	if err != nil {
+		return err
+	}
+	defer pass.Wipe()
+
+	h, key, err := luks2.Format(f, size, opts, pass.Bytes())
+	clear(key)
+	if err != nil {
+		return formatError(err)
+	}
+	if err := f.Sync(); err != nil {
+		return withCode(exitDevice, fmt.Errorf("Cannot write header to %s: %v", hp, err))
+	}
+	if c.Bool("verbose") {
+		if slots := h.ActiveKeyslots(); len(slots) > 0 {
+			fmt.Printf("Key slot %d created.\n", slots[0])
+		}
+	}
+	return nil
+}
+
+// formatError maps luks2.Format's errors to one line with an exit code.
+func formatError(err error) error {
+	if errors.Is(err, luks2.ErrUnsupported) {
+		return withCode(exitParams, err)
+	}
+	return withCode(exitParams, fmt.Errorf("Cannot format device: %v", err))
+}

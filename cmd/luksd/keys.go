@@ -1,0 +1,316 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/luksd/luksd/keyring"
+	"github.com/luksd/luksd/luks2"
+	"github.com/urfave/cli/v2"
+)
+
+// newKeyFlags name where a new passphrase comes from.
+var newKeyFlags = []cli.Flag{
+	&cli.StringFlag{Name: "new-keyfile", Usage: "read the new passphrase from `FILE`"},
+	&cli.Int64Flag{Name: "new-keyfile-offset", Usage: "skip `BYTES` at the start of the new key file"},
+	&cli.Int64Flag{Name: "new-keyfile-size", Usage: "read at most `BYTES` from the new key file"},
+	&cli.IntFlag{Name: "new-key-slot", Value: -1, Usage: "put the new key in slot `NUM` (then --key-slot selects the slot to unlock)"},
+}
+
+func init() {
+	register(
+		&cli.Command{
+			Name:      "luksAddKey",
+			Usage:     "add a passphrase to a free keyslot",
+			ArgsUsage: "<device> [<new key file>]",
+			Flags:     flagSet(keyFlags, newKeyFlags, pbkdfFlags),
+			Action:    luksAddKey,
+		},
+		&cli.Command{
+			Name:      "luksRemoveKey",
+			Usage:     "remove the keyslot a passphrase opens",
+			ArgsUsage: "<device> [<key file>]",
+			Flags:     flagSet(keyFlags),
+			Action:    luksRemoveKey,
+		},
+		&cli.Command{
+			Name:      "luksChangeKey",
+			Usage:     "change a passphrase",
+			ArgsUsage: "<device> [<new key file>]",
+			Flags:     flagSet(keyFlags, newKeyFlags, pbkdfFlags),
+			Action:    luksChangeKey,
+		},
+		&cli.Command{
+			Name:      "luksKillSlot",
+			Usage:     "wipe a keyslot",
+			ArgsUsage: "<device> <key slot>",
+			Flags:     flagSet(keyFlags),
+			Action:    luksKillSlot,
+		},
+	)
+}
+
+// keyDevice returns the device argument and an optional second argument.
+func keyDevice(c *cli.Context, second string) (dev, arg string, err error) {
+	dev = c.Args().Get(0)
+	if dev == "" {
+		return "", "", exitf(exitParams, "Command requires device as argument.")
+	}
+	if c.NArg() > 2 {
+		return "", "", exitf(exitParams, "Unknown argument %s.", c.Args().Get(2))
+	}
+	arg = c.Args().Get(1)
+	if second == "" && arg != "" {
+		return "", "", exitf(exitParams, "Unknown argument %s.", arg)
+	}
+	return dev, arg, nil
+}
+
+// newKeySource is where a new passphrase comes from: --new-keyfile or the
+// positional key file, else the terminal or standard input.
+func newKeySource(c *cli.Context, positional string) keyring.Source {
+	src := keyring.Source{
+		KeyFile: c.String("new-keyfile"),
+		Offset:  c.Int64("new-keyfile-offset"),
+		Size:    c.Int64("new-keyfile-size"),
+	}
+	if src.KeyFile == "" {
+		src.KeyFile = positional
+	}
+	return src
+}
+
+// slotStatus checks slot against the header: range and activity.
+func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
+	if slot < 0 || slot >= 32 || (h.Version() == 1 && slot >= 8) {
+		return exitf(exitParams, "Key slot %d is invalid.", slot)
+	}
+	active := slices.Contains(h.ActiveKeyslots(), slot)
+	if wantActive && !active {
+		return exitf(exitParams, "Keyslot %d is not active.", slot)
+	}
+	if !wantActive && active {
+		return exitf(exitParams, "Key slot %d is full, please select another one.", slot)
+	}
+	return nil
+}
+
+func luksAddKey(c *cli.Context) error {
+	dev, newFile, err := keyDevice(c, "new key file")
+	if err != nil {
+		return err
+	}
+	p, err := pbkdfFromFlags(c)
+	if err != nil {
+		return err
+	}
+	h, f, err := readHeader(c, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+
+	// cryptsetup 2.6: with --new-key-slot, --key-slot picks the slot to
+	// unlock; without it, --key-slot is the new slot.
+	unlockSlot, newSlot := -1, c.Int("key-slot")
+	if c.IsSet("new-key-slot") {
+		unlockSlot, newSlot = c.Int("key-slot"), c.Int("new-key-slot")
+	}
+	if newSlot >= 0 {
+		if err := checkSlot(h, newSlot, false); err != nil {
+			return err
+		}
+	}
+
+	vk, _, err := unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
+	if err != nil {
+		return err
+	}
+	defer vk.Wipe()
+
+	pass, err := readPassphrase(newKeySource(c, newFile), "Enter new passphrase for key slot: ", true)
+	if err != nil {
+		return err
+	}
+	defer pass.Wipe()
+	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+	if err != nil {
+		return headerError(headerPath(c, dev), err)
+	}
+	if c.Bool("verbose") {
+		fmt.Printf("Key slot %d created.\n", slot)
+	}
+	return syncHeader(f)
+}
+
+func luksRemoveKey(c *cli.Context) error {
+	dev, keyFile, err := keyDevice(c, "key file")
+	if err != nil {
+		return err
+	}
+	h, f, err := readHeader(c, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	src := keySource(c)
+	if src.KeyFile == "" {
+		src.KeyFile = keyFile
+	}
+	vk, slot, err := unlockWith(c, h, f, src, "Enter passphrase to be deleted: ", c.Int("key-slot"), false)
+	if err != nil {
+		return err
+	}
+	vk.Wipe()
+	if c.Bool("verbose") {
+		fmt.Printf("Key slot %d selected for deletion.\n", slot)
+	}
+	if len(h.ActiveKeyslots()) == 1 && src.Interactive() && !confirm(c,
+		"WARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.") {
+		return errAborted("Operation aborted, the keyslot was NOT wiped.\n")
+	}
+	if err := h.KillSlot(f, slot); err != nil {
+		return headerError(headerPath(c, dev), err)
+	}
+	if c.Bool("verbose") {
+		fmt.Printf("Key slot %d removed.\n", slot)
+	}
+	return syncHeader(f)
+}
+
+func luksChangeKey(c *cli.Context) error {
+	dev, newFile, err := keyDevice(c, "new key file")
+	if err != nil {
+		return err
+	}
+	p, err := pbkdfFromFlags(c)
+	if err != nil {
+		return err
+	}
+	h, f, err := readHeader(c, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	vk, oldSlot, err := unlockWith(c, h, f, keySource(c), "Enter passphrase to be changed: ", c.Int("key-slot"), false)
+	if err != nil {
+		return err
+	}
+	defer vk.Wipe()
+	pass, err := readPassphrase(newKeySource(c, newFile), "Enter new passphrase: ", true)
+	if err != nil {
+		return err
+	}
+	defer pass.Wipe()
+	newSlot, err := changeKey(h, f, vk, pass, oldSlot, c.Int("new-key-slot"), p)
+	if err != nil {
+		return headerError(headerPath(c, dev), err)
+	}
+	if c.Bool("verbose") {
+		fmt.Printf("Key slot %d created.\n", newSlot)
+	}
+	return syncHeader(f)
+}
+
+// changeKey replaces the passphrase of oldSlot: a new keyslot first (so a
+// crash leaves the old one usable), then the old one is wiped. The new
+// keyslot goes to newSlot if >= 0, else the first free one.
+func changeKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot, newSlot int, p luks2.PBKDF) (int, error) {
+	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+	if err != nil {
+		return 0, err
+	}
+	if err := h.KillSlot(f, oldSlot); err != nil {
+		return 0, err
+	}
+	return slot, nil
+}
+
+func luksKillSlot(c *cli.Context) error {
+	dev, arg, err := keyDevice(c, "key slot")
+	if err != nil {
+		return err
+	}
+	if arg == "" {
+		return exitf(exitParams, "Command requires device and keyslot number as argument.")
+	}
+	slot, err := strconv.Atoi(arg)
+	if err != nil {
+		return exitf(exitParams, "Key slot %s is invalid.", arg)
+	}
+	h, f, err := readHeader(c, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := checkSlot(h, slot, true); err != nil {
+		return err
+	}
+	if c.Bool("verbose") {
+		fmt.Printf("Key slot %d selected for deletion.\n", slot)
+	}
+	src := keySource(c)
+	// Without -q (or with a key file, or input not from a terminal),
+	// cryptsetup asks for a remaining passphrase: one that opens another
+	// keyslot, or this one when it is the last.
+	if !c.Bool("batch-mode") || c.IsSet("key-file") || !stdinIsTerminal() {
+		last := len(h.ActiveKeyslots()) == 1
+		if last && !c.IsSet("key-file") && !confirm(c,
+			"WARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.") {
+			return errAborted("Operation aborted, the keyslot was NOT wiped.\n")
+		}
+		err := verifyRemaining(c, h, f, src, slot, last)
+		// Empty standard input: cryptsetup goes ahead without a passphrase.
+		if errors.Is(err, keyring.ErrNoInput) && (src.KeyFile == "" || src.KeyFile == "-") {
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := h.KillSlot(f, slot); err != nil {
+		return headerError(headerPath(c, dev), err)
+	}
+	if c.Bool("verbose") {
+		fmt.Printf("Key slot %d removed.\n", slot)
+	}
+	return syncHeader(f)
+}
+
+// verifyRemaining asks for a passphrase that opens a keyslot other than
+// slot (or slot itself when it is the last).
+func verifyRemaining(c *cli.Context, h *luks2.Header, f *os.File, src keyring.Source, slot int, last bool) error {
+	pass, err := src.Passphrase("Enter any remaining passphrase: ", false)
+	if err != nil {
+		if errors.Is(err, keyring.ErrNoInput) {
+			return err
+		}
+		return withCode(exitParams, err)
+	}
+	defer pass.Wipe()
+	if last {
+		vk, _, err := h.Unlock(f, pass.Bytes(), slot)
+		clear(vk)
+		if err != nil {
+			return headerError(headerPath(c, ""), err)
+		}
+		return nil
+	}
+	for _, s := range h.ActiveKeyslots() {
+		if s == slot {
+			continue
+		}
+		vk, _, err := h.Unlock(f, pass.Bytes(), s)
+		clear(vk)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, luks2.ErrWrongPassphrase) {
+			return headerError(headerPath(c, ""), err)
+		}
+	}
+	return exitf(exitPermission, "No key available with this passphrase.")
+}
