@@ -3,8 +3,10 @@ package adiantum
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -93,6 +95,122 @@ func TestAuthorsVectors(t *testing.T) {
 			name := "testdata/adiantum_xchacha" + map[int]string{12: "12", 20: "20"}[rounds] + "_aes.txt"
 			for _, v := range readVectors(t, name) {
 				checkVector(t, name, rounds, v)
+			}
+		}
+	})
+}
+
+// readFields reads the whitespace-separated fields of each non-comment line.
+func readFields(t *testing.T, name string) [][]string {
+	t.Helper()
+	data, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]string
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		lines = append(lines, strings.Fields(line))
+	}
+	if len(lines) == 0 {
+		t.Fatalf("%s: no vectors", name)
+	}
+	return lines
+}
+
+// unhex decodes a hex field, "-" being empty.
+func unhex(t *testing.T, s string) []byte {
+	t.Helper()
+	if s == "-" {
+		return nil
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// streamOnly is a Cipher with only its XChaCha key set.
+func streamOnly(key []byte, rounds int) *Cipher {
+	c := &Cipher{rounds: rounds}
+	for i := range c.streamKey {
+		c.streamKey[i] = binary.LittleEndian.Uint32(key[4*i:])
+	}
+	return c
+}
+
+// TestXChaChaVectors checks XChaCha12 and XChaCha20 keystream blocks at
+// block counters 0, 1, 1023, 1024 and 2048, and XChaCha20 encryptions.
+func TestXChaChaVectors(t *testing.T) {
+	vs := readFields(t, "testdata/xchacha.txt")
+	forEachPath(t, func(t *testing.T) {
+		for i, f := range vs {
+			rounds, _ := strconv.Atoi(f[0])
+			c := streamOnly(unhex(t, f[1]), rounds)
+			var nonce [24]byte
+			copy(nonce[:], unhex(t, f[2]))
+			switch f[3] {
+			case "block":
+				n, _ := strconv.Atoi(f[4])
+				ks := make([]byte, (n+1)*chachaBlockBytes)
+				c.xorKeyStream(ks, ks, &nonce)
+				if want := unhex(t, f[5]); !bytes.Equal(ks[n*chachaBlockBytes:], want) {
+					t.Fatalf("line %d: XChaCha%d block %d\n got %x\nwant %x", i, rounds, n, ks[n*chachaBlockBytes:], want)
+				}
+			case "xor":
+				pt, ct := unhex(t, f[4]), unhex(t, f[5])
+				got := make([]byte, len(pt))
+				c.xorKeyStream(got, pt, &nonce)
+				if !bytes.Equal(got, ct) {
+					t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, rounds, len(pt), got, ct)
+				}
+			default:
+				t.Fatalf("line %d: unknown kind %q", i, f[3])
+			}
+		}
+	})
+}
+
+// TestNHVectors checks NH on 16-, 1008- and 1024-byte messages.
+func TestNHVectors(t *testing.T) {
+	vs := readFields(t, "testdata/nh.txt")
+	forEachPath(t, func(t *testing.T) {
+		for i, f := range vs {
+			var k nhKey
+			k.init(unhex(t, f[0]))
+			msg := unhex(t, f[1])
+			var h [4]uint64
+			nhSum(&k, msg, &h)
+			got := make([]byte, 32)
+			for p := range h {
+				binary.LittleEndian.PutUint64(got[8*p:], h[p])
+			}
+			if want := unhex(t, f[2]); !bytes.Equal(got, want) {
+				t.Fatalf("line %d (%d bytes): NH\n got %x\nwant %x", i, len(msg), got, want)
+			}
+		}
+	})
+}
+
+// TestNHPoly1305Vectors checks the message hash (NH over 1024-byte chunks,
+// the last unit zero-padded, then Poly1305 without s) on messages of 0, 16,
+// 19, 1024, 1040 and 2048 bytes.
+func TestNHPoly1305Vectors(t *testing.T) {
+	vs := readFields(t, "testdata/nhpoly1305.txt")
+	forEachPath(t, func(t *testing.T) {
+		for i, f := range vs {
+			key := unhex(t, f[0])
+			var c Cipher
+			c.message.init(key[:16])
+			c.nh.init(key[16:])
+			msg := unhex(t, f[1])
+			got := make([]byte, 16)
+			c.messageHash(msg).put(got)
+			if want := unhex(t, f[2]); !bytes.Equal(got, want) {
+				t.Fatalf("line %d (%d bytes): NHPoly1305\n got %x\nwant %x", i, len(msg), got, want)
 			}
 		}
 	})
