@@ -1,0 +1,244 @@
+package luks2
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+type interopCase struct {
+	name    string
+	cipher  string
+	keySize int // bytes
+	sector  int
+	pbkdf   PBKDF
+}
+
+var interopCases = []interopCase{
+	{"xts512-512-argon2id", "aes-xts-plain64", 64, 512, cheapArgon2id},
+	{"xts256-4096-argon2i", "aes-xts-plain64", 32, 4096, cheapArgon2i},
+	{"xts512-4096-pbkdf2", "aes-xts-plain64", 64, 4096, cheapPBKDF2},
+	{"essiv-512-pbkdf2-sha512", "aes-cbc-essiv:sha256", 32, 512, PBKDF{Type: "pbkdf2", Hash: "sha512", Iterations: 1000}},
+	{"essiv-4096-argon2id", "aes-cbc-essiv:sha256", 32, 4096, cheapArgon2id},
+}
+
+// cryptsetupPBKDFArgs are the cryptsetup flags for the same forced PBKDF.
+func cryptsetupPBKDFArgs(p PBKDF) []string {
+	args := []string{"--pbkdf", p.Type, "--pbkdf-force-iterations", fmt.Sprint(p.Iterations)}
+	if p.Type == "pbkdf2" {
+		return append(args, "--hash", p.Hash)
+	}
+	return append(args, "--pbkdf-memory", fmt.Sprint(p.MemoryKiB), "--pbkdf-parallel", fmt.Sprint(p.Parallel))
+}
+
+// TestLuksdFormatCryptsetupOpens: cryptsetup validates luksd's headers,
+// opens its keyslot and finds the same volume key; luksd's luksDump text is
+// cryptsetup's, line by line.
+func TestLuksdFormatCryptsetupOpens(t *testing.T) {
+	for _, tc := range interopCases {
+		t.Run(tc.name, func(t *testing.T) {
+			img := image(t, 20<<20)
+			f, size := openRW(t, img)
+			pass := []byte("luksd pass " + tc.name)
+			h, vk, err := Format(f, size, FormatOptions{Cipher: tc.cipher, KeySize: tc.keySize, SectorSize: tc.sector, PBKDF: tc.pbkdf, Label: "lbl", Subsystem: "sub"}, pass)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(vk) != tc.keySize {
+				t.Fatalf("volume key has %d bytes, want %d", len(vk), tc.keySize)
+			}
+			kf := keyFile(t, pass)
+			cryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img)
+			if got := cryptsetupVolumeKey(t, img, kf); !bytes.Equal(got, vk) {
+				t.Fatalf("cryptsetup's volume key %x, luksd's %x", got, vk)
+			}
+			if _, err := runCryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, []byte("wrong")), img); err == nil {
+				t.Fatal("cryptsetup accepted a wrong passphrase")
+			}
+			sameLines(t, "luksDump", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
+			vkOut := cryptsetup(t, "luksDump", "-q", "--dump-volume-key", "--key-file", kf, img)
+			sameLines(t, "luksDump --dump-volume-key", dumpText(t, h, DumpOptions{VolumeKey: vk, Device: img}), vkOut)
+			json := cryptsetup(t, "luksDump", "--dump-json-metadata", img)
+			if string(h.JSON()) != json {
+				t.Fatalf("JSON() differs from --dump-json-metadata:\n%s\n---\n%s", h.JSON(), json)
+			}
+			seg, err := h.Segment()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Segment{Offset: 16 << 20, Cipher: tc.cipher, SectorSize: tc.sector, KeySize: tc.keySize}
+			if seg != want {
+				t.Fatalf("Segment() = %+v, want %+v", seg, want)
+			}
+		})
+	}
+}
+
+// TestCryptsetupFormatLuksdUnlocks: luksd opens cryptsetup's keyslots and
+// gets the volume key cryptsetup was given.
+func TestCryptsetupFormatLuksdUnlocks(t *testing.T) {
+	for _, tc := range interopCases {
+		t.Run(tc.name, func(t *testing.T) {
+			img := image(t, 20<<20)
+			pass := []byte("cs pass " + tc.name)
+			vk := make([]byte, tc.keySize)
+			rand.Read(vk)
+			args := []string{"luksFormat", "-q", "--type", "luks2", "--cipher", tc.cipher, "--key-size", fmt.Sprint(tc.keySize * 8),
+				"--sector-size", fmt.Sprint(tc.sector), "--volume-key-file", keyFile(t, vk), "--key-file", keyFile(t, pass)}
+			cryptsetup(t, append(append(args, cryptsetupPBKDFArgs(tc.pbkdf)...), img)...)
+			h, f := readHdr(t, img)
+			got, slot, err := h.Unlock(f, pass, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slot != 0 || !bytes.Equal(got, vk) {
+				t.Fatalf("Unlock = slot %d key %x, want slot 0 key %x", slot, got, vk)
+			}
+			if _, _, err := h.Unlock(f, []byte("wrong"), -1); err != ErrWrongPassphrase {
+				t.Fatalf("wrong passphrase: %v, want ErrWrongPassphrase", err)
+			}
+			sameLines(t, "luksDump", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
+			seg, err := h.Segment()
+			if err != nil || seg.Cipher != tc.cipher || seg.SectorSize != tc.sector || seg.KeySize != tc.keySize {
+				t.Fatalf("Segment() = %+v, %v", seg, err)
+			}
+		})
+	}
+}
+
+// TestLuksdEditsCryptsetupHeader: add, kill, label and UUID changes made by
+// luksd on a cryptsetup header are accepted by cryptsetup, and the other way.
+func TestLuksdEditsCryptsetupHeader(t *testing.T) {
+	img := image(t, 20<<20)
+	pass0, pass1 := []byte("zero"), []byte("one")
+	kf0, kf1 := keyFile(t, pass0), keyFile(t, pass1)
+	cryptsetup(t, append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", kf0}, append(cryptsetupPBKDFArgs(cheapPBKDF2), img)...)...)
+
+	h, f := readHdr(t, img)
+	vk, _, err := h.Unlock(f, pass0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, err := h.AddKey(f, vk, pass1, -1, cheapArgon2id)
+	if err != nil || slot != 1 {
+		t.Fatalf("AddKey = %d, %v", slot, err)
+	}
+	cryptsetup(t, "open", "--test-passphrase", "--key-file", kf1, img)
+	out := cryptsetup(t, "open", "-v", "--test-passphrase", "--key-file", kf1, img)
+	if !strings.Contains(out, "Key slot 1 unlocked") {
+		t.Fatalf("cryptsetup did not open keyslot 1:\n%s", out)
+	}
+	sameLines(t, "after AddKey", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
+	if _, err := h.AddKey(f, bytes.Repeat([]byte{1}, len(vk)), pass1, -1, cheapPBKDF2); err == nil {
+		t.Fatal("AddKey accepted a key that is not the volume key")
+	}
+
+	if err := h.KillSlot(f, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCryptsetup(t, "open", "--test-passphrase", "--key-file", kf0, img); err == nil {
+		t.Fatal("cryptsetup still opens the killed keyslot")
+	}
+	cryptsetup(t, "open", "--test-passphrase", "--key-file", kf1, img)
+
+	label, sub := "new label", "new sub"
+	if err := h.SetLabel(f, &label, &sub); err != nil {
+		t.Fatal(err)
+	}
+	dump := cryptsetup(t, "luksDump", img)
+	if !strings.Contains(dump, "Label:         \tnew label\n") || !strings.Contains(dump, "Subsystem:     \tnew sub\n") {
+		t.Fatalf("label not in cryptsetup's dump:\n%s", dump)
+	}
+	uuid := "12345678-1234-4234-8234-123456789abc"
+	if err := h.SetUUID(f, uuid); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(cryptsetup(t, "luksUUID", img)); got != uuid {
+		t.Fatalf("cryptsetup luksUUID = %q, want %q", got, uuid)
+	}
+	sameLines(t, "after edits", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
+
+	// cryptsetup edits after luksd; luksd reads the result.
+	kf2 := keyFile(t, []byte("two"))
+	cryptsetup(t, append([]string{"luksAddKey", "-q", "--key-file", kf1}, append(cryptsetupPBKDFArgs(cheapArgon2i), img, kf2)...)...)
+	h2, f2 := readHdr(t, img)
+	if got := h2.ActiveKeyslots(); fmt.Sprint(got) != "[0 1]" {
+		t.Fatalf("ActiveKeyslots = %v, want [0 1]", got)
+	}
+	vk2, slot, err := h2.Unlock(f2, []byte("two"), -1)
+	if err != nil || slot != 0 || !bytes.Equal(vk2, vk) {
+		t.Fatalf("Unlock after cryptsetup's luksAddKey: slot %d, %v", slot, err)
+	}
+	if h2.Label() != label || h2.Subsystem() != sub || h2.UUID() != uuid {
+		t.Fatalf("label/subsystem/uuid = %q %q %q", h2.Label(), h2.Subsystem(), h2.UUID())
+	}
+}
+
+// TestKeyslotPriority: preferred keyslots are tried first, ignored ones
+// only when named.
+func TestKeyslotPriority(t *testing.T) {
+	img := image(t, 20<<20)
+	pass := []byte("same")
+	kf := keyFile(t, pass)
+	cryptsetup(t, append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", kf}, append(cryptsetupPBKDFArgs(cheapPBKDF2), img)...)...)
+	cryptsetup(t, append([]string{"luksAddKey", "-q", "--key-file", kf}, append(cryptsetupPBKDFArgs(cheapPBKDF2), img, kf)...)...)
+	h, f := readHdr(t, img)
+	if _, slot, err := h.Unlock(f, pass, -1); err != nil || slot != 0 {
+		t.Fatalf("normal priorities: slot %d, %v; want 0", slot, err)
+	}
+	cryptsetup(t, "config", "--priority", "prefer", "--key-slot", "1", img)
+	h, f = readHdr(t, img)
+	if _, slot, err := h.Unlock(f, pass, -1); err != nil || slot != 1 {
+		t.Fatalf("slot 1 preferred: slot %d, %v; want 1", slot, err)
+	}
+	cryptsetup(t, "config", "--priority", "ignore", "--key-slot", "1", img)
+	cryptsetup(t, "config", "--priority", "ignore", "--key-slot", "0", img)
+	h, f = readHdr(t, img)
+	if _, _, err := h.Unlock(f, pass, -1); err != ErrWrongPassphrase {
+		t.Fatalf("all slots ignored: %v, want ErrWrongPassphrase", err)
+	}
+	if _, slot, err := h.Unlock(f, pass, 1); err != nil || slot != 1 {
+		t.Fatalf("ignored slot named: slot %d, %v; want 1", slot, err)
+	}
+	sameLines(t, "priorities", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
+}
+
+// TestDefaultFormatLayout: with cryptsetup's defaults (except the PBKDF
+// cost) luksd writes the same layout cryptsetup writes: same JSON with only
+// random fields differing.
+func TestDefaultFormatLayout(t *testing.T) {
+	pass := []byte("layout")
+	mine := image(t, 40<<20)
+	f, size := openRW(t, mine)
+	if _, _, err := Format(f, size, FormatOptions{PBKDF: PBKDF{Type: "argon2id", Iterations: 4, MemoryKiB: 32, Parallel: 2}}, pass); err != nil {
+		t.Fatal(err)
+	}
+	theirs := image(t, 40<<20)
+	cryptsetup(t, "luksFormat", "-q", "--type", "luks2", "--pbkdf-force-iterations", "4", "--pbkdf-memory", "32", "--pbkdf-parallel", "2", "--key-file", keyFile(t, pass), theirs)
+	norm := func(s string) string {
+		var out []string
+		for _, line := range strings.Split(s, "\n") {
+			for _, k := range []string{"UUID:", "Salt:", "Digest:", "            ", "\"salt\"", "\"digest\""} {
+				if strings.Contains(line, k) {
+					line = k
+				}
+			}
+			out = append(out, line)
+		}
+		return strings.Join(out, "\n")
+	}
+	sameLines(t, "default layout", norm(cryptsetup(t, "luksDump", mine)), norm(cryptsetup(t, "luksDump", theirs)))
+	sameLines(t, "default JSON", norm(cryptsetup(t, "luksDump", "--dump-json-metadata", mine)), norm(cryptsetup(t, "luksDump", "--dump-json-metadata", theirs)))
+	// Both binary headers: same fixed fields.
+	a, _ := os.ReadFile(mine)
+	b, _ := os.ReadFile(theirs)
+	for _, off := range []int{0, 16384} {
+		if !bytes.Equal(a[off:off+24], b[off:off+24]) || !bytes.Equal(a[off+offCsumAlg:off+offSalt], b[off+offCsumAlg:off+offSalt]) ||
+			!bytes.Equal(a[off+offHdrOffset:off+offCsum], b[off+offHdrOffset:off+offCsum]) {
+			t.Fatalf("binary header at %d differs from cryptsetup's", off)
+		}
+	}
+}
