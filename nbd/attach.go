@@ -28,10 +28,14 @@ type AttachConfig struct {
 	BlockSize int
 	// ReadOnly marks the device read-only; Trim lets the kernel send discards.
 	ReadOnly, Trim bool
+	// ServerFlags, when not zero, are the transmission flags the kernel is
+	// told (normally the serving Server's Flags()); zero derives them from
+	// ReadOnly and Trim.
+	ServerFlags uint16
 	// Connections is the number of socket pairs; 0 means one per CPU.
 	Connections int
 	// Timeout fails a request the server has not answered in time (0:
-	// never, the kernel only warns about stuck requests).
+	// never; the kernel only warns about stuck requests every 30s).
 	Timeout time.Duration
 	// DeadConnTimeout is how long the kernel queues requests once every
 	// connection is dead, waiting for a reconfigure (0: fail at once).
@@ -48,6 +52,9 @@ type AttachConfig struct {
 
 // Flags returns the transmission flags the kernel is told the server has.
 func (c AttachConfig) Flags() uint16 {
+	if c.ServerFlags != 0 {
+		return c.ServerFlags | kernelFlagHasFlags
+	}
 	f := uint16(kernelFlagHasFlags | kernelFlagSendFlush | kernelFlagSendFUA | kernelFlagCanMultiConn)
 	if c.ReadOnly {
 		f |= kernelFlagReadOnly

@@ -64,8 +64,8 @@ type connectRequest struct {
 	Index           int // -1: the kernel picks a free device (or makes one)
 	SizeBytes       uint64
 	BlockSizeBytes  uint64
-	TimeoutSec      uint64 // 0: not sent, the kernel's default
-	DeadConnSec     uint64 // 0: not sent
+	TimeoutSec      uint64 // 0: no request timeout
+	DeadConnSec     uint64 // 0: fail requests at once when every connection is dead
 	ServerFlags     uint64
 	ClientFlags     uint64
 	Sockets         []uint32 // file descriptors, one per connection
@@ -94,10 +94,12 @@ func (r connectRequest) encode() ([]byte, error) {
 			ae.String(genlAttrBackendID, r.BackendID)
 		}
 	}
-	if r.TimeoutSec != 0 {
+	// Timeouts are always sent on connect, so 0 means 0 and not whatever
+	// the device was configured with before.
+	if r.TimeoutSec != 0 || !r.reconfigureOnly {
 		ae.Uint64(genlAttrTimeout, r.TimeoutSec)
 	}
-	if r.DeadConnSec != 0 {
+	if r.DeadConnSec != 0 || !r.reconfigureOnly {
 		ae.Uint64(genlAttrDeadConnTimeout, r.DeadConnSec)
 	}
 	ae.Nested(genlAttrSockets, func(nae *netlink.AttributeEncoder) error {

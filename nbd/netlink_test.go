@@ -108,6 +108,8 @@ func TestConnectWireLayout(t *testing.T) {
 	want = append(want, attr(2, u64(1<<20))...)  // NBD_ATTR_SIZE_BYTES
 	want = append(want, attr(3, u64(512))...)    // NBD_ATTR_BLOCK_SIZE_BYTES
 	want = append(want, attr(5, u64(0x10d))...)  // NBD_ATTR_SERVER_FLAGS
+	want = append(want, attr(4, u64(0))...)      // NBD_ATTR_TIMEOUT
+	want = append(want, attr(8, u64(0))...)      // NBD_ATTR_DEAD_CONN_TIMEOUT
 	fd := attr(1, u32(11))                       // NBD_SOCK_FD
 	item := attr(1|0x8000, fd)                   // NBD_SOCK_ITEM | NLA_F_NESTED
 	want = append(want, attr(7|0x8000, item)...) // NBD_ATTR_SOCKETS | NLA_F_NESTED
@@ -214,6 +216,9 @@ func TestFlags(t *testing.T) {
 	}
 	if f := (AttachConfig{ReadOnly: true, Trim: true}).Flags(); f&kernelFlagReadOnly == 0 || f&kernelFlagSendTrim != 0 {
 		t.Fatalf("read-only flags %#x: want READ_ONLY and no TRIM", f)
+	}
+	if f := (AttachConfig{ServerFlags: kernelFlagSendFlush | kernelFlagReadOnly}).Flags(); f != kernelFlagHasFlags|kernelFlagSendFlush|kernelFlagReadOnly {
+		t.Fatalf("explicit server flags became %#x", f)
 	}
 	// Bits as in include/uapi/linux/nbd.h.
 	if kernelFlagSendTrim != 32 || kernelFlagCanMultiConn != 256 || kernelFlagSendFUA != 8 {
