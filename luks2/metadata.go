@@ -386,7 +386,7 @@ func parseKDF(o *node, what string) (kdfParams, error) {
 		if p.iterations, err = intField(o, what, "iterations", 1, 1<<32-1); err != nil {
 			return p, err
 		}
-	case "argon2i", "argon2id":
+	case "argon2i", "argon2id", "argon2": // "argon2": early LUKS2 headers; dumped, not unlocked
 		if p.time, err = intField(o, what, "time", 1, 1<<32-1); err != nil {
 			return p, err
 		}
