@@ -123,6 +123,7 @@ func readLimited(r io.Reader, exact, limit int64, line bool) (*Secret, error) {
 	}
 	n := 0
 	buf := k.mem
+	newline := false
 	for exact == 0 || int64(n) < exact {
 		if n == len(buf) {
 			if k, err = k.grow(2 * n); err != nil {
@@ -143,6 +144,7 @@ func readLimited(r io.Reader, exact, limit int64, line bool) (*Secret, error) {
 		m, rerr := r.Read(buf[n:end])
 		if line && m == 1 && buf[n] == '\n' {
 			buf[n] = 0
+			newline = true
 			break
 		}
 		n += m
@@ -159,7 +161,7 @@ func readLimited(r io.Reader, exact, limit int64, line bool) (*Secret, error) {
 		}
 	}
 	k.truncate(n)
-	if n == 0 && !line {
+	if n == 0 && !newline {
 		k.Wipe()
 		return nil, ErrNoInput
 	}

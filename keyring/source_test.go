@@ -116,6 +116,13 @@ func TestPipedPassphraseIsOneLine(t *testing.T) {
 	if got := mustPass(t, Source{Stdin: pipeWith(t, []byte("no newline"))}); string(got) != "no newline" {
 		t.Fatalf("got %q", got)
 	}
+	// An empty line is an empty passphrase; no input at all is an error.
+	if got := mustPass(t, Source{Stdin: pipeWith(t, []byte("\n"))}); len(got) != 0 {
+		t.Fatalf("empty line: got %q", got)
+	}
+	if _, err := (Source{Stdin: pipeWith(t, nil)}).Passphrase("", false); !errors.Is(err, ErrNoInput) {
+		t.Fatalf("no input: err = %v", err)
+	}
 	if (Source{Stdin: in}).Interactive() {
 		t.Fatal("a pipe is not interactive")
 	}

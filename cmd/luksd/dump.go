@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"regexp"
@@ -76,14 +75,11 @@ func luksDump(c *cli.Context) error {
 			if h.Version() != 2 {
 				return exitf(exitParams, "Dump operation is not supported for this device type.")
 			}
-			js := h.JSON()
-			os.Stdout.Write(js)
-			if !bytes.HasSuffix(js, []byte("\n")) {
-				os.Stdout.WriteString("\n")
-			}
-			return nil
+			// Exactly the metadata, without a final newline, as cryptsetup.
+			_, err := os.Stdout.Write(h.JSON())
+			return withCode(exitParams, err)
 		}
-		return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{}))
+		return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{Device: dev}))
 	}
 
 	// --dump-volume-key: confirm, unlock, print.
@@ -109,7 +105,7 @@ func luksDump(c *cli.Context) error {
 		fmt.Printf("Volume key written to file %s.\n", p)
 		return nil
 	}
-	return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{VolumeKey: v.Key.Bytes()}))
+	return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: dev}))
 }
 
 // writeKeyFile creates path (which must not exist) holding key, readable

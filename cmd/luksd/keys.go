@@ -215,18 +215,27 @@ func luksChangeKey(c *cli.Context) error {
 	return syncHeader(f)
 }
 
-// changeKey replaces the passphrase of oldSlot: a new keyslot first (so a
-// crash leaves the old one usable), then the old one is wiped. The new
-// keyslot goes to newSlot if >= 0, else the first free one.
+// changeKey replaces the passphrase of oldSlot, keeping its number as
+// cryptsetup does for LUKS2 (or moving it to newSlot >= 0). The new
+// passphrase is written to a free keyslot before the old one is wiped, so
+// an interruption never leaves the volume without a working keyslot; to
+// keep the number, that costs a second key derivation.
 func changeKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot, newSlot int, p luks2.PBKDF) (int, error) {
-	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+	tmp, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
 	if err != nil {
 		return 0, err
 	}
 	if err := h.KillSlot(f, oldSlot); err != nil {
 		return 0, err
 	}
-	return slot, nil
+	if newSlot >= 0 {
+		return tmp, nil
+	}
+	if _, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), oldSlot, p); err != nil {
+		// The new passphrase still opens keyslot tmp.
+		return 0, fmt.Errorf("new passphrase stored in key slot %d, not %d: %w", tmp, oldSlot, err)
+	}
+	return oldSlot, h.KillSlot(f, tmp)
 }
 
 func luksKillSlot(c *cli.Context) error {

@@ -1,0 +1,373 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
+)
+
+// Interop with the real cryptsetup on image files, both directions.
+
+// cheapPBKDF returns flags for a fast keyslot of kind pbkdf.
+func cheapPBKDF(kind string) []string {
+	if kind == "pbkdf2" {
+		return []string{"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"}
+	}
+	return []string{"--pbkdf", kind, "--pbkdf-force-iterations", "4", "--pbkdf-memory", "32", "--pbkdf-parallel", "1"}
+}
+
+type volumeParams struct {
+	cipher  string
+	keyBits string
+	sector  string
+	pbkdf   string
+}
+
+var interopParams = []volumeParams{
+	{"aes-xts-plain64", "256", "512", "pbkdf2"},
+	{"aes-xts-plain64", "512", "4096", "argon2id"},
+	{"aes-cbc-essiv:sha256", "256", "512", "argon2i"},
+}
+
+func (p volumeParams) formatArgs() []string {
+	return append([]string{"--cipher", p.cipher, "--key-size", p.keyBits, "--sector-size", p.sector}, cheapPBKDF(p.pbkdf)...)
+}
+
+func (p volumeParams) String() string {
+	return strings.NewReplacer(":", "_").Replace(p.cipher + "-" + p.keyBits + "-" + p.sector + "-" + p.pbkdf)
+}
+
+// workspace holds image and key files of one test.
+type workspace struct {
+	t          *testing.T
+	dir        string
+	cryptsetup string
+}
+
+func newWorkspace(t *testing.T) *workspace {
+	t.Helper()
+	return &workspace{t: t, dir: t.TempDir(), cryptsetup: testtool.Need(t, "cryptsetup")}
+}
+
+// image returns a new 20 MiB sparse image file.
+func (w *workspace) image(name string) string {
+	return zeroFile(w.t, w.dir, name, 20<<20)
+}
+
+// key writes a key file holding pass.
+func (w *workspace) key(name, pass string) string {
+	p := filepath.Join(w.dir, name)
+	if err := os.WriteFile(p, []byte(pass), 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+func (w *workspace) path(name string) string { return filepath.Join(w.dir, name) }
+
+func (w *workspace) cs(stdin []byte, args ...string) result {
+	w.t.Helper()
+	return runTool(w.t, stdin, w.cryptsetup, args...)
+}
+
+func (w *workspace) luksd(stdin []byte, args ...string) result {
+	w.t.Helper()
+	return luksd(w.t, stdin, args...)
+}
+
+// ok fails the test unless r succeeded.
+func (r result) ok(t *testing.T) result {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	return r
+}
+
+var mkDump = regexp.MustCompile(`(?s)MK dump:\s*((?:[0-9a-f]{2}\s+)+)`)
+
+// volumeKey extracts the key from luksDump --dump-volume-key output.
+func volumeKey(t *testing.T, dump string) string {
+	t.Helper()
+	m := mkDump.FindStringSubmatch(dump)
+	if m == nil {
+		t.Fatalf("no MK dump in:\n%s", dump)
+	}
+	return strings.Join(strings.Fields(m[1]), "")
+}
+
+// sameVolumeKey checks that cryptsetup and luksd unlock img with keyFile
+// to the same volume key of keyBits bits, and returns it.
+func (w *workspace) sameVolumeKey(img, keyFile string, keyBits int) string {
+	w.t.Helper()
+	a := volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", keyFile, img).ok(w.t).stdout)
+	b := volumeKey(w.t, w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", keyFile, img).ok(w.t).stdout)
+	if a != b {
+		w.t.Fatalf("volume keys differ:\ncryptsetup %s\nluksd      %s", a, b)
+	}
+	if len(a) != keyBits/4 {
+		w.t.Fatalf("volume key %s has %d bits, want %d", a, len(a)*4, keyBits)
+	}
+	return a
+}
+
+// opens checks whether cryptsetup accepts keyFile for img.
+func (w *workspace) opens(img, keyFile string) bool {
+	w.t.Helper()
+	r := w.cs(nil, "open", "--test-passphrase", "-d", keyFile, img)
+	if r.code != 0 && r.code != 2 {
+		w.t.Fatalf("cryptsetup open --test-passphrase: exit %d: %s", r.code, r.stderr)
+	}
+	return r.code == 0
+}
+
+func atoiT(t *testing.T, s string) int {
+	t.Helper()
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			t.Fatalf("not a number: %q", s)
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func TestInteropLuksdFormatsCryptsetupOpens(t *testing.T) {
+	for _, p := range interopParams {
+		t.Run(p.String(), func(t *testing.T) {
+			w := newWorkspace(t)
+			img, key := w.image("vol.img"), w.key("key", "luksd passphrase")
+			args := append([]string{"luksFormat", "-q", "--label", "made-by-luksd"}, p.formatArgs()...)
+			w.luksd(nil, append(args, img, key)...).ok(t)
+
+			if !w.opens(img, key) {
+				t.Fatal("cryptsetup does not accept the passphrase")
+			}
+			if w.opens(img, w.key("bad", "wrong")) {
+				t.Fatal("cryptsetup accepts a wrong passphrase")
+			}
+			dump := w.cs(nil, "luksDump", img).ok(t).stdout
+			for _, want := range []string{
+				"cipher: " + p.cipher, "sector: " + p.sector + " [bytes]",
+				"PBKDF:      " + p.pbkdf, "Label:         \tmade-by-luksd",
+			} {
+				if !strings.Contains(dump, want) {
+					t.Errorf("cryptsetup luksDump lacks %q:\n%s", want, dump)
+				}
+			}
+			w.sameVolumeKey(img, key, atoiT(t, p.keyBits))
+			uuid := strings.TrimSpace(w.cs(nil, "luksUUID", img).ok(t).stdout)
+			if got := strings.TrimSpace(w.luksd(nil, "luksUUID", img).ok(t).stdout); got != uuid {
+				t.Fatalf("luksUUID: luksd %q, cryptsetup %q", got, uuid)
+			}
+			w.luksd(nil, "isLuks", img).ok(t)
+		})
+	}
+}
+
+func TestInteropCryptsetupFormatsLuksdEdits(t *testing.T) {
+	for _, p := range interopParams {
+		t.Run(p.String(), func(t *testing.T) {
+			w := newWorkspace(t)
+			img := w.image("vol.img")
+			k0, k1, k2 := w.key("k0", "first"), w.key("k1", "second"), w.key("k2", "third")
+			w.cs(nil, append(append([]string{"luksFormat", "-q"}, p.formatArgs()...), img, k0)...).ok(t)
+			vk := w.sameVolumeKey(img, k0, atoiT(t, p.keyBits))
+
+			// luksAddKey with the existing key file and a positional new one.
+			w.luksd(nil, append([]string{"luksAddKey", "-d", k0, img, k1}, cheapPBKDF(p.pbkdf)...)...).ok(t)
+			if !w.opens(img, k1) || !w.opens(img, k0) {
+				t.Fatal("cryptsetup does not accept both passphrases after luksAddKey")
+			}
+			if !strings.Contains(w.cs(nil, "luksDump", img).ok(t).stdout, "  1: luks2") {
+				t.Fatal("cryptsetup does not see keyslot 1")
+			}
+
+			// luksChangeKey: k1 becomes k2.
+			w.luksd(nil, append([]string{"luksChangeKey", "-d", k1, img, k2}, cheapPBKDF(p.pbkdf)...)...).ok(t)
+			if w.opens(img, k1) || !w.opens(img, k2) {
+				t.Fatal("after luksChangeKey cryptsetup must refuse the old and accept the new passphrase")
+			}
+			if got := w.sameVolumeKey(img, k2, atoiT(t, p.keyBits)); got != vk {
+				t.Fatal("volume key changed")
+			}
+			// As cryptsetup does for LUKS2, the passphrase keeps its keyslot.
+			dump := w.cs(nil, "luksDump", img).ok(t).stdout
+			if !strings.Contains(dump, "  1: luks2") || strings.Contains(dump, "  2: luks2") {
+				t.Fatalf("luksChangeKey moved the keyslot:\n%s", dump)
+			}
+			if !strings.Contains(w.cs(nil, "open", "--test-passphrase", "-v", "-d", k2, img).ok(t).stdout, "Key slot 1 unlocked.") {
+				t.Fatal("the new passphrase does not open keyslot 1")
+			}
+
+			// config --label / --subsystem.
+			w.luksd(nil, "config", img, "--label", "edited", "--subsystem", "sub").ok(t)
+			dump = w.cs(nil, "luksDump", img).ok(t).stdout
+			if !strings.Contains(dump, "Label:         \tedited") || !strings.Contains(dump, "Subsystem:     \tsub") {
+				t.Fatalf("cryptsetup does not see the label:\n%s", dump)
+			}
+
+			// luksKillSlot 0, proving with the remaining passphrase k2.
+			w.luksd(nil, "luksKillSlot", "-d", k2, img, "0").ok(t)
+			if w.opens(img, k0) || !w.opens(img, k2) {
+				t.Fatal("after luksKillSlot 0 only the other passphrase may open")
+			}
+			// A remaining passphrase is required: k0 is gone, so this fails with 2.
+			w.luksd(nil, "luksKillSlot", "-d", k0, img, "1").expect(t, 2, "No key available with this passphrase.")
+
+			// luksAddKey with piped passphrases (one line each), then
+			// luksRemoveKey of k2 by key file.
+			w.luksd([]byte("third\nfourth\n"), append([]string{"luksAddKey", img, "--key-slot", "5"}, cheapPBKDF(p.pbkdf)...)...).ok(t)
+			k4 := w.key("k4", "fourth")
+			if !strings.Contains(w.cs(nil, "luksDump", img).ok(t).stdout, "  5: luks2") || !w.opens(img, k4) {
+				t.Fatal("cryptsetup does not see the piped passphrase in keyslot 5")
+			}
+			// --new-keyfile names the new key as the positional would.
+			k6 := w.key("k6", "sixth")
+			w.luksd(nil, append([]string{"luksAddKey", img, "-d", k4, "--new-keyfile", k6, "-S", "6"}, cheapPBKDF(p.pbkdf)...)...).ok(t)
+			if !strings.Contains(w.cs(nil, "open", "--test-passphrase", "-v", "-d", k6, img).ok(t).stdout, "Key slot 6 unlocked.") {
+				t.Fatal("--new-keyfile did not land in keyslot 6")
+			}
+			w.luksd(nil, "luksRemoveKey", "-d", k2, img).ok(t)
+			if w.opens(img, k2) || !w.opens(img, k4) {
+				t.Fatal("luksRemoveKey removed the wrong keyslot")
+			}
+			if got := w.sameVolumeKey(img, k4, atoiT(t, p.keyBits)); got != vk {
+				t.Fatal("volume key changed")
+			}
+		})
+	}
+}
+
+func TestInteropUUIDAndIsLuks(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	const uuid = "12345678-9abc-def0-1234-56789abcdef0"
+	w.luksd(nil, "luksUUID", "-q", img, "--uuid", uuid).ok(t)
+	if got := strings.TrimSpace(w.cs(nil, "luksUUID", img).ok(t).stdout); got != uuid {
+		t.Fatalf("cryptsetup sees UUID %q, want %q", got, uuid)
+	}
+	w.luksd(nil, "isLuks", "--type", "luks2", img).ok(t)
+	w.luksd(nil, "isLuks", "--type", "luks1", img).expect(t, 1, "")
+	if !w.opens(img, key) {
+		t.Fatal("volume no longer opens after luksUUID --uuid")
+	}
+}
+
+func TestInteropHeaderBackupRestore(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("argon2id")...)...).ok(t)
+	vk := w.sameVolumeKey(img, key, 512)
+
+	// The same header backed up by both tools is the same file, and the
+	// options parse before the verb and after the device alike.
+	csBackup, lBackup, lBackup2 := w.path("cs.hdr"), w.path("luksd.hdr"), w.path("luksd2.hdr")
+	w.cs(nil, "luksHeaderBackup", img, "--header-backup-file", csBackup).ok(t)
+	w.luksd(nil, "--header-backup-file", lBackup, "luksHeaderBackup", img).ok(t)
+	w.luksd(nil, "luksHeaderBackup", img, "--header-backup-file", lBackup2).ok(t)
+	a, _ := os.ReadFile(csBackup)
+	b, _ := os.ReadFile(lBackup)
+	c, _ := os.ReadFile(lBackup2)
+	if len(a) == 0 || !bytes.Equal(a, b) || !bytes.Equal(b, c) {
+		t.Fatalf("header backups differ (cryptsetup %d bytes, luksd %d and %d bytes)", len(a), len(b), len(c))
+	}
+	if fi, _ := os.Stat(lBackup); fi.Mode().Perm() != 0o400 {
+		t.Fatalf("backup mode %v, want 0400 as cryptsetup", fi.Mode().Perm())
+	}
+	w.luksd(nil, "luksHeaderBackup", img, "--header-backup-file", lBackup).expect(t, 1, "already exists")
+
+	wipe := func(off, n int64) {
+		f, err := os.OpenFile(img, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(make([]byte, n), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A wiped primary binary header: the secondary copy still opens.
+	wipe(0, 4096)
+	if !w.opens(img, key) {
+		t.Fatal("cryptsetup cannot open with the primary header wiped")
+	}
+	if got := volumeKey(t, w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, img).ok(t).stdout); got != vk {
+		t.Fatal("luksd unlocks a different key from the secondary header")
+	}
+
+	// Whole header area gone: restore cryptsetup's backup with luksd.
+	wipe(0, int64(len(a)))
+	w.luksd(nil, "isLuks", img).expect(t, 1, "")
+	w.luksd(nil, "luksHeaderRestore", "-q", img, "--header-backup-file", csBackup).ok(t)
+	if !w.opens(img, key) || w.sameVolumeKey(img, key, 512) != vk {
+		t.Fatal("volume does not open after luksd restored cryptsetup's backup")
+	}
+
+	// And the other way: cryptsetup restores luksd's backup.
+	wipe(0, int64(len(a)))
+	w.cs(nil, "luksHeaderRestore", "-q", img, "--header-backup-file", lBackup).ok(t)
+	if !w.opens(img, key) || w.sameVolumeKey(img, key, 512) != vk {
+		t.Fatal("volume does not open after cryptsetup restored luksd's backup")
+	}
+
+	// A file that is not a header backup is refused.
+	w.luksd(nil, "luksHeaderRestore", "-q", img, "--header-backup-file", key).expect(t, 1, "Header backup file does not contain compatible LUKS header.")
+}
+
+func TestInteropDetachedHeader(t *testing.T) {
+	w := newWorkspace(t)
+	img, key, hdr := w.image("data.img"), w.key("key", "pw"), w.path("hdr.img")
+	w.luksd(nil, append([]string{"luksFormat", "-q", "--header", hdr, img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	r := w.cs(nil, "open", "--test-passphrase", "--header", hdr, "-d", key, img)
+	r.ok(t)
+	dump := w.cs(nil, "luksDump", hdr).ok(t).stdout
+	if !strings.Contains(dump, "offset: 0 [bytes]") {
+		t.Fatalf("detached header's data segment does not start at 0:\n%s", dump)
+	}
+	w.luksd(nil, "isLuks", img).expect(t, 1, "")
+	a := volumeKey(t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "--header", hdr, "-d", key, img).ok(t).stdout)
+	b := volumeKey(t, w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "--header", hdr, "-d", key, img).ok(t).stdout)
+	if a != b {
+		t.Fatal("volume keys differ with a detached header")
+	}
+}
+
+func TestInteropExitCodes(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	bad := w.key("bad", "nope")
+	w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", bad, img).expect(t, 2, "No key available with this passphrase.")
+	w.luksd(nil, "luksAddKey", "-d", bad, img, key).expect(t, 2, "No key available with this passphrase.")
+	w.luksd(nil, "luksRemoveKey", "-d", bad, img).expect(t, 2, "No key available with this passphrase.")
+	w.luksd([]byte("nope\n"), "luksDump", "--dump-volume-key", "-q", img).expect(t, 2, "No key available with this passphrase.")
+	w.luksd([]byte(""), "luksDump", "--dump-volume-key", "-q", img).expect(t, 1, "Nothing to read on input.")
+	w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", w.path("absent"), img).expect(t, 1, "Failed to open key file.")
+	w.luksd(nil, "luksKillSlot", "-q", img, "3").expect(t, 1, "Keyslot 3 is not active.")
+	w.luksd(nil, "luksKillSlot", "-q", img, "40").expect(t, 1, "Key slot 40 is invalid.")
+	w.luksd(nil, "luksAddKey", "-d", key, "-S", "0", img, bad).expect(t, 1, "Key slot 0 is full")
+	// Piped passphrase: one line, the rest is not part of it.
+	r := w.luksd([]byte("pw\ntrailing"), "luksDump", "--dump-volume-key", "-q", "-v", img)
+	r.ok(t)
+	if !strings.Contains(r.stdout, "Key slot 0 unlocked.") || !strings.HasSuffix(r.stdout, "Command successful.\n") {
+		t.Fatalf("-v output: %q", r.stdout)
+	}
+	// Keyfile offset and size select the passphrase inside a larger file.
+	big := w.key("big", "xxxpwyyy")
+	w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", big, "--keyfile-offset", "3", "-l", "2", img).ok(t)
+	w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", big, img).expect(t, 2, "No key available")
+	// JSON metadata is what cryptsetup prints.
+	js := w.cs(nil, "luksDump", "--dump-json-metadata", img).ok(t).stdout
+	if got := w.luksd(nil, "luksDump", "--dump-json-metadata", img).ok(t).stdout; got != js {
+		t.Fatalf("--dump-json-metadata differs:\nluksd      %q\ncryptsetup %q", got, js)
+	}
+}
