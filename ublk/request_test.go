@@ -51,13 +51,29 @@ type trimDevice struct {
 }
 
 func (d *trimDevice) Trim(off, n int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.trims = append(d.trims, [2]int64{off, n})
 	return nil
 }
 
 func (d *trimDevice) WriteZeroes(off, n int64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.zeroed = append(d.zeroed, [2]int64{off, n})
 	return nil
+}
+
+func (d *trimDevice) trimmed() [][2]int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([][2]int64(nil), d.trims...)
+}
+
+func (m *memDevice) flushCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.flushes
 }
 
 // memPayload plays the kernel's side of the data copy.

@@ -1,0 +1,177 @@
+package ublk
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// These tests drive a real ublk device. They need root and ublk_drv, which
+// the VM suite has (contrib/vmtest) and this machine and CI do not.
+func needKernel(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(ControlPath); err != nil {
+		t.Skipf("SKIP (not a pass): %s is missing; the ublk kernel tests run in the VM suite", ControlPath)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP (not a pass): the ublk kernel tests need root")
+	}
+}
+
+func startDevice(t *testing.T, dev *trimDevice, opts Options) *Device {
+	t.Helper()
+	opts.ID = -1
+	d, err := New(dev, opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return d
+}
+
+// alignedBuf returns a buffer aligned for O_DIRECT.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+4096)
+	off := int(4096 - uintptr(unsafe.Pointer(&b[0]))%4096)
+	return b[off : off+n]
+}
+
+func testDataPath(t *testing.T, opts Options) {
+	needKernel(t)
+	dev := &trimDevice{memDevice: memDevice{data: make([]byte, 32<<20)}}
+	d := startDevice(t, dev, opts)
+	t.Logf("%s: flags %#x, user copy %v", d.Path(), d.Flags(), d.UserCopy())
+	fd, err := unix.Open(d.Path(), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		d.Stop()
+		t.Fatalf("open %s: %v", d.Path(), err)
+	}
+	for _, c := range []struct{ off, n int }{{0, 4096}, {1 << 20, 128 << 10}, {32<<20 - 8192, 8192}, {5 << 20, 1 << 20}} {
+		w := alignedBuf(c.n)
+		rand.Read(w)
+		if n, err := unix.Pwrite(fd, w, int64(c.off)); err != nil || n != c.n {
+			t.Fatalf("pwrite %d at %d: %d, %v", c.n, c.off, n, err)
+		}
+		if !bytes.Equal(dev.data[c.off:c.off+c.n], w) {
+			t.Fatalf("write of %d at %d did not reach the device there", c.n, c.off)
+		}
+		r := alignedBuf(c.n)
+		if n, err := unix.Pread(fd, r, int64(c.off)); err != nil || n != c.n {
+			t.Fatalf("pread %d at %d: %d, %v", c.n, c.off, n, err)
+		}
+		if !bytes.Equal(r, w) {
+			t.Fatalf("read of %d at %d differs from what was written", c.n, c.off)
+		}
+	}
+	flushes := dev.flushCount()
+	if err := unix.Fsync(fd); err != nil {
+		t.Fatalf("fsync: %v", err)
+	}
+	if dev.flushCount() == flushes {
+		t.Error("fsync on the block device did not reach Flush")
+	}
+	if opts.AllowDiscards {
+		r := [2]uint64{2 << 20, 1 << 20}
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&r))); e != 0 {
+			t.Fatalf("BLKDISCARD: %v", e)
+		}
+		if len(dev.trimmed()) == 0 {
+			t.Error("BLKDISCARD did not reach Trim")
+		}
+	}
+	unix.Close(fd)
+	if err := d.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := d.Wait(); err != nil {
+		t.Fatalf("Wait after Stop: %v", err)
+	}
+	if _, err := os.Stat(d.Path()); err == nil {
+		t.Errorf("%s still exists after Stop", d.Path())
+	}
+}
+
+func TestKernelUserCopy(t *testing.T) { testDataPath(t, Options{AllowDiscards: true}) }
+func TestKernelCopyMode(t *testing.T) { testDataPath(t, Options{CopyMode: true}) }
+
+// abandon drops the device the way a killed daemon does: the queues'
+// rings and the character device close without STOP_DEV.
+func (d *Device) abandon() {
+	for _, q := range d.queues {
+		q.stop()
+	}
+	<-d.done
+	for _, q := range d.queues {
+		q.release()
+	}
+	d.queues = nil
+	unix.Close(d.charFD)
+	d.charFD = -1
+	d.ctrl.close()
+}
+
+// A daemon that goes away leaves the block device; I/O issued meanwhile
+// waits, and a new daemon (Recover) serves it and the device goes on.
+func TestKernelRecover(t *testing.T) {
+	needKernel(t)
+	dev := &trimDevice{memDevice: memDevice{data: make([]byte, 16<<20)}}
+	d := startDevice(t, dev, Options{})
+	fd, err := unix.Open(d.Path(), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}()
+	d.abandon()
+
+	w := alignedBuf(64 << 10)
+	rand.Read(w)
+	wrote := make(chan error, 1)
+	go func() {
+		n, err := unix.Pwrite(fd, w, 3<<20)
+		if err == nil && n != len(w) {
+			err = fmt.Errorf("short write %d", n)
+		}
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("write completed with no daemon: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	d2, err := Recover(d.ID(), dev, Options{})
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("write held across recovery: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("write held across recovery never completed")
+	}
+	if !bytes.Equal(dev.data[3<<20:3<<20+len(w)], w) {
+		t.Fatal("the write held across recovery did not land")
+	}
+	r := alignedBuf(len(w))
+	if _, err := unix.Pread(fd, r, 3<<20); err != nil || !bytes.Equal(r, w) {
+		t.Fatalf("read after recovery: %v", err)
+	}
+	unix.Close(fd)
+	fd = -1
+	if err := d2.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}

@@ -1,0 +1,284 @@
+package ublk
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// wakeTag is the user data of the eventfd read that wakes a queue's thread
+// when workers have finished requests; tags are below 4096.
+const wakeTag = 1 << 32
+
+// queue serves one hardware queue of the device: its own io_uring, driven
+// by one goroutine locked to its OS thread (ublk accepts a queue's commands
+// from one task only). Requests run on worker goroutines; finished ones come
+// back through a list and an eventfd, and the queue thread commits them.
+type queue struct {
+	id       int
+	depth    int
+	charFD   int
+	encoded  bool
+	userCopy bool
+	h        *handler
+	pool     *bufferPool
+	affinity *unix.CPUSet
+
+	ring    *ring
+	descs   []byte   // the kernel's ublksrv_io_desc array for this queue
+	bufs    [][]byte // per-tag buffers in copy mode
+	wakeFD  int
+	wakeBuf *[8]byte
+
+	mu       sync.Mutex
+	finished []finished
+
+	workers  sync.WaitGroup // requests being served
+	closed   int            // tags the kernel aborted
+	stopping atomic.Bool
+	err      error
+}
+
+type finished struct {
+	tag uint16
+	res int32
+}
+
+// setup maps the queue's descriptor array; buffers for copy mode are
+// anonymous mappings, one per tag, so the kernel copies straight into them.
+func (q *queue) setup(maxIO int) error {
+	page := unix.Getpagesize()
+	var err error
+	q.descs, err = unix.Mmap(q.charFD, descMapOffset(q.id, page), descMapLen(q.depth, page), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("ublk queue %d: mmap descriptors: %w", q.id, err)
+	}
+	if !q.userCopy {
+		q.bufs = make([][]byte, q.depth)
+		for t := range q.bufs {
+			q.bufs[t], err = unix.Mmap(-1, 0, maxIO, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+			if err != nil {
+				return fmt.Errorf("ublk queue %d: buffer for tag %d: %w", q.id, t, err)
+			}
+		}
+	}
+	q.wakeFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("ublk queue %d: eventfd: %w", q.id, err)
+	}
+	q.wakeBuf = new([8]byte)
+	q.ring, err = newRing(uint32(q.depth + 1))
+	if err != nil {
+		return fmt.Errorf("ublk queue %d: %w", q.id, err)
+	}
+	return nil
+}
+
+func (q *queue) release() {
+	if q.ring != nil {
+		q.ring.close()
+	}
+	if q.wakeFD > 0 {
+		unix.Close(q.wakeFD)
+	}
+	for _, b := range q.bufs {
+		if b != nil {
+			unix.Munmap(b)
+		}
+	}
+	if q.descs != nil {
+		unix.Munmap(q.descs)
+	}
+}
+
+// run serves the queue until the kernel aborts every tag (the device is
+// stopped) or stop is called. ready receives the outcome of fetching.
+func (q *queue) run(ready chan<- error) error {
+	runtime.LockOSThread()
+	// Never unlocked: the thread is this queue's task for the kernel and
+	// ends with the goroutine.
+	if q.affinity != nil {
+		unix.SchedSetaffinity(0, q.affinity)
+	}
+	for tag := 0; tag < q.depth; tag++ {
+		q.prepIO(ioFetchReq, tag, 0)
+	}
+	q.armWake()
+	err := q.ring.submit(0)
+	if err == nil {
+		// a FETCH the kernel refuses completes at once
+		q.ring.reap(q.complete)
+		err = q.err
+	}
+	ready <- err
+	if err != nil {
+		return err
+	}
+	for q.closed < q.depth && !q.stopping.Load() {
+		if err := q.ring.submit(1); err != nil {
+			q.fail(err)
+			break
+		}
+		q.ring.reap(q.complete)
+		q.commitFinished()
+	}
+	// workers still busy must not touch released memory
+	q.workers.Wait()
+	return q.err
+}
+
+// prepIO queues FETCH_REQ or COMMIT_AND_FETCH_REQ for tag.
+func (q *queue) prepIO(op uint32, tag int, res int32) {
+	s := q.ring.nextSQE()
+	if s == nil {
+		// cannot happen: the ring has a slot per tag plus the wake read
+		panic("ublk: queue ring overflow")
+	}
+	s.prepURingCmd(q.charFD, ioOp(op, q.encoded), uint64(tag))
+	c := (*ioCmd)(unsafe.Pointer(&s.cmd[0]))
+	c.qid = uint16(q.id)
+	c.tag = uint16(tag)
+	c.result = res
+	if !q.userCopy {
+		c.addr = uint64(uintptr(unsafe.Pointer(&q.bufs[tag][0])))
+	}
+}
+
+func (q *queue) armWake() {
+	s := q.ring.nextSQE()
+	if s == nil {
+		panic("ublk: queue ring overflow")
+	}
+	s.opcode = uringOpRead
+	s.fd = int32(q.wakeFD)
+	s.addr = uint64(uintptr(unsafe.Pointer(q.wakeBuf)))
+	s.len = 8
+	s.userData = wakeTag
+}
+
+// complete handles one completion: a request to serve, an aborted tag, or
+// the wake-up read.
+func (q *queue) complete(ud uint64, res int32) {
+	if ud == wakeTag {
+		if !q.stopping.Load() {
+			q.armWake()
+		}
+		return
+	}
+	tag := int(ud)
+	switch {
+	case res == ioResOK:
+		d := *(*ioDesc)(unsafe.Pointer(&q.descs[tag*ioDescSize]))
+		q.workers.Add(1)
+		go q.serve(tag, d)
+	case res == -int32(unix.ENODEV):
+		q.closed++ // UBLK_IO_RES_ABORT: the device is going away
+	default:
+		q.closed++
+		q.fail(fmt.Errorf("ublk queue %d tag %d: command refused: %v", q.id, tag, unix.Errno(-res)))
+	}
+}
+
+func (q *queue) fail(err error) {
+	if q.err == nil {
+		q.err = err
+	}
+}
+
+// serve runs on a worker goroutine.
+func (q *queue) serve(tag int, d ioDesc) {
+	var res int32
+	if q.userCopy {
+		res = q.h.serve(d, &userCopyPayload{q: q, tag: tag})
+	} else {
+		res = q.h.serve(d, copyPayload(q.bufs[tag]))
+	}
+	q.mu.Lock()
+	first := len(q.finished) == 0
+	q.finished = append(q.finished, finished{uint16(tag), res})
+	q.mu.Unlock()
+	if first {
+		q.wake()
+	}
+	q.workers.Done()
+}
+
+func (q *queue) wake() {
+	one := [8]byte{1}
+	unix.Write(q.wakeFD, one[:])
+}
+
+// commitFinished sends COMMIT_AND_FETCH_REQ for every finished request.
+func (q *queue) commitFinished() {
+	q.mu.Lock()
+	done := q.finished
+	q.finished = nil
+	q.mu.Unlock()
+	if q.stopping.Load() {
+		return
+	}
+	for _, f := range done {
+		q.prepIO(ioCommitAndFetchReq, int(f.tag), f.res)
+	}
+}
+
+// stop makes run return without waiting for the kernel.
+func (q *queue) stop() {
+	q.stopping.Store(true)
+	q.wake()
+}
+
+// copyPayload is a tag's buffer the kernel copies to and from (copy mode).
+type copyPayload []byte
+
+func (p copyPayload) buffer(n int) []byte { return p[:n] }
+func (p copyPayload) load([]byte) error   { return nil }
+func (p copyPayload) store([]byte) error  { return nil }
+func (p copyPayload) release([]byte)      {}
+
+// userCopyPayload moves data with pread/pwrite on /dev/ublkcN at the tag's
+// offset (UBLK_F_USER_COPY); buffers come from the pool.
+type userCopyPayload struct {
+	q   *queue
+	tag int
+}
+
+func (p *userCopyPayload) buffer(n int) []byte { return p.q.pool.get(n) }
+func (p *userCopyPayload) release(b []byte)    { p.q.pool.put(b) }
+
+func (p *userCopyPayload) load(buf []byte) error {
+	off := userCopyOffset(p.q.id, p.tag)
+	for done := 0; done < len(buf); {
+		n, err := unix.Pread(p.q.charFD, buf[done:], off+int64(done))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errShortCopy
+		}
+		done += n
+	}
+	return nil
+}
+
+func (p *userCopyPayload) store(buf []byte) error {
+	off := userCopyOffset(p.q.id, p.tag)
+	for done := 0; done < len(buf); {
+		n, err := unix.Pwrite(p.q.charFD, buf[done:], off+int64(done))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return errShortCopy
+		}
+		done += n
+	}
+	return nil
+}
+
+var errShortCopy = errors.New("ublk: short copy to or from the request")
