@@ -67,22 +67,29 @@ func (c *Cipher) sectors(buf []byte, sectorSize int, sector, step uint64, decryp
 			binary.LittleEndian.PutUint64(tweaks[i*blockSize:], sector)
 			sector += step
 		}
-		if c.impl != implGeneric {
-			archEncryptTweaks(c, tweaks[:n*blockSize], tweaks[:n*blockSize])
-		}
-		for i := range n {
-			s := buf[i*sectorSize : (i+1)*sectorSize]
-			t := (*[blockSize]byte)(tweaks[i*blockSize:])
-			switch {
-			case c.impl == implGeneric:
-				c.gen.crypt(s, s, t, decrypt)
-			case decrypt:
-				archDecrypt(c, s, s, t)
-			default:
-				archEncrypt(c, s, s, t)
+		if c.impl == implGeneric {
+			for i := range n {
+				s := buf[i*sectorSize : (i+1)*sectorSize]
+				c.gen.crypt(s, s, (*[blockSize]byte)(tweaks[i*blockSize:]), decrypt)
 			}
+		} else {
+			archEncryptTweaks(c, tweaks[:n*blockSize], tweaks[:n*blockSize])
+			archSectors(c, buf[:n*sectorSize], sectorSize, tweaks[:n*blockSize], decrypt)
 		}
 		buf = buf[n*sectorSize:]
 	}
 	clear(tweaks[:])
+}
+
+// archSectorsEach is archSectors one data unit at a time.
+func archSectorsEach(c *Cipher, buf []byte, sectorSize int, tweaks []byte, decrypt bool) {
+	for i := 0; i < len(tweaks)/blockSize; i++ {
+		s := buf[i*sectorSize : (i+1)*sectorSize]
+		t := (*[blockSize]byte)(tweaks[i*blockSize:])
+		if decrypt {
+			archDecrypt(c, s, s, t)
+		} else {
+			archEncrypt(c, s, s, t)
+		}
+	}
 }

@@ -34,6 +34,40 @@ func encryptVAES(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
 //go:noescape
 func decryptVAES(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
 
+// The sector kernels run over sectors consecutive data units of blocks
+// blocks each, in place, with their encrypted tweaks one after the other
+// (overwritten). For VAES, blocks is a multiple of four.
+
+//go:noescape
+func encryptSectorsAESNI(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+
+//go:noescape
+func decryptSectorsAESNI(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+
+//go:noescape
+func encryptSectorsVAES(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+
+//go:noescape
+func decryptSectorsVAES(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+
+// archSectors runs XTS in place over len(tweaks)/16 sectors of buf with
+// their encrypted tweaks.
+func archSectors(c *Cipher, buf []byte, sectorSize int, tweaks []byte, decrypt bool) {
+	blocks, n := sectorSize/blockSize, len(tweaks)/blockSize
+	switch {
+	case c.impl == implVAES && blocks%4 == 0 && decrypt:
+		decryptSectorsVAES(&c.dec[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
+	case c.impl == implVAES && blocks%4 == 0:
+		encryptSectorsVAES(&c.enc[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
+	case c.impl == implAESNI && decrypt:
+		decryptSectorsAESNI(&c.dec[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
+	case c.impl == implAESNI:
+		encryptSectorsAESNI(&c.enc[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
+	default:
+		archSectorsEach(c, buf, sectorSize, tweaks, decrypt)
+	}
+}
+
 // archEncryptTweaks encrypts independent blocks with the tweak key: XTS
 // with a zero tweak, which stays zero, is ECB.
 func archEncryptTweaks(c *Cipher, dst, src []byte) {

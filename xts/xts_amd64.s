@@ -120,16 +120,11 @@ L128:                     \
 	ROUND1(OP, 128)       \
 	ROUND1(LAST, 144)
 
-// XTSNI is the whole AES-NI kernel for one direction.
+// XTSNI is the AES-NI kernel for one direction over one data unit: AX
+// round keys, CX rounds, DI dst, SI src, DX blocks, BX the tweak, X14 the
+// mask of MULX. It leaves DI and SI past the unit.
 #define XTSNI(OP, LAST, L8, L8a, L8b, L1, L1a, L1b, LDONE) \
-	MOVQ  rk+0(FP), AX          \
-	MOVQ  rounds+8(FP), CX      \
-	MOVQ  dst+16(FP), DI        \
-	MOVQ  src+24(FP), SI        \
-	MOVQ  n+32(FP), DX          \
-	MOVQ  tweak+40(FP), BX      \
 	MOVOU (BX), X15             \
-	MOVOU xtsmask<>(SB), X14    \
 L8:                             \
 	CMPQ  DX, $8                \
 	JB    L1                    \
@@ -173,16 +168,7 @@ L1:                             \
 	DECQ  DX                    \
 	JMP   L1                    \
 LDONE:                          \
-	MOVOU X15, (BX)             \
-	RET
-
-// func encryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
-TEXT ·encryptAESNI(SB), NOSPLIT, $128-48
-	XTSNI(AESENC, AESENCLAST, enc8, enc8a, enc8b, enc1, enc1a, enc1b, encdone)
-
-// func decryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
-TEXT ·decryptAESNI(SB), NOSPLIT, $128-48
-	XTSNI(AESDEC, AESDECLAST, dec8, dec8a, dec8b, dec1, dec1a, dec1b, decdone)
+	MOVOU X15, (BX)
 
 // ZMULXS multiplies the four tweaks in T by x^s (s < 56): each 128-bit lane
 // is shifted left by s, the bits carried out of the low qword move to the
@@ -280,17 +266,11 @@ L128:                 \
 	ZROUND1(OP, 128)  \
 	VBROADCASTI32X4 144(R8), Z16
 
-// XTSV is the VAES kernel for one direction: 32 blocks (eight vectors of
-// four) in flight, then four at a time. Z8-Z15 hold the tweaks of the
-// next 32 blocks, Z8 lane 0 the next one.
+// XTSV is the VAES kernel for one direction over one data unit of a
+// multiple of four blocks, registers as for XTSNI and Z17 the polynomial:
+// 32 blocks (eight vectors of four) in flight, then four at a time. Z8-Z15
+// hold the tweaks of the next 32 blocks, Z8 lane 0 the next one.
 #define XTSV(OP, LAST, L32, L32a, L32b, L4, L4a, L4b, LDONE) \
-	MOVQ  rk+0(FP), AX              \
-	MOVQ  rounds+8(FP), CX          \
-	MOVQ  dst+16(FP), DI            \
-	MOVQ  src+24(FP), SI            \
-	MOVQ  n+32(FP), DX              \
-	MOVQ  tweak+40(FP), BX          \
-	VBROADCASTI32X4 xtspoly<>(SB), Z17 \
 	VBROADCASTI32X4 (BX), Z8        \
 	VMOVDQU64 xtsshr<>(SB), Z18     \
 	VPSRLVQ   Z18, Z8, Z18          \
@@ -354,14 +334,103 @@ L4:                                 \
 	SUBQ  $4, DX                    \
 	JMP   L4                        \
 LDONE:                              \
-	VMOVDQU X8, (BX)                \
-	VZEROUPPER                      \
+	VMOVDQU X8, (BX)
+
+#define ARGS \
+	MOVQ rk+0(FP), AX      \
+	MOVQ rounds+8(FP), CX  \
+	MOVQ dst+16(FP), DI    \
+	MOVQ src+24(FP), SI    \
+	MOVQ n+32(FP), DX      \
+	MOVQ tweak+40(FP), BX
+
+// SECTORARGS loads the arguments of the sector kernels: R9 sectors of R10
+// blocks each, in place at DI = SI, their tweaks one after the other at BX.
+#define SECTORARGS \
+	MOVQ rk+0(FP), AX       \
+	MOVQ rounds+8(FP), CX   \
+	MOVQ buf+16(FP), DI     \
+	MOVQ DI, SI             \
+	MOVQ blocks+24(FP), R10 \
+	MOVQ sectors+32(FP), R9 \
+	MOVQ tweaks+40(FP), BX
+
+// func encryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+TEXT ·encryptAESNI(SB), NOSPLIT, $128-48
+	ARGS
+	MOVOU xtsmask<>(SB), X14
+	XTSNI(AESENC, AESENCLAST, enc8, enc8a, enc8b, enc1, enc1a, enc1b, encdone)
+	RET
+
+// func decryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+TEXT ·decryptAESNI(SB), NOSPLIT, $128-48
+	ARGS
+	MOVOU xtsmask<>(SB), X14
+	XTSNI(AESDEC, AESDECLAST, dec8, dec8a, dec8b, dec1, dec1a, dec1b, decdone)
+	RET
+
+// func encryptSectorsAESNI(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+TEXT ·encryptSectorsAESNI(SB), NOSPLIT, $128-48
+	SECTORARGS
+	MOVOU xtsmask<>(SB), X14
+sencnext:
+	MOVQ R10, DX
+	XTSNI(AESENC, AESENCLAST, senc8, senc8a, senc8b, senc1, senc1a, senc1b, sencdone)
+	ADDQ $16, BX
+	DECQ R9
+	JNZ  sencnext
+	RET
+
+// func decryptSectorsAESNI(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+TEXT ·decryptSectorsAESNI(SB), NOSPLIT, $128-48
+	SECTORARGS
+	MOVOU xtsmask<>(SB), X14
+sdecnext:
+	MOVQ R10, DX
+	XTSNI(AESDEC, AESDECLAST, sdec8, sdec8a, sdec8b, sdec1, sdec1a, sdec1b, sdecdone)
+	ADDQ $16, BX
+	DECQ R9
+	JNZ  sdecnext
 	RET
 
 // func encryptVAES(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
 TEXT ·encryptVAES(SB), NOSPLIT, $0-48
+	ARGS
+	VBROADCASTI32X4 xtspoly<>(SB), Z17
 	XTSV(VAESENC, VAESENCLAST, venc32, venc32a, venc32b, venc4, venc4a, venc4b, vencdone)
+	VZEROUPPER
+	RET
 
 // func decryptVAES(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
 TEXT ·decryptVAES(SB), NOSPLIT, $0-48
+	ARGS
+	VBROADCASTI32X4 xtspoly<>(SB), Z17
 	XTSV(VAESDEC, VAESDECLAST, vdec32, vdec32a, vdec32b, vdec4, vdec4a, vdec4b, vdecdone)
+	VZEROUPPER
+	RET
+
+// func encryptSectorsVAES(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+TEXT ·encryptSectorsVAES(SB), NOSPLIT, $0-48
+	SECTORARGS
+	VBROADCASTI32X4 xtspoly<>(SB), Z17
+svencnext:
+	MOVQ R10, DX
+	XTSV(VAESENC, VAESENCLAST, svenc32, svenc32a, svenc32b, svenc4, svenc4a, svenc4b, svencdone)
+	ADDQ $16, BX
+	DECQ R9
+	JNZ  svencnext
+	VZEROUPPER
+	RET
+
+// func decryptSectorsVAES(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+TEXT ·decryptSectorsVAES(SB), NOSPLIT, $0-48
+	SECTORARGS
+	VBROADCASTI32X4 xtspoly<>(SB), Z17
+svdecnext:
+	MOVQ R10, DX
+	XTSV(VAESDEC, VAESDECLAST, svdec32, svdec32a, svdec32b, svdec4, svdec4a, svdec4b, svdecdone)
+	ADDQ $16, BX
+	DECQ R9
+	JNZ  svdecnext
+	VZEROUPPER
+	RET

@@ -35,3 +35,7 @@ func archEncrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) {
 func archDecrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) {
 	decryptARM64(&c.dec[0], c.rounds, &dst[0], &src[0], len(src)/blockSize, t)
 }
+
+func archSectors(c *Cipher, buf []byte, sectorSize int, tweaks []byte, decrypt bool) {
+	archSectorsEach(c, buf, sectorSize, tweaks, decrypt)
+}

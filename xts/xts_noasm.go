@@ -8,3 +8,6 @@ func impls() []impl { return []impl{implGeneric} }
 func archEncryptTweaks(c *Cipher, dst, src []byte)               { panic("xts: no assembly") }
 func archEncrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) { panic("xts: no assembly") }
 func archDecrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) { panic("xts: no assembly") }
+func archSectors(c *Cipher, buf []byte, sectorSize int, tweaks []byte, decrypt bool) {
+	panic("xts: no assembly")
+}
