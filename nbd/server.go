@@ -1,0 +1,324 @@
+package nbd
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/luksd/luksd/blockdev"
+)
+
+// Config tunes a Server. Zero values mean the defaults.
+type Config struct {
+	// Name is the export's name. The export also answers to "" (the
+	// default export), whatever its name.
+	Name        string
+	Description string
+	// ReadOnly refuses writes even where the device would take them.
+	ReadOnly bool
+	// MaxRequest is the largest READ or WRITE payload accepted and the
+	// maximum block size advertised (default and upper bound 32 MiB).
+	MaxRequest int
+	// MaxInFlightBytes bounds the payload bytes one connection may have in
+	// flight (default 64 MiB); the server stops reading requests beyond it.
+	MaxInFlightBytes int64
+	// MaxInFlightRequests bounds the requests one connection may have in
+	// flight (default 128).
+	MaxInFlightRequests int
+	// HandshakeTimeout bounds the whole option haggling (default 10s).
+	HandshakeTimeout time.Duration
+	// MaxConns bounds simultaneous connections (default 1024); more are
+	// accepted and closed at once.
+	MaxConns int
+	// Logf receives one line per connection; nil logs nothing.
+	Logf func(format string, args ...any)
+}
+
+const (
+	defaultMaxRequest   = 32 << 20
+	defaultInFlight     = 64 << 20
+	defaultInFlightReqs = 128
+	defaultHandshake    = 10 * time.Second
+	defaultMaxConns     = 1024
+	maxOptions          = 256     // options per handshake before the server hangs up
+	maxOptionLen        = 8 << 10 // longest option payload read (a name is at most 4096)
+)
+
+// Server serves one blockdev.Device as one NBD export.
+type Server struct {
+	dev  blockdev.Device
+	cfg  Config
+	size int64
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	sessions  map[*session]struct{}
+	conns     map[net.Conn]struct{} // connections still in the handshake
+	closing   bool
+	wg        sync.WaitGroup
+	nextID    atomic.Uint64
+}
+
+// NewServer returns a server for dev.
+func NewServer(dev blockdev.Device, cfg Config) *Server {
+	if cfg.MaxRequest <= 0 || cfg.MaxRequest > defaultMaxRequest {
+		cfg.MaxRequest = defaultMaxRequest
+	}
+	if cfg.MaxInFlightBytes < int64(cfg.MaxRequest) {
+		cfg.MaxInFlightBytes = max(defaultInFlight, int64(cfg.MaxRequest))
+	}
+	if cfg.MaxInFlightRequests <= 0 {
+		cfg.MaxInFlightRequests = defaultInFlightReqs
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = defaultHandshake
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = defaultMaxConns
+	}
+	if r, ok := dev.(blockdev.ReadOnly); ok && r.ReadOnly() {
+		cfg.ReadOnly = true
+	}
+	return &Server{
+		dev:       dev,
+		cfg:       cfg,
+		size:      dev.Size(),
+		listeners: map[net.Listener]struct{}{},
+		sessions:  map[*session]struct{}{},
+		conns:     map[net.Conn]struct{}{},
+	}
+}
+
+// canTrim reports whether the device passes discards down.
+func (s *Server) canTrim() bool {
+	if s.cfg.ReadOnly {
+		return false
+	}
+	if c, ok := s.dev.(interface{ CanTrim() bool }); ok {
+		return c.CanTrim()
+	}
+	_, ok := s.dev.(blockdev.Trimmer)
+	return ok
+}
+
+// Flags returns the transmission flags the server advertises for its
+// export. ServeTransmission callers pass them to the kernel.
+func (s *Server) Flags() uint16 {
+	f := uint16(FlagHasFlags | FlagSendFlush | FlagCanMultiConn)
+	if s.cfg.ReadOnly {
+		return f | FlagReadOnly
+	}
+	f |= FlagSendFUA | FlagSendWriteZeroes
+	if s.canTrim() {
+		f |= FlagSendTrim
+	}
+	return f
+}
+
+// Size is the export's size in bytes.
+func (s *Server) Size() int64 { return s.size }
+
+// blockSizes returns the minimum, preferred and maximum block sizes: any
+// byte alignment works (the crypt layer reads, modifies and writes partial
+// sectors), but whole sectors are what it prefers.
+func (s *Server) blockSizes() (uint32, uint32, uint32) {
+	pref := uint32(4096)
+	if b, ok := s.dev.(blockdev.BlockSizer); ok && b.BlockSize() > 0 {
+		pref = uint32(max(b.BlockSize(), 512))
+	}
+	return 1, pref, uint32(s.cfg.MaxRequest)
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("nbd: server closed")
+
+// Serve accepts connections on l and serves each on its own goroutine
+// until Close. It always returns a non-nil error.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			if isTimeout(err) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ECONNABORTED) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		if !s.track(c) {
+			c.Close()
+			continue
+		}
+		go s.serveConn(c)
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// track registers a connection in the handshake; false when the server is
+// closing or full.
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || len(s.conns)+len(s.sessions) >= s.cfg.MaxConns {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+// ServeConn runs the handshake and then the transmission phase on c, and
+// closes c when the client leaves or the server closes.
+func (s *Server) ServeConn(c net.Conn) error {
+	if !s.track(c) {
+		c.Close()
+		return ErrServerClosed
+	}
+	return s.serveConn(c)
+}
+
+func (s *Server) serveConn(c net.Conn) error {
+	id := s.nextID.Add(1)
+	who := describe(c, id)
+	br := bufio.NewReaderSize(c, 16<<10)
+	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	hs, err := s.handshake(br, c)
+	c.SetDeadline(time.Time{})
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if err != nil {
+		c.Close()
+		s.wg.Done()
+		if !errors.Is(err, errAborted) {
+			s.logf("nbd: %s: handshake failed: %v", who, err)
+		}
+		return err
+	}
+	flags := s.Flags()
+	return s.runSession(c, br, who, flags, hs.structured, hs.export)
+}
+
+// ServeTransmission serves c, already past the handshake (the kernel NBD
+// driver's socket after NBD_CMD_CONNECT), with simple replies only. flags
+// are the transmission flags the peer was told (normally Flags()). It
+// returns when the peer disconnects or the server closes, and closes c.
+func (s *Server) ServeTransmission(c net.Conn, flags uint16) error {
+	if !s.track(c) {
+		c.Close()
+		return ErrServerClosed
+	}
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	id := s.nextID.Add(1)
+	return s.runSession(c, bufio.NewReaderSize(c, 16<<10), describe(c, id), flags, false, s.cfg.Name)
+}
+
+func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint16, structured bool, export string) error {
+	defer s.wg.Done()
+	ss := s.newSession(br, c, flags, structured)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		c.Close()
+		return ErrServerClosed
+	}
+	s.sessions[ss] = struct{}{}
+	ss.stop = func() { c.SetReadDeadline(time.Now()) }
+	s.mu.Unlock()
+	err := ss.serve()
+	c.Close()
+	s.mu.Lock()
+	delete(s.sessions, ss)
+	closing := s.closing
+	s.mu.Unlock()
+	reason := "client disconnected"
+	switch {
+	case closing && (err == nil || isTimeout(err)):
+		reason = "server shut down"
+		err = nil
+	case err != nil:
+		reason = err.Error()
+	}
+	s.logf("nbd: %s: export %q, %d requests, %s", who, export, ss.requests.Load(), reason)
+	return err
+}
+
+// Close stops the listeners, ends every connection once its in-flight
+// requests are answered, and waits for them. The device stays open.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closing = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	for ss := range s.sessions {
+		if ss.stop != nil {
+			ss.stop()
+		}
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+func describe(c net.Conn, id uint64) string {
+	a := c.RemoteAddr()
+	if a == nil || a.String() == "" || a.String() == "@" {
+		return fmt.Sprintf("connection %d (%s)", id, networkOf(c))
+	}
+	return fmt.Sprintf("connection %d (%s %s)", id, a.Network(), a)
+}
+
+func networkOf(c net.Conn) string {
+	if a := c.LocalAddr(); a != nil {
+		return a.Network()
+	}
+	return "socket"
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// errAborted ends a handshake the client gave up on (NBD_OPT_ABORT).
+var errAborted = errors.New("client aborted the handshake")

@@ -1,0 +1,456 @@
+package nbd
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/luksd/luksd/blockdev"
+)
+
+// session is one connection in the transmission phase. One goroutine reads
+// requests; each request runs on its own goroutine, bounded in number and in
+// payload bytes, and answers as soon as it is done (out of order). Replies
+// are serialized by wmu.
+type session struct {
+	srv        *Server
+	r          *bufio.Reader
+	w          io.Writer
+	flags      uint16
+	structured bool
+	stop       func() // makes the reading goroutine return (server shutdown)
+
+	wmu    sync.Mutex
+	broken atomic.Bool // a reply could not be written
+
+	budget   *semaphore // payload bytes in flight
+	slots    chan struct{}
+	wg       sync.WaitGroup
+	requests atomic.Int64
+}
+
+func (s *Server) newSession(r *bufio.Reader, w io.Writer, flags uint16, structured bool) *session {
+	return &session{
+		srv:        s,
+		r:          r,
+		w:          w,
+		flags:      flags,
+		structured: structured,
+		budget:     newSemaphore(s.cfg.MaxInFlightBytes),
+		slots:      make(chan struct{}, s.cfg.MaxInFlightRequests),
+	}
+}
+
+// errProtocol marks a request the server cannot stay in step after.
+var errProtocol = errors.New("protocol violation")
+
+// serve reads and dispatches requests until the client disconnects, sends
+// NBD_CMD_DISC, breaks the protocol, or the server stops the session. It
+// waits for every dispatched request to be answered.
+func (ss *session) serve() error {
+	defer ss.wg.Wait()
+	var hdr [requestHeaderLen]byte
+	for {
+		if ss.broken.Load() {
+			return errors.New("writing a reply failed")
+		}
+		if _, err := io.ReadFull(ss.r, hdr[:]); err != nil {
+			if err == io.EOF || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		req, err := parseRequest(hdr[:])
+		if err != nil {
+			return err
+		}
+		ss.requests.Add(1)
+		if req.typ == cmdDisc {
+			return nil
+		}
+		if err := ss.dispatch(req); err != nil {
+			return err
+		}
+	}
+}
+
+// parseRequest parses a request header.
+func parseRequest(b []byte) (request, error) {
+	if m := binary.BigEndian.Uint32(b[0:]); m != magicRequest {
+		return request{}, fmt.Errorf("%w: bad request magic %#x", errProtocol, m)
+	}
+	return request{
+		flags:  binary.BigEndian.Uint16(b[4:]),
+		typ:    binary.BigEndian.Uint16(b[6:]),
+		cookie: binary.BigEndian.Uint64(b[8:]),
+		offset: binary.BigEndian.Uint64(b[16:]),
+		length: binary.BigEndian.Uint32(b[24:]),
+	}, nil
+}
+
+// inRange reports whether [off, off+length) lies inside the export, without
+// overflowing on hostile offsets.
+func (ss *session) inRange(req request) bool {
+	size := uint64(ss.srv.size)
+	return req.offset <= size && uint64(req.length) <= size-req.offset
+}
+
+// dispatch validates req, reads a WRITE's payload, and starts the request.
+// Only errors that leave the stream out of step are returned.
+func (ss *session) dispatch(req request) error {
+	srv := ss.srv
+	ro := ss.flags&FlagReadOnly != 0 || srv.cfg.ReadOnly
+	switch req.typ {
+	case cmdRead:
+		switch {
+		case int(req.length) > srv.cfg.MaxRequest:
+			return ss.replyError(req, errOverflowOrInval(ss.structured))
+		case !ss.inRange(req):
+			return ss.replyError(req, errInval)
+		}
+		ss.start(int64(req.length), func() { ss.doRead(req) })
+	case cmdWrite:
+		if int(req.length) > srv.cfg.MaxRequest {
+			// The payload cannot be skipped without reading it all.
+			return fmt.Errorf("%w: write of %d bytes exceeds the maximum %d", errProtocol, req.length, srv.cfg.MaxRequest)
+		}
+		ss.acquire(int64(req.length))
+		buf := getBuffer(int(req.length))
+		if _, err := io.ReadFull(ss.r, buf); err != nil {
+			putBuffer(buf)
+			ss.release(int64(req.length))
+			return fmt.Errorf("reading write payload: %w", err)
+		}
+		switch {
+		case ro:
+			ss.dropPayload(buf, req)
+			return ss.replyError(req, errPerm)
+		case !ss.inRange(req):
+			ss.dropPayload(buf, req)
+			return ss.replyError(req, errNoSpc)
+		}
+		ss.run(int64(req.length), func() {
+			code := ss.doWrite(req, buf)
+			putBuffer(buf)
+			ss.reply(req, code)
+		})
+	case cmdFlush:
+		ss.start(0, ss.then(req, ss.doFlush))
+	case cmdTrim:
+		switch {
+		case ro:
+			return ss.replyError(req, errPerm)
+		case ss.flags&FlagSendTrim == 0:
+			return ss.replyError(req, errInval)
+		case !ss.inRange(req):
+			return ss.replyError(req, errNoSpc)
+		}
+		ss.start(0, ss.then(req, ss.doTrim))
+	case cmdWriteZeroes:
+		switch {
+		case ro:
+			return ss.replyError(req, errPerm)
+		case ss.flags&FlagSendWriteZeroes == 0 || req.flags&cmdFlagFastZero != 0:
+			// NBD_FLAG_SEND_FAST_ZERO is not advertised.
+			return ss.replyError(req, errInval)
+		case !ss.inRange(req):
+			return ss.replyError(req, errNoSpc)
+		}
+		ss.start(0, ss.then(req, ss.doWriteZeroes))
+	default:
+		return ss.replyError(req, errInval)
+	}
+	return nil
+}
+
+// errOverflowOrInval is the error for a READ over the maximum size.
+func errOverflowOrInval(structured bool) uint32 {
+	if structured {
+		return errOverflow
+	}
+	return errInval
+}
+
+func (ss *session) dropPayload(buf []byte, req request) {
+	putBuffer(buf)
+	ss.release(int64(req.length))
+}
+
+// acquire takes a request slot and n payload bytes of budget; it blocks
+// the reading goroutine, which is the back-pressure on the client.
+func (ss *session) acquire(n int64) {
+	ss.slots <- struct{}{}
+	ss.budget.acquire(n)
+}
+
+func (ss *session) release(n int64) {
+	ss.budget.release(n)
+	<-ss.slots
+}
+
+// start takes budget for req and runs it.
+func (ss *session) start(n int64, fn func()) {
+	ss.acquire(n)
+	ss.run(n, fn)
+}
+
+// run runs fn on its own goroutine (budget already taken) and gives the
+// budget back when fn has replied.
+func (ss *session) run(n int64, fn func()) {
+	ss.wg.Add(1)
+	go func() {
+		defer ss.wg.Done()
+		defer ss.release(n)
+		fn()
+	}()
+}
+
+// then returns a function that runs do and replies with its result.
+func (ss *session) then(req request, do func(request) uint32) func() {
+	return func() { ss.reply(req, do(req)) }
+}
+
+// doRead reads into a pooled buffer and sends it.
+func (ss *session) doRead(req request) {
+	buf := getBuffer(int(req.length))
+	defer putBuffer(buf)
+	if len(buf) > 0 {
+		if _, err := ss.srv.dev.ReadAt(buf, int64(req.offset)); err != nil && !(errors.Is(err, io.EOF)) {
+			ss.reply(req, errorCode(err, errInval))
+			return
+		}
+	}
+	ss.replyData(req, buf)
+}
+
+func (ss *session) doWrite(req request, buf []byte) uint32 {
+	if _, err := ss.srv.dev.WriteAt(buf, int64(req.offset)); err != nil {
+		return errorCode(err, errNoSpc)
+	}
+	return ss.fua(req)
+}
+
+func (ss *session) doFlush(request) uint32 {
+	if err := ss.srv.dev.Flush(); err != nil {
+		return errorCode(err, errInval)
+	}
+	return 0
+}
+
+func (ss *session) doTrim(req request) uint32 {
+	t, ok := ss.srv.dev.(blockdev.Trimmer)
+	if !ok {
+		return errInval
+	}
+	if err := t.Trim(int64(req.offset), int64(req.length)); err != nil {
+		return errorCode(err, errNoSpc)
+	}
+	return ss.fua(req)
+}
+
+// doWriteZeroes writes zeroes. The crypt layer never leaves a hole for
+// them (zero plaintext is not zero ciphertext), so NBD_CMD_FLAG_NO_HOLE
+// holds whether or not the client set it.
+func (ss *session) doWriteZeroes(req request) uint32 {
+	off, n := int64(req.offset), int64(req.length)
+	if z, ok := ss.srv.dev.(blockdev.ZeroWriter); ok {
+		if err := z.WriteZeroes(off, n); err != nil {
+			return errorCode(err, errNoSpc)
+		}
+		return ss.fua(req)
+	}
+	zero := make([]byte, min(n, 1<<20))
+	for n > 0 {
+		k := min(n, int64(len(zero)))
+		if _, err := ss.srv.dev.WriteAt(zero[:k], off); err != nil {
+			return errorCode(err, errNoSpc)
+		}
+		off += k
+		n -= k
+	}
+	return ss.fua(req)
+}
+
+// fua flushes after a write that asked for Forced Unit Access.
+func (ss *session) fua(req request) uint32 {
+	if req.flags&cmdFlagFUA == 0 {
+		return 0
+	}
+	if err := ss.srv.dev.Flush(); err != nil {
+		return errorCode(err, errInval)
+	}
+	return 0
+}
+
+// errorCode maps a device error to the protocol's error numbers;
+// outOfRange is the answer for ErrOutOfRange (EINVAL reading, ENOSPC
+// writing).
+func errorCode(err error, outOfRange uint32) uint32 {
+	switch {
+	case errors.Is(err, blockdev.ErrReadOnly), errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EPERM):
+		return errPerm
+	case errors.Is(err, blockdev.ErrOutOfRange):
+		return outOfRange
+	case errors.Is(err, blockdev.ErrNotSupported):
+		return errNotSup
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return errNoSpc
+	case errors.Is(err, syscall.ENOMEM):
+		return errNoMem
+	}
+	return errIO
+}
+
+// replyError answers req with an error right away (from the reading
+// goroutine); it fails only when the reply cannot be written.
+func (ss *session) replyError(req request, code uint32) error {
+	ss.reply(req, code)
+	if ss.broken.Load() {
+		return errors.New("writing a reply failed")
+	}
+	return nil
+}
+
+// reply sends a reply without payload: simple, or for a READ under
+// structured replies an error chunk.
+func (ss *session) reply(req request, code uint32) {
+	if ss.structured && req.typ == cmdRead && code != 0 {
+		var b [structuredHeaderLen + structuredErrorLength]byte
+		putStructuredHeader(b[:], replyFlagDone, replyTypeError, req.cookie, structuredErrorLength)
+		binary.BigEndian.PutUint32(b[structuredHeaderLen:], code)
+		ss.send(b[:])
+		return
+	}
+	var b [simpleReplyLen]byte
+	putSimpleHeader(b[:], code, req.cookie)
+	ss.send(b[:])
+}
+
+// replyData sends a READ's data.
+func (ss *session) replyData(req request, data []byte) {
+	if !ss.structured {
+		var h [simpleReplyLen]byte
+		putSimpleHeader(h[:], 0, req.cookie)
+		ss.send(h[:], data)
+		return
+	}
+	if len(data) == 0 {
+		var h [structuredHeaderLen]byte
+		putStructuredHeader(h[:], replyFlagDone, replyTypeNone, req.cookie, 0)
+		ss.send(h[:])
+		return
+	}
+	var h [structuredHeaderLen + structuredDataHdrLen]byte
+	putStructuredHeader(h[:], replyFlagDone, replyTypeOffsetData, req.cookie, uint32(structuredDataHdrLen+len(data)))
+	binary.BigEndian.PutUint64(h[structuredHeaderLen:], req.offset)
+	ss.send(h[:], data)
+}
+
+func putSimpleHeader(b []byte, code uint32, cookie uint64) {
+	binary.BigEndian.PutUint32(b[0:], magicSimpleReply)
+	binary.BigEndian.PutUint32(b[4:], code)
+	binary.BigEndian.PutUint64(b[8:], cookie)
+}
+
+func putStructuredHeader(b []byte, flags, typ uint16, cookie uint64, length uint32) {
+	binary.BigEndian.PutUint32(b[0:], magicStructuredReply)
+	binary.BigEndian.PutUint16(b[4:], flags)
+	binary.BigEndian.PutUint16(b[6:], typ)
+	binary.BigEndian.PutUint64(b[8:], cookie)
+	binary.BigEndian.PutUint32(b[16:], length)
+}
+
+// send writes one reply's pieces in one go (writev) under the write mutex.
+// After a failed write the session is broken and later replies are dropped.
+func (ss *session) send(parts ...[]byte) {
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	if ss.broken.Load() {
+		return
+	}
+	var err error
+	if len(parts) == 1 {
+		_, err = ss.w.Write(parts[0])
+	} else {
+		bufs := net.Buffers(parts)
+		_, err = bufs.WriteTo(ss.w)
+	}
+	if err != nil {
+		ss.broken.Store(true)
+		if ss.stop != nil {
+			ss.stop()
+		}
+	}
+}
+
+// Payload buffers come from pools by power-of-two size class.
+var bufPools [26]sync.Pool // classes 2^0 .. 2^25 (32 MiB)
+
+func sizeClass(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return bits.Len(uint(n - 1))
+}
+
+func getBuffer(n int) []byte {
+	c := sizeClass(n)
+	if c < 12 {
+		c = 12 // nothing smaller than 4 KiB is pooled
+	}
+	if p, ok := bufPools[c].Get().(*[]byte); ok {
+		return (*p)[:n]
+	}
+	b := make([]byte, 1<<c)
+	return b[:n]
+}
+
+func putBuffer(b []byte) {
+	c := sizeClass(cap(b))
+	if cap(b) != 1<<c || c >= len(bufPools) {
+		return
+	}
+	b = b[:cap(b)]
+	bufPools[c].Put(&b)
+}
+
+// semaphore is a counting semaphore over bytes.
+type semaphore struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	avail int64
+	limit int64
+}
+
+func newSemaphore(n int64) *semaphore {
+	s := &semaphore{avail: n, limit: n}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// acquire takes n (capped at the limit, so one oversized request can
+// always run alone).
+func (s *semaphore) acquire(n int64) {
+	n = min(n, s.limit)
+	s.mu.Lock()
+	for s.avail < n {
+		s.cond.Wait()
+	}
+	s.avail -= n
+	s.mu.Unlock()
+}
+
+func (s *semaphore) release(n int64) {
+	n = min(n, s.limit)
+	s.mu.Lock()
+	s.avail += n
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
