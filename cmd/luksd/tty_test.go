@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/luksd/luksd/internal/testtool"
+	"golang.org/x/sys/unix"
+)
+
+// ttySession runs luksd on a pseudo-terminal, as a user at a console.
+type ttySession struct {
+	t      *testing.T
+	master *os.File
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	screen bytes.Buffer
+	done   chan struct{}
+}
+
+func startOnTTY(t *testing.T, args ...string) *ttySession {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		testtool.Missing(t, "no /dev/ptmx: "+err.Error())
+	}
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testtool.Luksd(t), args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	s := &ttySession{t: t, master: m, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		b := make([]byte, 512)
+		for {
+			n, err := m.Read(b)
+			s.mu.Lock()
+			s.screen.Write(b[:n])
+			s.mu.Unlock()
+			if err != nil { // EIO once luksd has exited
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		m.Close()
+	})
+	return s
+}
+
+func (s *ttySession) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.screen.String()
+}
+
+// expect waits until the screen shows want for the count-th time.
+func (s *ttySession) expect(want string, count int) {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(s.String(), want) < count {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("terminal never showed %q; it shows %q", want, s.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// answer waits for prompt (its count-th appearance) and types line.
+func (s *ttySession) answer(prompt string, count int, line string) {
+	s.t.Helper()
+	s.expect(prompt, count)
+	if _, err := s.master.WriteString(line + "\n"); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// wait returns luksd's exit code and everything the terminal showed.
+func (s *ttySession) wait() (int, string) {
+	s.t.Helper()
+	err := s.cmd.Wait()
+	<-s.done
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		s.t.Fatal(err)
+	}
+	out := s.String()
+	if strings.Contains(out, "goroutine ") || strings.Contains(out, "panic:") {
+		s.t.Fatalf("stack trace on the terminal:\n%s", out)
+	}
+	return code, out
+}
+
+const sureSuffix = "Are you sure? (Type 'yes' in capital letters): "
+
+func TestTTYFormatPromptsWithoutEcho(t *testing.T) {
+	w := newWorkspace(t)
+	img := w.image("vol.img")
+	s := startOnTTY(t, append([]string{"luksFormat", img}, cheapPBKDF("pbkdf2")...)...)
+	s.answer("WARNING!\r\n========\r\nThis will overwrite data on "+img+" irrevocably.\r\n\r\n"+sureSuffix, 1, "YES")
+	s.answer("Enter passphrase for "+img+": ", 1, "typed at a tty")
+	s.answer("Verify passphrase: ", 1, "typed at a tty")
+	code, screen := s.wait()
+	if code != 0 {
+		t.Fatalf("luksFormat on a tty: exit %d:\n%s", code, screen)
+	}
+	if strings.Contains(screen, "typed at a tty") {
+		t.Fatalf("the passphrase was echoed:\n%q", screen)
+	}
+	if !w.opens(img, w.key("key", "typed at a tty")) {
+		t.Fatal("cryptsetup does not accept the passphrase typed on the terminal")
+	}
+
+	// Formatting over it warns about the existing header; "no" aborts.
+	s = startOnTTY(t, "luksFormat", img)
+	s.answer(sureSuffix, 1, "no")
+	code, screen = s.wait()
+	if code != 1 || !strings.Contains(screen, "Operation aborted.") ||
+		!strings.Contains(screen, "WARNING: Device "+img+" already contains a 'crypto_LUKS' superblock signature.") {
+		t.Fatalf("declined luksFormat: exit %d:\n%s", code, screen)
+	}
+	if !w.opens(img, w.key("key", "typed at a tty")) {
+		t.Fatal("a declined luksFormat changed the volume")
+	}
+}
+
+func TestTTYVerifyMismatchAndTries(t *testing.T) {
+	w := newWorkspace(t)
+	img := w.image("vol.img")
+	s := startOnTTY(t, append([]string{"luksFormat", "-q", img}, cheapPBKDF("pbkdf2")...)...)
+	s.answer("Enter passphrase for "+img+": ", 1, "one")
+	s.answer("Verify passphrase: ", 1, "two")
+	if code, screen := s.wait(); code != 2 || !strings.Contains(screen, "Passphrases do not match.") {
+		t.Fatalf("mismatch: exit %d:\n%s", code, screen)
+	}
+	if w.luksd(nil, "isLuks", img).code != 1 {
+		t.Fatal("a failed luksFormat wrote a header")
+	}
+
+	key := w.key("key", "right")
+	w.luksd(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	// A wrong passphrase on a terminal may be retyped (--tries, default 3).
+	prompt := "Enter passphrase for " + img + ": "
+	s = startOnTTY(t, "luksDump", "--dump-volume-key", "-q", img)
+	s.answer(prompt, 1, "wrong")
+	s.answer(prompt, 2, "right")
+	code, screen := s.wait()
+	if code != 0 || strings.Count(screen, "No key available with this passphrase.") != 1 || !strings.Contains(screen, "MK dump:") {
+		t.Fatalf("retry: exit %d:\n%s", code, screen)
+	}
+	s = startOnTTY(t, "luksDump", "--dump-volume-key", "-q", "--tries", "2", img)
+	s.answer(prompt, 1, "wrong")
+	s.answer(prompt, 2, "still wrong")
+	code, screen = s.wait()
+	if code != 2 || strings.Count(screen, prompt) != 2 {
+		t.Fatalf("--tries 2: exit %d:\n%s", code, screen)
+	}
+}
+
+func TestTTYAddKeyPrompts(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "old")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	s := startOnTTY(t, append([]string{"luksAddKey", img}, cheapPBKDF("pbkdf2")...)...)
+	s.answer("Enter any existing passphrase: ", 1, "old")
+	s.answer("Enter new passphrase for key slot: ", 1, "new one")
+	s.answer("Verify passphrase: ", 1, "new one")
+	code, screen := s.wait()
+	if code != 0 || strings.Contains(screen, "new one") || strings.Contains(screen, "old\r") {
+		t.Fatalf("luksAddKey on a tty: exit %d:\n%q", code, screen)
+	}
+	if !w.opens(img, w.key("new", "new one")) {
+		t.Fatal("cryptsetup does not accept the added passphrase")
+	}
+}
