@@ -148,7 +148,7 @@ func (h *header) dumpHeader(b *strings.Builder) {
 		fmt.Fprintf(b, "  %d: %s\n", id, t.get("type").str)
 		if t.get("type").str == "luks2-keyring" {
 			if kd := t.get("key_description"); kd != nil && kd.kind == kindString {
-				fmt.Fprintf(b, "\tKeyring:    %s\n", kd.str)
+				fmt.Fprintf(b, "\tKey description: %s\n", kd.str)
 			}
 		}
 		for _, v := range t.get("keyslots").vals {
