@@ -38,6 +38,10 @@ record() {
 	[ "${VMTEST_VERBOSE:-0}" = 1 ] || echo "$1" >/dev/console
 }
 
+# note TEXT reports a measurement or remark: an "INFO TEXT" line in the
+# summary and on the console (neither a PASS nor a FAIL).
+note() { record "INFO $*"; }
+
 # pass NAME
 pass() { record "PASS $*"; }
 
@@ -111,7 +115,7 @@ luksd_open() {
 	_i=0
 	_dev=
 	while [ -z "$_dev" ]; do
-		_dev=$(grep -o '/dev/[a-z]*[0-9][0-9]*' "$_out.out" | head -n1 || true)
+		_dev=$(grep -o '/dev/[^ ]*' "$_out.out" | head -n1 || true)
 		[ -n "$_dev" ] && break
 		if ! kill -0 "$_pid" 2>/dev/null; then
 			_rc=0
@@ -159,6 +163,29 @@ luksd_close() {
 	fi
 }
 
+# luksd_format IMAGE KEY LINE [ARGS...] formats IMAGE with luksd for a
+# CIPHERS line (LUKS2 only), with cryptsetup's flags.
+luksd_format() {
+	_img=$1 _key=$2 _line=$3
+	shift 3
+	# shellcheck disable=SC2086
+	luksd luksFormat -q --key-file "$_key" $PBKDF_ARGS --type "$(cipher_field "$_line" 2)" \
+		--cipher "$(cipher_field "$_line" 3)" --key-size "$(cipher_field "$_line" 4)" \
+		--sector-size "$(cipher_field "$_line" 5)" "$@" "$_img"
+}
+
+# fio_bw DEV RW BS DEPTH SECONDS runs one time-based fio job on DEV and
+# prints its bandwidth in KiB/s.
+fio_bw() {
+	fio --name="$2-$3" --filename="$1" --ioengine=libaio --direct=1 --rw="$2" --bs="$3" \
+		--iodepth="$4" --runtime="$5" --time_based --randrepeat=0 \
+		--output-format=terse --terse-version=3 >"$SCRATCH/fio.out" || return 1
+	case $2 in
+	*read*) awk -F';' '{ print $7 }' "$SCRATCH/fio.out" ;;
+	*) awk -F';' '{ print $48 }' "$SCRATCH/fio.out" ;;
+	esac
+}
+
 # luksd_pids prints the pids of all running luksd processes.
 luksd_pids() { pidof luksd || true; }
 
@@ -168,9 +195,13 @@ cleanup_all() {
 	for m in $(awk '$2 ~ /^\/mnt/ { print $2 }' /proc/mounts | sort -r); do
 		umount "$m" 2>/dev/null || umount -l "$m" || true
 	done
+	for d in /run/luksd/*; do
+		[ -e "$d" ] && luksd close "${d##*/}" 2>/dev/null || true
+	done
 	for p in $(luksd_pids); do
 		kill -9 "$p" 2>/dev/null || true
 	done
+	rm -rf /run/luksd/* 2>/dev/null || true
 	for m in /dev/mapper/*; do
 		[ "$m" = /dev/mapper/control ] || [ ! -e "$m" ] || cryptsetup close "${m##*/}" || true
 	done
@@ -204,3 +235,36 @@ check() {
 	fi
 	cleanup_all
 }
+
+# require_luksd ends the scenario with a FAIL when the VM has no luksd.
+require_luksd() {
+	have_luksd && return 0
+	fail "${VMTEST_SCENARIO:-scenario}" "luksd missing from the VM (did go build ./cmd/luksd fail?)"
+	exit 1
+}
+
+# VMTEST_STANDIN=1 replaces luksd by the kernel's dm-crypt, to debug the
+# scenario scripts themselves; run.sh then never reports success.
+if [ "${VMTEST_STANDIN:-0}" = 1 ]; then
+	luksd() {
+		case $1 in
+		open)
+			shift
+			_k= _args=
+			while [ $# -gt 2 ]; do
+				case $1 in
+				--key-file) _k=$2; shift 2 ;;
+				--frontend) shift 2 ;;
+				*) shift ;;
+				esac
+			done
+			cryptsetup open --key-file "$_k" "$1" "$2" && echo "/dev/mapper/$2"
+			;;
+		close) cryptsetup close "$2" ;;
+		status) cryptsetup status "$2" ;;
+		luksFormat) shift; cryptsetup luksFormat "$@" ;;
+		*) echo "standin luksd: no $1" >&2; return 1 ;;
+		esac
+	}
+	have_luksd() { true; }
+fi

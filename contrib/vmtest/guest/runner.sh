@@ -7,7 +7,9 @@
 # A scenario that exits non-zero without a FAIL line, or reports nothing,
 # gets a FAIL line from here.
 . /vmtest/guest/lib.sh
+set -a
 [ -e /out/config ] && . /out/config
+set +a
 limit=${VMTEST_SCENARIO_TIMEOUT:-300}
 mkdir -p /out/logs
 : >/out/summary

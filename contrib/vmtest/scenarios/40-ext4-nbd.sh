@@ -1,0 +1,58 @@
+#!/bin/sh
+# 40-ext4-nbd: a filesystem on luksd. cryptsetup formats the image; luksd
+# opens it as /dev/nbdN; mkfs.ext4, a big file and a tree of small ones,
+# sync, umount, close; reopen: e2fsck -fn is clean and every file is intact;
+# then the same image opened by the kernel's dm-crypt: e2fsck -fn clean and
+# the files intact.
+# requires: luksd-open-nbd
+. /vmtest/guest/lib.sh
+FRONTEND=${FRONTEND:-nbd}
+require_luksd
+
+key=$SCRATCH/key
+mkkey "$key"
+mnt=/mnt/vol
+mkdir -p "$mnt"
+
+# verify_tree DIR checks every file against the manifest made at write time.
+verify_tree() { (cd "$1" && sha256sum -c -s "$SCRATCH/manifest"); }
+
+filesystem() {
+	img=$SCRATCH/img
+	mkimage "$img" 64
+	cs_format "$img" "$key" "$1" || because "cryptsetup luksFormat failed"
+	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open failed: $(tail -n1 "$SCRATCH/luksd-open.vol.err" 2>/dev/null)"
+	mkfs.ext4 -q -F "$dev" || because "mkfs.ext4 on $dev failed"
+	mount -t ext4 "$dev" "$mnt" || because "mounting $dev failed"
+	mkpattern "$mnt/big.bin" 8
+	i=0
+	while [ $i -lt 200 ]; do
+		mkdir -p "$mnt/tree/d$((i % 10))"
+		head -c $((i * 97 + 1)) /dev/urandom >"$mnt/tree/d$((i % 10))/f$i"
+		i=$((i + 1))
+	done
+	(cd "$mnt" && find . -type f ! -path './lost+found/*' | sort | xargs sha256sum) >"$SCRATCH/manifest"
+	[ "$(wc -l <"$SCRATCH/manifest")" = 201 ] || because "wrote $(wc -l <"$SCRATCH/manifest") files, not 201"
+	sync
+	umount "$mnt" || because "umount failed"
+	luksd_close vol || because "luksd close failed"
+
+	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd reopen failed"
+	e2fsck -fn "$dev" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through luksd: $(tail -n1 "$SCRATCH/fsck.out")"
+	mount -t ext4 -o ro "$dev" "$mnt" || because "mounting $dev after reopen failed"
+	verify_tree "$mnt" || because "files differ after luksd close and reopen"
+	umount "$mnt" || because "umount failed"
+	luksd_close vol || because "luksd close failed"
+
+	cs_open "$img" vmt "$key" || because "cryptsetup open failed"
+	e2fsck -fn /dev/mapper/vmt >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through dm-crypt: $(tail -n1 "$SCRATCH/fsck.out")"
+	mount -t ext4 -o ro /dev/mapper/vmt "$mnt" || because "mounting through dm-crypt failed"
+	verify_tree "$mnt" || because "files read through dm-crypt differ"
+	umount "$mnt" || because "umount failed"
+	cs_close vmt || because "cryptsetup close failed"
+	rm -f "$img"
+}
+
+for label in aes-xts-plain64/4096 xchacha12,aes-adiantum-plain64/4096 aes-xts-plain64/512; do
+	check "$VMTEST_SCENARIO $label $FRONTEND" filesystem "$(cipher_line "$label")"
+done
