@@ -138,3 +138,39 @@ func TestOptionsAnywhere(t *testing.T) {
 	}
 	luksd(t, nil, "luksHeaderBackup", plain).expect(t, 1, "Option --header-backup-file is required.")
 }
+
+func TestPoptReordersEveryVerb(t *testing.T) {
+	app := newApp()
+	cases := []struct{ in, want []string }{
+		{[]string{"-q", "luksKillSlot", "img", "1", "-d", "k"},
+			[]string{"luksKillSlot", "-q", "-d", "k", "--", "img", "1"}},
+		{[]string{"luksAddKey", "img", "new", "--key-file", "-", "-S", "4"},
+			[]string{"luksAddKey", "--key-file", "-", "-S", "4", "--", "img", "new"}},
+		{[]string{"--header-backup-file", "f", "luksHeaderRestore", "img"},
+			[]string{"luksHeaderRestore", "--header-backup-file", "f", "--", "img"}},
+		{[]string{"luksFormat", "--cipher=aes-cbc-essiv:sha256", "img", "-s", "256", "key"},
+			[]string{"luksFormat", "--cipher=aes-cbc-essiv:sha256", "-s", "256", "--", "img", "key"}},
+		{[]string{"luksDump", "--dump-volume-key", "img", "-d", "-"},
+			[]string{"luksDump", "--dump-volume-key", "-d", "-", "--", "img"}},
+		{[]string{"luksUUID", "img", "--uuid", "u"}, []string{"luksUUID", "--uuid", "u", "--", "img"}},
+		{[]string{"config", "img", "--label", "l"}, []string{"config", "--label", "l", "--", "img"}},
+		// A dangling value option is left for the verb to report.
+		{[]string{"luksDump", "img", "--header"}, []string{"luksDump", "img", "--header"}},
+	}
+	for _, c := range cases {
+		got := popt(app, append([]string{"luksd"}, c.in...))[1:]
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("popt(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestCombinedShortOptions(t *testing.T) {
+	plain := zeroFile(t, t.TempDir(), "plain.img", 1<<20)
+	r := luksd(t, nil, "isLuks", "-qv", plain)
+	r.expect(t, 1, "is not a valid LUKS device.")
+	if !strings.Contains(r.stdout, "Command failed with code -1") {
+		t.Fatalf("-qv did not set -v: %q", r.stdout)
+	}
+	luksd(t, nil, "luksDump", plain, "--header").expect(t, 1, "Unknown argument --header.")
+}

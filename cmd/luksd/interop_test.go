@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -369,5 +370,75 @@ func TestInteropExitCodes(t *testing.T) {
 	js := w.cs(nil, "luksDump", "--dump-json-metadata", img).ok(t).stdout
 	if got := w.luksd(nil, "luksDump", "--dump-json-metadata", img).ok(t).stdout; got != js {
 		t.Fatalf("--dump-json-metadata differs:\nluksd      %q\ncryptsetup %q", got, js)
+	}
+}
+
+func TestInteropFormatLayoutOptions(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	vkFile := w.path("vk")
+	vk := bytes.Repeat([]byte{0x5a, 0xa5, 0x01, 0xfe}, 16)
+	if err := os.WriteFile(vkFile, vk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const uuid = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	w.luksd(nil, append([]string{"luksFormat", img, key, "-q",
+		"--uuid", uuid, "--subsystem", "tests", "--volume-key-file", vkFile,
+		"--luks2-metadata-size", "65536", "--luks2-keyslots-size", "4194304",
+		"--offset", "16384", "--key-slot", "3"}, cheapPBKDF("argon2id")...)...).ok(t)
+	dump := w.cs(nil, "luksDump", img).ok(t).stdout
+	for _, want := range []string{
+		"UUID:          \t" + uuid, "Subsystem:     \ttests",
+		"Metadata area: \t65536 [bytes]", "Keyslots area: \t4194304 [bytes]",
+		"offset: 8388608 [bytes]", "  3: luks2",
+	} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("cryptsetup luksDump lacks %q:\n%s", want, dump)
+		}
+	}
+	if got := w.sameVolumeKey(img, key, 512); got != fmt.Sprintf("%x", vk) {
+		t.Fatalf("volume key %s, want the --volume-key-file's %x", got, vk)
+	}
+}
+
+func TestInteropLUKS1ReadOnly(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	w.cs(nil, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", img, key).ok(t)
+	w.sameVolumeKey(img, key, 512)
+	w.luksd(nil, "isLuks", "--type", "luks1", img).ok(t)
+	w.luksd(nil, "isLuks", "--type", "luks2", img).expect(t, 1, "")
+	if got := strings.TrimSpace(w.luksd(nil, "luksUUID", img).ok(t).stdout); got != strings.TrimSpace(w.cs(nil, "luksUUID", img).ok(t).stdout) {
+		t.Fatalf("LUKS1 UUID %q differs", got)
+	}
+	// Edits are refused in one line, and the header stays as it was.
+	before, _ := os.ReadFile(img)
+	w.luksd(nil, "luksAddKey", "-d", key, img, key, "--pbkdf-force-iterations", "1000").expect(t, 1, "LUKS1")
+	w.luksd(nil, "config", "--label", "x", img).expect(t, 1, "LUKS2")
+	after, _ := os.ReadFile(img)
+	if !bytes.Equal(before, after) {
+		t.Fatal("a refused edit changed the LUKS1 image")
+	}
+}
+
+func TestInteropCipherAuto(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	r := w.luksd(nil, append([]string{"luksFormat", "-q", "-v", "--cipher", "auto", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	if !strings.Contains(r.stdout, "chosen: ") {
+		t.Fatalf("-v does not say which cipher was chosen: %q", r.stdout)
+	}
+	dump := w.cs(nil, "luksDump", img).ok(t).stdout
+	switch {
+	case strings.Contains(dump, "cipher: aes-xts-plain64"):
+		w.sameVolumeKey(img, key, 512)
+	case strings.Contains(dump, "cipher: xchacha12,aes-adiantum-plain64"):
+		// cryptsetup needs the kernel's Adiantum to unlock; luksd alone here.
+		if !strings.Contains(dump, "sector: 4096 [bytes]") {
+			t.Fatalf("Adiantum without 4096-byte sectors:\n%s", dump)
+		}
+		w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, img).ok(t)
+	default:
+		t.Fatalf("--cipher auto chose neither AES-XTS nor Adiantum:\n%s", dump)
 	}
 }

@@ -63,6 +63,16 @@ func register(cmds ...*cli.Command) {
 		c.Flags = append(c.Flags, globalFlags...)
 		// One line and exit 1 for a bad flag, not the verb's help page.
 		c.OnUsageError = usageError
+		// -qv is -q -v, as with popt.
+		c.UseShortOptionHandling = true
+		before := c.Before
+		c.Before = func(ctx *cli.Context) error {
+			verboseFlag = ctx.Bool("verbose")
+			if before != nil {
+				return before(ctx)
+			}
+			return nil
+		}
 		commands = append(commands, c)
 	}
 }
@@ -107,7 +117,7 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, msg)
 		}
 	}
-	if verbose(args) {
+	if verboseFlag || verbose(args) {
 		// cryptsetup -v ends every command with its status on stdout.
 		if code == exitOK {
 			fmt.Println("Command successful.")
@@ -127,7 +137,11 @@ var exitReasons = map[int]string{
 	exitBusy:       "device already exists or device is busy",
 }
 
-// verbose reports whether -v/--verbose is among the options.
+// verboseFlag is the parsed -v of the verb that ran.
+var verboseFlag bool
+
+// verbose reports whether -v/--verbose is among the options (for runs
+// whose options did not parse).
 func verbose(args []string) bool {
 	for _, a := range args[1:] {
 		switch a {
@@ -174,7 +188,12 @@ func popt(app *cli.App, args []string) []string {
 		if len(a) > 1 && a[0] == '-' {
 			flags = append(flags, a)
 			name := strings.TrimLeft(a, "-")
-			if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(rest) {
+			if !strings.Contains(name, "=") && takesValue[name] {
+				if i+1 == len(rest) {
+					// A value option without its value: leave the line
+					// as it is, so the verb reports it.
+					return args
+				}
 				i++
 				flags = append(flags, rest[i])
 			}
