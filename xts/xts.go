@@ -7,9 +7,15 @@
 // never need it, and lengths that are not a positive multiple of 16 panic,
 // as they do in golang.org/x/crypto/xts.
 //
+// The tweak is dm-crypt's 16-byte IV: for plain64, the 512-byte sector
+// number little-endian and zero padded, which EncryptSectors and
+// DecryptSectors generate themselves for a run of sectors.
+//
 // On amd64 the work is done by AES-NI assembly with eight blocks in flight,
-// or VAES with AVX-512 where the CPU has it; on arm64 by the ARMv8 AES
-// instructions; elsewhere by a portable path over crypto/aes.
+// or by VAES on 512-bit vectors (32 blocks in flight) where the CPU has
+// AVX-512 with VAES and VPCLMULQDQ; on arm64 by the ARMv8 AES instructions;
+// elsewhere, and with the purego build tag, by a portable path over
+// crypto/aes. The path is chosen once, from the CPU's features.
 package xts
 
 import "errors"
@@ -19,8 +25,8 @@ const blockSize = 16
 // maxRoundKeys is the size of an expanded AES-256 key: 15 round keys.
 const maxRoundKeys = 15 * blockSize
 
-// Cipher is AES-XTS keyed with a data key and a tweak key. It is safe for
-// concurrent use and its methods do not allocate.
+// Cipher is AES-XTS keyed with a data key and a tweak key. Its methods do
+// not allocate, and all but Wipe are safe for concurrent use.
 type Cipher struct {
 	enc    [maxRoundKeys]byte // data key, encryption round keys
 	dec    [maxRoundKeys]byte // data key, equivalent inverse cipher round keys
