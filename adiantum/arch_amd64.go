@@ -19,17 +19,46 @@ var (
 //go:noescape
 func chachaXOR8AVX2(s *[16]uint32, dst, src *byte, groups int, rounds int)
 
+// chachaXOR16AVX512 is chachaXOR8AVX2 for groups of sixteen blocks.
+//
+//go:noescape
+func chachaXOR16AVX512(s *[16]uint32, dst, src *byte, groups int, rounds int)
+
 // nhAVX2 sets h to NH of n bytes (a multiple of 16, at most 1024) at m.
 //
 //go:noescape
 func nhAVX2(k *nhKey, m *byte, n int, h *[4]uint64)
 
+// nhAVX512 is nhAVX2 four units at a time.
+//
+//go:noescape
+func nhAVX512(k *nhKey, m *byte, n int, h *[4]uint64)
+
 func chachaXOR(s *[16]uint32, dst, src []byte, rounds int) {
 	// The SIMD code counts blocks in 32 bits; a stream long enough to wrap
 	// them (256 GiB) takes the portable path, which carries into s[13].
-	if !useAVX2 || uint64(len(src))/chachaBlockBytes+uint64(s[12]) >= 1<<32-8 {
+	if !useAVX2 || uint64(len(src))/chachaBlockBytes+uint64(s[12]) >= 1<<32-16 {
 		chachaXORGeneric(s, dst, src, rounds)
 		return
+	}
+	if useAVX512 {
+		const group = 16 * chachaBlockBytes
+		if n := len(src) / group; n > 0 {
+			chachaXOR16AVX512(s, &dst[0], &src[0], n, rounds)
+			s[12] += uint32(16 * n)
+			dst, src = dst[n*group:], src[n*group:]
+		}
+		if len(src) > group/2 {
+			// More than eight blocks left: one more group of sixteen,
+			// through a buffer.
+			var buf [group]byte
+			copy(buf[:], src)
+			chachaXOR16AVX512(s, &buf[0], &buf[0], 1, rounds)
+			copy(dst, buf[:len(src)])
+			s[12] += uint32((len(src) + chachaBlockBytes - 1) / chachaBlockBytes)
+			clear(buf[:])
+			return
+		}
 	}
 	const group = 8 * chachaBlockBytes
 	if n := len(src) / group; n > 0 {
@@ -52,6 +81,10 @@ func chachaXOR(s *[16]uint32, dst, src []byte, rounds int) {
 func nhSum(k *nhKey, m []byte, h *[4]uint64) {
 	if !useAVX2 || len(m) == 0 {
 		nhSumGeneric(k, m, h)
+		return
+	}
+	if useAVX512 {
+		nhAVX512(k, &m[0], len(m), h)
 		return
 	}
 	nhAVX2(k, &m[0], len(m), h)

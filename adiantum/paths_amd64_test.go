@@ -20,5 +20,8 @@ func implPaths() []implPath {
 	if useAVX2 {
 		paths = append(paths, implPath{"avx2", set(true, false)})
 	}
+	if useAVX2 && useAVX512 {
+		paths = append(paths, implPath{"avx512", set(true, true)})
+	}
 	return paths
 }
