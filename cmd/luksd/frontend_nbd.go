@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/nbd"
+)
+
+func init() { registerFrontend(nbdFrontend{}) }
+
+// nbdFrontend attaches volumes as /dev/nbdN through the kernel's NBD driver,
+// serving its sockets with luksd's NBD server.
+type nbdFrontend struct{}
+
+// How long the kernel queues requests once every connection is dead, so a
+// restarted daemon (`open --recover`) can take the device over.
+const nbdDeadConnTimeout = 30 * time.Second
+
+func (nbdFrontend) Name() string     { return "nbd" }
+func (nbdFrontend) Available() error { return nbd.Available() }
+
+func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, error) {
+	index := -1
+	if opts.Device != "" {
+		i, err := nbd.ParseDevicePath(opts.Device)
+		if err != nil {
+			return nil, err
+		}
+		index = i
+	}
+	if opts.Recover && index < 0 {
+		return nil, fmt.Errorf("--recover with the nbd frontend needs --nbd-device /dev/nbdN")
+	}
+	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly})
+	flags := srv.Flags()
+	if !opts.AllowDiscards {
+		flags &^= nbd.FlagSendTrim
+	}
+	conns := runtime.NumCPU()
+	a, err := nbd.Attach(nbd.AttachConfig{
+		Index:           index,
+		Size:            dev.Size(),
+		BlockSize:       opts.BlockSize,
+		ReadOnly:        opts.ReadOnly,
+		Trim:            flags&nbd.FlagSendTrim != 0,
+		ServerFlags:     flags,
+		Connections:     conns,
+		DeadConnTimeout: nbdDeadConnTimeout,
+		Backend:         nbdBackendID(opts.Name),
+		Reconfigure:     opts.Recover,
+		Serve:           func(c net.Conn) error { return srv.ServeTransmission(c, flags) },
+	})
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return &nbdAttachment{a: a, srv: srv, dev: dev, conns: conns}, nil
+}
+
+type nbdAttachment struct {
+	a     *nbd.Attachment
+	srv   *nbd.Server
+	dev   blockdev.Device
+	conns int
+}
+
+func (n *nbdAttachment) DevicePath() string { return n.a.DevicePath() }
+func (n *nbdAttachment) Wait() error        { return n.a.Wait() }
+
+// Detach writes the kernel's dirty pages through, disconnects /dev/nbdN,
+// ends the server's sessions and flushes the volume.
+func (n *nbdAttachment) Detach() error {
+	err := n.a.Detach()
+	n.srv.Close()
+	if ferr := n.dev.Flush(); ferr != nil && err == nil {
+		err = ferr
+	}
+	return err
+}
+
+func (n *nbdAttachment) State() map[string]string {
+	return map[string]string{
+		"nbd-index":       strconv.Itoa(n.a.Index()),
+		"nbd-connections": strconv.Itoa(n.conns),
+	}
+}
+
+// nbdBackendID is what /sys/block/nbdN/backend shows for volume name.
+func nbdBackendID(name string) string { return "luksd:" + name }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleState() *volumeState {
+	return &volumeState{
+		Name: "data", Device: "/dev/nbd3", Frontend: "nbd", PID: 4242,
+		Image: "/srv/data.img", Header: "/srv/data.hdr", Type: "LUKS2",
+		UUID: "0f6a0d6e-7b43-4c8e-9e44-4b0c1f7f2b11", Cipher: "xchacha12,aes-adiantum-plain64",
+		KeySize: 32, KeySlot: 1, SectorSize: 4096, Offset: 16 << 20, Size: 1 << 30,
+		ReadOnly: true, AllowDiscards: true, IOFlusher: true, MemoryLocked: true,
+		Started: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC),
+		Extra:   map[string]string{"nbd-index": "3", "nbd-connections": "2"},
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	want := sampleState()
+	b, err := want.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseState(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+	text := string(b)
+	for _, line := range []string{"device=/dev/nbd3\n", "mode=readonly\n", "pid=4242\n", "nbd-index=3\n", "sector-size=4096\n"} {
+		if !strings.Contains(text, line) {
+			t.Errorf("state file lacks %q:\n%s", line, text)
+		}
+	}
+}
+
+func TestStateRefusesWhatCannotRoundTrip(t *testing.T) {
+	s := sampleState()
+	s.Image = "/srv/evil\nname.img"
+	if _, err := s.marshal(); err == nil {
+		t.Error("a newline in a path was written")
+	}
+	s = sampleState()
+	s.Extra["pid"] = "1"
+	if _, err := s.marshal(); err == nil {
+		t.Error("a frontend key shadowed a fixed key")
+	}
+	for _, bad := range []string{"name=x\n", "pid=12\n", "name=x\npid=zz\n", "name=x\npid=1\ngarbage\n"} {
+		if _, err := parseState([]byte(bad)); err == nil {
+			t.Errorf("parseState(%q) accepted", bad)
+		}
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for _, ok := range []string{"data", "vol-1", "a.b_c", strings.Repeat("x", 127)} {
+		if err := validName(ok); err != nil {
+			t.Errorf("validName(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", "a b", "tab\t", strings.Repeat("x", 128)} {
+		if err := validName(bad); exitCode(err) != exitParams {
+			t.Errorf("validName(%q) = %v, want exit 1", bad, err)
+		}
+	}
+}
+
+// The lock, not the files, says whether a volume is active; claiming a
+// name cleans what a dead daemon left.
+func TestClaimNameLockAndStaleFiles(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	if err := os.MkdirAll(stateDir("v"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := sampleState()
+	stale.Name = "v"
+	if err := writeState(stale); err != nil {
+		t.Fatal(err)
+	}
+	if daemonAlive("v") {
+		t.Fatal("leftover files count as an active daemon")
+	}
+	if s, err := activeState("v"); s != nil || err != nil {
+		t.Fatalf("activeState of a dead daemon = %v, %v", s, err)
+	}
+	lock, err := claimName("v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stateFile("v")); !os.IsNotExist(err) {
+		t.Fatal("claim kept the dead daemon's state file")
+	}
+	if !daemonAlive("v") {
+		t.Fatal("a held lock does not count as active")
+	}
+	if _, err := claimName("v"); exitCode(err) != exitBusy {
+		t.Fatalf("second claim: %v, want exit 5", err)
+	}
+	releaseName("v", lock)
+	if daemonAlive("v") {
+		t.Fatal("still active after release")
+	}
+	if _, err := os.Stat(stateDir("v")); !os.IsNotExist(err) {
+		t.Fatal("release left the folder")
+	}
+}

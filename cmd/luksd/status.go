@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "status",
+		Usage:     "show the status of an active volume",
+		ArgsUsage: "NAME",
+		Action:    statusAction,
+	})
+}
+
+func statusAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return exitf(exitParams, "Command requires device name as argument.")
+	}
+	name := c.Args().First()
+	if err := validName(name); err != nil {
+		return err
+	}
+	s, err := activeState(name)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		fmt.Printf("%s is inactive.\n", name)
+		return exitf(exitDevice, "")
+	}
+	return writeStatus(os.Stdout, s, deviceInUse(s.Device))
+}
+
+// writeStatus prints a volume's status in cryptsetup status's layout, with
+// the frontend and its kernel block device added.
+func writeStatus(w io.Writer, s *volumeState, inUse bool) error {
+	bw := bufio.NewWriter(w)
+	if inUse {
+		fmt.Fprintf(bw, "%s is active and is in use.\n", s.Name)
+	} else {
+		fmt.Fprintf(bw, "%s is active.\n", s.Name)
+	}
+	fmt.Fprintf(bw, "  type:    %s\n", s.Type)
+	fmt.Fprintf(bw, "  cipher:  %s\n", s.Cipher)
+	fmt.Fprintf(bw, "  keysize: %d bits\n", s.KeySize*8)
+	fmt.Fprintf(bw, "  key location: luksd daemon (pid %d)\n", s.PID)
+	fmt.Fprintf(bw, "  device:  %s\n", s.Image)
+	if s.Header != "" && s.Header != s.Image {
+		fmt.Fprintf(bw, "  header:  %s\n", s.Header)
+	}
+	fmt.Fprintf(bw, "  sector size:  %d\n", s.SectorSize)
+	fmt.Fprintf(bw, "  offset:  %d sectors\n", s.Offset/512)
+	fmt.Fprintf(bw, "  size:    %d sectors\n", s.Size/512)
+	if s.ReadOnly {
+		fmt.Fprintf(bw, "  mode:    readonly\n")
+	} else {
+		fmt.Fprintf(bw, "  mode:    read/write\n")
+	}
+	if s.AllowDiscards {
+		fmt.Fprintf(bw, "  flags:   discards\n")
+	}
+	fmt.Fprintf(bw, "  frontend: %s\n", s.Frontend)
+	fmt.Fprintf(bw, "  block device: %s\n", s.Device)
+	return bw.Flush()
+}
+
+// deviceInUse reports whether a block device is mounted, used as swap or
+// held by another block device (dm, md, ...), as far as this process can see.
+func deviceInUse(path string) bool {
+	var st unix.Stat_t
+	if path == "" || unix.Stat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return false
+	}
+	// The device and its partitions (nbd0p1, ...), as major:minor.
+	sys := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	ids := map[string]bool{}
+	dirs := []string{sys}
+	if ents, err := os.ReadDir(sys); err == nil {
+		for _, e := range ents {
+			if _, err := os.Stat(sys + "/" + e.Name() + "/partition"); err == nil {
+				dirs = append(dirs, sys+"/"+e.Name())
+			}
+		}
+	}
+	for _, d := range dirs {
+		if holders, err := os.ReadDir(d + "/holders"); err == nil && len(holders) > 0 {
+			return true
+		}
+		if id, err := os.ReadFile(d + "/dev"); err == nil {
+			ids[strings.TrimSpace(string(id))] = true
+		}
+	}
+	ids[fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))] = true
+	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(line); len(f) > 2 && ids[f[2]] {
+				return true
+			}
+		}
+	}
+	if sw, err := os.ReadFile("/proc/swaps"); err == nil {
+		for _, line := range strings.Split(string(sw), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == path {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestStatusText(t *testing.T) {
+	s := sampleState()
+	var b bytes.Buffer
+	if err := writeStatus(&b, s, true); err != nil {
+		t.Fatal(err)
+	}
+	want := `data is active and is in use.
+  type:    LUKS2
+  cipher:  xchacha12,aes-adiantum-plain64
+  keysize: 256 bits
+  key location: luksd daemon (pid 4242)
+  device:  /srv/data.img
+  header:  /srv/data.hdr
+  sector size:  4096
+  offset:  32768 sectors
+  size:    2097152 sectors
+  mode:    readonly
+  flags:   discards
+  frontend: nbd
+  block device: /dev/nbd3
+`
+	if b.String() != want {
+		t.Fatalf("status text:\n%s\nwant:\n%s", b.String(), want)
+	}
+
+	s.Header, s.ReadOnly, s.AllowDiscards = s.Image, false, false
+	b.Reset()
+	writeStatus(&b, s, false)
+	got := b.String()
+	for _, absent := range []string{"header:", "flags:", "in use"} {
+		if bytes.Contains([]byte(got), []byte(absent)) {
+			t.Errorf("status shows %q:\n%s", absent, got)
+		}
+	}
+	if !bytes.Contains(b.Bytes(), []byte("data is active.\n")) || !bytes.Contains(b.Bytes(), []byte("  mode:    read/write\n")) {
+		t.Errorf("status text:\n%s", got)
+	}
+}
+
+// TestStatusVerb runs the luksd binary against a daemon in this process
+// (fake frontend): status and close find it through LUKSD_RUN_DIR.
+func TestStatusVerb(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	r := luksd(t, nil, "status", "nothere")
+	if r.code != exitDevice || r.stdout != "nothere is inactive.\n" {
+		t.Fatalf("status of an inactive name: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	luksd(t, nil, "status").expect(t, exitParams, "requires device name")
+	luksd(t, nil, "status", "a/b").expect(t, exitParams, "Invalid device name")
+
+	_, _, done := startFake(t, "shown")
+	r = luksd(t, nil, "status", "shown")
+	if r.code != 0 {
+		t.Fatalf("status exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"shown is active.\n", "  frontend: fake\n", "  block device: /nonexistent/fake-shown\n", "  offset:  32768 sectors\n", "  size:    2048 sectors\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	luksd(t, nil, "close", "shown").expect(t, 0, "")
+	if err := waitDaemon(t, done); err != nil {
+		t.Fatal(err)
+	}
+	luksd(t, nil, "close", "shown").expect(t, exitDevice, "Device shown is not active.")
+	luksd(t, nil, "luksClose", "shown").expect(t, exitDevice, "Device shown is not active.")
+	luksd(t, nil, "status", "shown").expect(t, exitDevice, "")
+}
