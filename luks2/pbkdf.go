@@ -44,11 +44,13 @@ func deriveKey(p kdfParams, passphrase []byte, keyLen int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: PBKDF %q", ErrUnsupported, p.typ)
 }
 
-// clock measures how long f takes; tests replace it.
-var clock = func(f func()) time.Duration {
+// measureKDF times one derivation with p; tests replace it with a model.
+var measureKDF = func(p kdfParams, keyLen int) time.Duration {
 	start := time.Now()
-	f()
-	return time.Since(start)
+	k, _ := deriveKey(p, []byte("benchmark passphrase"), keyLen)
+	d := time.Since(start)
+	clear(k)
+	return d
 }
 
 // totalMemoryKiB returns the machine's RAM in KiB, or 0 when unknown.
@@ -126,11 +128,11 @@ func (p PBKDF) params(salt []byte, keyLen int) (kdfParams, error) {
 // cryptsetup's benchmark does: time growing runs until one lasts long enough
 // to be measured, then scale.
 func calibratePBKDF2(hashName string, keyLen int, target time.Duration) int {
-	h, _ := hashFunc(hashName)
-	salt := make([]byte, 32)
+	p := kdfParams{typ: "pbkdf2", hash: hashName, salt: make([]byte, 32)}
 	iter := 1000
 	for {
-		d := clock(func() { _, _ = pbkdf2.Key(h, "benchmark", salt, iter, keyLen) })
+		p.iterations = iter
+		d := measureKDF(p, keyLen)
 		if d >= 100*time.Millisecond || iter >= 1<<30 {
 			return max(minPBKDF2Iterations, scale(iter, target, d))
 		}
@@ -148,7 +150,7 @@ func calibratePBKDF2(hashName string, keyLen int, target time.Duration) int {
 func calibrateArgon2(typ string, memKiB, threads, keyLen int, target time.Duration) (timeCost, memory int) {
 	p := kdfParams{typ: typ, time: minArgonTime, memory: memKiB, cpus: threads, salt: make([]byte, 32)}
 	for {
-		d := clock(func() { _, _ = deriveKey(p, []byte("benchmark"), keyLen) })
+		d := measureKDF(p, keyLen)
 		if d <= target {
 			return max(minArgonTime, scale(p.time, target, d)), p.memory
 		}

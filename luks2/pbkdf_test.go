@@ -1,0 +1,124 @@
+package luks2
+
+import (
+	"bytes"
+	"encoding/hex"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// withModel replaces the KDF timer with a cost model for one test.
+func withModel(t *testing.T, model func(p kdfParams) time.Duration) {
+	t.Helper()
+	saved := measureKDF
+	measureKDF = func(p kdfParams, _ int) time.Duration { return model(p) }
+	t.Cleanup(func() { measureKDF = saved })
+}
+
+func TestCalibrateArgon2ScalesTime(t *testing.T) {
+	// A fast machine: 1 ns per KiB per pass.
+	withModel(t, func(p kdfParams) time.Duration { return time.Duration(p.time*p.memory) * time.Nanosecond })
+	tc, mem := calibrateArgon2("argon2id", 1<<20, 4, 64, 2*time.Second)
+	wantT := 1907 // 4 passes * 2 s / 4.19 ms
+	if mem != 1<<20 || tc != wantT {
+		t.Fatalf("calibrated time %d memory %d, want time %d memory %d", tc, mem, wantT, 1<<20)
+	}
+}
+
+func TestCalibrateArgon2ShrinksMemory(t *testing.T) {
+	// A slow machine: 1 µs per KiB per pass; 4 passes over 1 GiB take 4.2 s.
+	withModel(t, func(p kdfParams) time.Duration { return time.Duration(p.time*p.memory) * time.Microsecond })
+	tc, mem := calibrateArgon2("argon2id", 1<<20, 4, 64, 2*time.Second)
+	if tc != minArgonTime || mem >= 1<<20 || mem < 400000 {
+		t.Fatalf("calibrated time %d memory %d, want the minimum time cost and memory near 500000 KiB", tc, mem)
+	}
+	if d := time.Duration(tc*mem) * time.Microsecond; d > 2*time.Second {
+		t.Fatalf("calibrated parameters take %v in the model, over the 2 s target", d)
+	}
+}
+
+func TestCalibrateArgon2Floor(t *testing.T) {
+	// Even the smallest memory is too slow: stay at the minimums.
+	withModel(t, func(p kdfParams) time.Duration { return time.Hour })
+	tc, mem := calibrateArgon2("argon2i", 1<<20, 4, 64, 2*time.Second)
+	if tc != minArgonTime || mem != minArgonMemory {
+		t.Fatalf("got time %d memory %d, want %d and %d", tc, mem, minArgonTime, minArgonMemory)
+	}
+}
+
+func TestCalibratePBKDF2(t *testing.T) {
+	withModel(t, func(p kdfParams) time.Duration { return time.Duration(p.iterations) * time.Microsecond })
+	if got := calibratePBKDF2("sha256", 64, 2*time.Second); got < 1990000 || got > 2010000 {
+		t.Fatalf("calibrated %d iterations, want about 2000000 (1 µs each, 2 s)", got)
+	}
+	if got := calibratePBKDF2("sha256", 64, time.Millisecond); got != minPBKDF2Iterations {
+		t.Fatalf("tiny target: %d iterations, want the minimum %d", got, minPBKDF2Iterations)
+	}
+	if got := digestIterations(PBKDF{Iterations: 7}, "sha256", 64); got != minPBKDF2Iterations {
+		t.Fatalf("forced PBKDF: digest iterations %d, want %d", got, minPBKDF2Iterations)
+	}
+}
+
+func TestPBKDFDefaults(t *testing.T) {
+	p := PBKDF{}.withDefaults()
+	if p.Type != "argon2id" || p.IterTime != 2*time.Second || p.Hash != "sha256" {
+		t.Fatalf("defaults %+v", p)
+	}
+	if p.Parallel != min(4, runtime.NumCPU()) {
+		t.Fatalf("parallel %d, want min(4, CPUs)", p.Parallel)
+	}
+	if p.MemoryKiB > 1<<20 || (totalMemoryKiB() > 0 && p.MemoryKiB > totalMemoryKiB()/2) {
+		t.Fatalf("memory %d KiB exceeds 1 GiB or half the RAM", p.MemoryKiB)
+	}
+}
+
+// TestRealCalibrationTinyTarget runs the real timer with a tiny target.
+func TestRealCalibrationTinyTarget(t *testing.T) {
+	kp, err := PBKDF{Type: "argon2id", MemoryKiB: 64, Parallel: 1, IterTime: 20 * time.Millisecond}.params(make([]byte, 32), 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kp.time < minArgonTime || kp.memory > 64 || kp.memory < minArgonMemory || kp.cpus != 1 {
+		t.Fatalf("calibrated %+v", kp)
+	}
+}
+
+// Published test vectors: RFC 9106 is for Argon2 with secret/ad; the
+// derivations here are checked against cryptsetup instead (interop tests).
+// PBKDF2-HMAC-SHA1 from RFC 6070.
+func TestPBKDF2Vector(t *testing.T) {
+	got, err := deriveKey(kdfParams{typ: "pbkdf2", hash: "sha1", iterations: 4096, salt: []byte("salt")}, []byte("password"), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := hex.DecodeString("4b007901b765489abead49d926f721d065a429c1")
+	if !bytes.Equal(got, want) {
+		t.Fatalf("PBKDF2-SHA1 = %x", got)
+	}
+}
+
+func TestAFRoundTrip(t *testing.T) {
+	for _, hashName := range []string{"sha1", "sha256", "sha512", "ripemd160"} {
+		h, err := hashFunc(hashName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := []byte("0123456789abcdef0123456789abcdef0123456789ab") // 44: not a digest multiple
+		buf := make([]byte, afSize(len(key), 4000))
+		if err := afSplit(buf, key, 4000, h); err != nil {
+			t.Fatal(err)
+		}
+		got, err := afMerge(buf, len(key), 4000, h)
+		if err != nil || !bytes.Equal(got, key) {
+			t.Fatalf("%s: merge = %q, %v", hashName, got, err)
+		}
+		buf[100] ^= 1
+		if got, _ := afMerge(buf, len(key), 4000, h); bytes.Equal(got, key) {
+			t.Fatalf("%s: a damaged stripe still merges to the key", hashName)
+		}
+	}
+	if _, err := afMerge(make([]byte, 10), 64, 4000, nil); err == nil {
+		t.Fatal("merge of short material accepted")
+	}
+}
