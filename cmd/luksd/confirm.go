@@ -15,14 +15,14 @@ func stdinIsTerminal() bool {
 }
 
 // confirm is cryptsetup's yes dialog: on a terminal, unless --batch-mode,
-// it prints msg and "Are you sure? (Type 'yes' in capital letters): " on
-// standard output and accepts only "YES". Without a terminal it does not ask
+// it prints a WARNING! banner, msg and "Are you sure? (Type 'yes' in
+// capital letters): " on standard output and accepts only "YES". Without a terminal it does not ask
 // (cryptsetup's behaviour, which scripts rely on).
 func confirm(c *cli.Context, msg string) bool {
 	if c.Bool("batch-mode") || !stdinIsTerminal() {
 		return true
 	}
-	fmt.Printf("%s\n\nAre you sure? (Type 'yes' in capital letters): ", msg)
+	fmt.Printf("\nWARNING!\n========\n%s\n\nAre you sure? (Type 'yes' in capital letters): ", msg)
 	return readLine(os.Stdin) == "YES"
 }
 
@@ -46,7 +46,8 @@ func readLine(f *os.File) string {
 	return string(line)
 }
 
-// errAborted is what a declined dialog returns, with cryptsetup's text.
-func errAborted(what string) error {
-	return exitf(exitParams, "%s", what)
+// errAborted is what a declined dialog returns, with cryptsetup's exit
+// code and text (which differ between verbs; "" prints nothing).
+func errAborted(code int, what string) error {
+	return exitf(code, "%s", what)
 }

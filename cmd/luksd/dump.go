@@ -88,10 +88,10 @@ func luksDump(c *cli.Context) error {
 		return err
 	}
 	f.Close()
-	if !confirm(c, "Header dump with volume key is sensitive information\n"+
+	if !confirm(c, "The header dump with volume key is sensitive information\n"+
 		"that allows access to encrypted partition without a passphrase.\n"+
 		"This dump should be stored encrypted in a safe place.") {
-		return errAborted("Operation aborted.\n")
+		return errAborted(exitPermission, "")
 	}
 	v, err := unlockVolume(c, dev, true)
 	if err != nil {
@@ -188,7 +188,7 @@ func luksUUID(c *cli.Context) error {
 	}
 	defer f.Close()
 	if !confirm(c, "Do you really want to change UUID of device?") {
-		return errAborted("Operation aborted.\n")
+		return errAborted(exitPermission, "Operation aborted.")
 	}
 	if err := h.SetUUID(f, uuid); err != nil {
 		return headerError(headerPath(c, dev), err)

@@ -192,10 +192,10 @@ func luksFormat(c *cli.Context) error {
 	defer f.Close()
 
 	if luks2.IsLUKS(f) && stdinIsTerminal() && !c.Bool("batch-mode") {
-		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n\n", hp)
+		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hp)
 	}
-	if !confirm(c, fmt.Sprintf("WARNING!\n========\nThis will overwrite data on %s irrevocably.", hp)) {
-		return errAborted("Operation aborted.\n")
+	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hp)) {
+		return errAborted(exitParams, "Operation aborted.")
 	}
 
 	var vk *keyring.Secret

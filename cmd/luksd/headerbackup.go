@@ -104,12 +104,20 @@ func luksHeaderRestore(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
-	msg := fmt.Sprintf("Device %s does not contain LUKS header. Replacing header can destroy data on that device.", hp)
+	// cryptsetup names the LUKS version: the device's, else the backup's.
+	version := 2
+	if bh, err := luks2.Read(b, bsize); err == nil {
+		version = bh.Version()
+	}
+	msg := fmt.Sprintf("Device %s does not contain LUKS%d header. Replacing header can destroy data on that device.", hp, version)
 	if luks2.IsLUKS(f) {
-		msg = fmt.Sprintf("Device %s already contains LUKS header. Replacing header will destroy existing keyslots.", hp)
+		if h, err := luks2.Read(f, size); err == nil {
+			version = h.Version()
+		}
+		msg = fmt.Sprintf("Device %s already contains LUKS%d header. Replacing header will destroy existing keyslots.", hp, version)
 	}
 	if !confirm(c, msg) {
-		return errAborted("Operation aborted.\n")
+		return errAborted(exitParams, "")
 	}
 	if err := luks2.Restore(f, size, b, bsize); err != nil {
 		return headerError(hp, err)

@@ -442,3 +442,20 @@ func TestInteropCipherAuto(t *testing.T) {
 		t.Fatalf("--cipher auto chose neither AES-XTS nor Adiantum:\n%s", dump)
 	}
 }
+
+func TestInteropKillSlotBatchWithoutInput(t *testing.T) {
+	w := newWorkspace(t)
+	img, k0, k1 := w.image("vol.img"), w.key("k0", "zero"), w.key("k1", "one")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, k0}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	w.cs(nil, append([]string{"luksAddKey", "-q", "-d", k0, img, k1}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	// Like cryptsetup: -q with empty standard input kills without asking.
+	w.luksd([]byte{}, "luksKillSlot", "-q", img, "0").ok(t)
+	if w.opens(img, k0) || !w.opens(img, k1) {
+		t.Fatal("luksKillSlot -q did not wipe keyslot 0 alone")
+	}
+	// A wrong passphrase on standard input is still refused.
+	w.luksd([]byte("nope\n"), "luksKillSlot", "-q", img, "1").expect(t, 2, "No key available with this passphrase.")
+	if !w.opens(img, k1) {
+		t.Fatal("a refused luksKillSlot wiped the keyslot")
+	}
+}

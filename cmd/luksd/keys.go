@@ -169,8 +169,8 @@ func luksRemoveKey(c *cli.Context) error {
 		fmt.Printf("Key slot %d selected for deletion.\n", slot)
 	}
 	if len(h.ActiveKeyslots()) == 1 && src.Interactive() && !confirm(c,
-		"WARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.") {
-		return errAborted("Operation aborted, the keyslot was NOT wiped.\n")
+		"This is the last keyslot. Device will become unusable after purging this key.") {
+		return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
 	}
 	if err := h.KillSlot(f, slot); err != nil {
 		return headerError(headerPath(c, dev), err)
@@ -268,8 +268,8 @@ func luksKillSlot(c *cli.Context) error {
 	if !c.Bool("batch-mode") || c.IsSet("key-file") || !stdinIsTerminal() {
 		last := len(h.ActiveKeyslots()) == 1
 		if last && !c.IsSet("key-file") && !confirm(c,
-			"WARNING!\n========\nThis is the last keyslot. Device will become unusable after purging this key.") {
-			return errAborted("Operation aborted, the keyslot was NOT wiped.\n")
+			"This is the last keyslot. Device will become unusable after purging this key.") {
+			return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
 		}
 		err := verifyRemaining(c, h, f, src, slot, last)
 		// Empty standard input: cryptsetup goes ahead without a passphrase.

@@ -124,7 +124,7 @@ func TestTTYFormatPromptsWithoutEcho(t *testing.T) {
 	w := newWorkspace(t)
 	img := w.image("vol.img")
 	s := startOnTTY(t, append([]string{"luksFormat", img}, cheapPBKDF("pbkdf2")...)...)
-	s.answer("WARNING!\r\n========\r\nThis will overwrite data on "+img+" irrevocably.\r\n\r\n"+sureSuffix, 1, "YES")
+	s.answer("\r\nWARNING!\r\n========\r\nThis will overwrite data on "+img+" irrevocably.\r\n\r\n"+sureSuffix, 1, "YES")
 	s.answer("Enter passphrase for "+img+": ", 1, "typed at a tty")
 	s.answer("Verify passphrase: ", 1, "typed at a tty")
 	code, screen := s.wait()
@@ -198,5 +198,38 @@ func TestTTYAddKeyPrompts(t *testing.T) {
 	}
 	if !w.opens(img, w.key("new", "new one")) {
 		t.Fatal("cryptsetup does not accept the added passphrase")
+	}
+}
+
+func TestTTYDialogsDeclined(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	backup := w.path("hdr")
+	w.cs(nil, "luksHeaderBackup", img, "--header-backup-file", backup).ok(t)
+	before, _ := os.ReadFile(img)
+	for _, c := range []struct {
+		args    []string
+		warning string
+		code    int
+		message string
+	}{
+		{[]string{"luksKillSlot", img, "0"}, "This is the last keyslot. Device will become unusable after purging this key.", 2, "Operation aborted, the keyslot was NOT wiped."},
+		{[]string{"luksUUID", img, "--uuid", "12345678-9abc-def0-1234-56789abcdef0"}, "Do you really want to change UUID of device?", 2, "Operation aborted."},
+		{[]string{"luksHeaderRestore", img, "--header-backup-file", backup}, "Device " + img + " already contains LUKS2 header. Replacing header will destroy existing keyslots.", 1, ""},
+		{[]string{"luksDump", "--dump-volume-key", img}, "The header dump with volume key is sensitive information\r\nthat allows access", 2, ""},
+	} {
+		s := startOnTTY(t, c.args...)
+		s.answer("\r\nWARNING!\r\n========\r\n"+c.warning, 1, "no")
+		code, screen := s.wait()
+		if code != c.code || !strings.Contains(screen, sureSuffix) || !strings.Contains(screen, c.message) {
+			t.Errorf("%v declined: exit %d, want %d and %q:\n%s", c.args[0], code, c.code, c.message, screen)
+		}
+		if strings.Contains(screen, "Enter") {
+			t.Errorf("%v asked for a passphrase after the dialog was declined:\n%s", c.args[0], screen)
+		}
+	}
+	if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
+		t.Fatal("a declined dialog changed the image")
 	}
 }
