@@ -52,15 +52,6 @@ func readVectors(t *testing.T, name string) []adiantumVector {
 	return vs
 }
 
-func mustHex(s string) []byte {
-	s = strings.NewReplacer(" ", "", "\n", "", "\t", "").Replace(s)
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
 // checkVector encrypts and decrypts v both in place and out of place.
 func checkVector(t *testing.T, name string, rounds int, v adiantumVector) {
 	t.Helper()
@@ -214,4 +205,57 @@ func TestNHPoly1305Vectors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestKernelXChaChaVectors checks Linux's xchacha12 and xchacha20 self-test
+// vectors, whose IV carries a starting block counter.
+func TestKernelXChaChaVectors(t *testing.T) {
+	vs := readFields(t, "testdata/xchacha_kernel.txt")
+	forEachPath(t, func(t *testing.T) {
+		for i, f := range vs {
+			rounds, _ := strconv.Atoi(f[0])
+			c := streamOnly(unhex(t, f[1]), rounds)
+			iv := unhex(t, f[2])
+			var nonce [24]byte
+			copy(nonce[:], iv)
+			pt, ct := unhex(t, f[3]), unhex(t, f[4])
+			got := make([]byte, len(pt))
+			c.xorKeyStreamAt(got, pt, &nonce, binary.LittleEndian.Uint64(iv[24:]))
+			if !bytes.Equal(got, ct) {
+				t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, rounds, len(pt), got, ct)
+			}
+		}
+	})
+}
+
+// kernelAdiantumKeys are the keys (first 8 bytes) and lengths of Linux's
+// adiantum_xchacha12_aes_tv_template and adiantum_xchacha20_aes_tv_template
+// in crypto/testmgr.h, which the kernel took from the authors' published
+// vectors. They are checked by TestAuthorsVectors; this test proves the
+// data files carry every one of them.
+var kernelAdiantumKeys = []struct {
+	key string
+	n   int
+}{
+	{"9eebb2493c1cf5f4", 16}, {"362b5797f85dcd99", 31}, {"a52824341a3cd8f7", 128},
+	{"d381721823ff6f4a", 512}, {"ebe5113a72eb10be", 1536}, {"60d536b08e5d0e5f", 4096},
+}
+
+func TestKernelAdiantumVectors(t *testing.T) {
+	for _, rounds := range []int{12, 20} {
+		name := "testdata/adiantum_xchacha" + strconv.Itoa(rounds) + "_aes.txt"
+		vs := readVectors(t, name)
+		for _, k := range kernelAdiantumKeys {
+			found := false
+			for _, v := range vs {
+				if hex.EncodeToString(v.key[:8]) == k.key && len(v.plaintext) == k.n {
+					found = true
+					checkVector(t, name, rounds, v)
+				}
+			}
+			if !found {
+				t.Errorf("%s: kernel vector %s (%d bytes) missing", name, k.key, k.n)
+			}
+		}
+	}
 }

@@ -18,6 +18,11 @@ const (
 
 // xorKeyStream sets dst to src XOR the XChaCha keystream for nonce.
 func (c *Cipher) xorKeyStream(dst, src []byte, nonce *[24]byte) {
+	c.xorKeyStreamAt(dst, src, nonce, 0)
+}
+
+// xorKeyStreamAt is xorKeyStream starting at block counter.
+func (c *Cipher) xorKeyStreamAt(dst, src []byte, nonce *[24]byte, counter uint64) {
 	var s [16]uint32
 	s[0], s[1], s[2], s[3] = sigma0, sigma1, sigma2, sigma3
 	copy(s[4:12], c.streamKey[:])
@@ -26,7 +31,7 @@ func (c *Cipher) xorKeyStream(dst, src []byte, nonce *[24]byte) {
 	}
 	hchacha(&s, c.rounds)
 	// s[4:12] now holds the subkey; the rest of s becomes the ChaCha state.
-	s[12], s[13] = 0, 0
+	s[12], s[13] = uint32(counter), uint32(counter>>32)
 	s[14] = binary.LittleEndian.Uint32(nonce[16:])
 	s[15] = binary.LittleEndian.Uint32(nonce[20:])
 	chachaXOR(&s, dst, src, c.rounds)
