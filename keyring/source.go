@@ -67,67 +67,88 @@ func (s Source) Passphrase(prompt string, verify bool) (*Secret, error) {
 	if s.Interactive() {
 		return s.fromTerminal(prompt, verify)
 	}
-	if s.fromStdin() && s.KeyFile == "" {
+	if s.KeyFile == "" {
 		// Piped passphrase without --key-file: one line, newline dropped.
-		return readLimited(s.stdin(), 0, MaxKeyFileSize, true)
+		return s.read(s.stdin(), true)
 	}
 	if s.KeyFile == "-" {
-		return s.readKeyFile(s.stdin())
+		return s.read(s.stdin(), false)
 	}
 	f, err := os.Open(s.KeyFile)
 	if err != nil {
 		return nil, errors.New("Failed to open key file.")
 	}
 	defer f.Close()
-	return s.readKeyFile(f)
+	return s.read(f, false)
 }
 
-// readKeyFile applies --keyfile-offset and --keyfile-size to r.
-func (s Source) readKeyFile(f *os.File) (*Secret, error) {
+var (
+	errSeek  = errors.New("Cannot seek to requested keyfile offset.")
+	errShort = errors.New("Cannot read requested amount of data.")
+)
+
+// read applies --keyfile-offset and --keyfile-size to f, as cryptsetup's
+// keyfile reader does: line stops at a newline (piped passphrases); an
+// empty read is an empty passphrase from a regular file, but "Nothing to
+// read on input." from a pipe.
+func (s Source) read(f *os.File, line bool) (*Secret, error) {
 	if s.Offset < 0 || s.Size < 0 {
 		return nil, errors.New("Negative keyfile offset or size.")
 	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("Error reading passphrase: %v", err)
+	}
+	regular := fi.Mode().IsRegular()
 	if s.Offset > 0 {
-		if _, err := f.Seek(s.Offset, io.SeekStart); err != nil {
-			// Pipes cannot seek: read and discard instead.
-			if _, err := io.CopyN(io.Discard, f, s.Offset); err != nil {
-				return nil, errors.New("Cannot seek to requested keyfile offset.")
+		if regular {
+			if s.Offset > fi.Size() {
+				return nil, errSeek
 			}
+			if _, err := f.Seek(s.Offset, io.SeekCurrent); err != nil {
+				return nil, errSeek
+			}
+		} else if n, _ := io.CopyN(io.Discard, f, s.Offset); n != s.Offset {
+			return nil, errSeek
 		}
 	}
-	if s.Size > 0 {
-		k, err := readLimited(f, s.Size, s.Size, false)
-		if err != nil {
-			return nil, err
-		}
-		if int64(k.Len()) != s.Size {
-			k.Wipe()
-			return nil, errors.New("Cannot read requested amount of data.")
-		}
-		return k, nil
+	exact, limit := s.Size, int64(MaxKeyFileSize)
+	if exact > 0 {
+		limit = exact
 	}
-	return readLimited(f, 0, MaxKeyFileSize, false)
+	k, newline, err := readLimited(f, exact, limit, line)
+	if err != nil {
+		return nil, err
+	}
+	if exact > 0 && int64(k.Len()) != exact {
+		k.Wipe()
+		return nil, errShort
+	}
+	if k.Len() == 0 && !newline && !regular {
+		k.Wipe()
+		return nil, ErrNoInput
+	}
+	return k, nil
 }
 
-// readLimited reads r into a Secret: up to limit bytes when exact > 0
-// (the caller checks the count), else to end of input (or the first
-// newline when line is set), failing when more than limit bytes remain.
-func readLimited(r io.Reader, exact, limit int64, line bool) (*Secret, error) {
+// readLimited reads r into a Secret: exactly exact bytes when exact > 0
+// (fewer at end of input; the caller checks), else to end of input,
+// failing when more than limit bytes come. With line, reading stops at a
+// newline, which is dropped and reported.
+func readLimited(r io.Reader, exact, limit int64, line bool) (k *Secret, newline bool, err error) {
 	capacity := 4096
 	if exact > 0 {
 		capacity = int(exact)
 	}
-	k, err := NewSecret(capacity)
-	if err != nil {
-		return nil, err
+	if k, err = NewSecret(capacity); err != nil {
+		return nil, false, err
 	}
 	n := 0
 	buf := k.mem
-	newline := false
 	for exact == 0 || int64(n) < exact {
 		if n == len(buf) {
 			if k, err = k.grow(2 * n); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			buf = k.mem
 		}
@@ -150,22 +171,18 @@ func readLimited(r io.Reader, exact, limit int64, line bool) (*Secret, error) {
 		n += m
 		if exact == 0 && int64(n) > limit {
 			k.Wipe()
-			return nil, errors.New("Maximum keyfile size exceeded.")
+			return nil, false, errors.New("Maximum keyfile size exceeded.")
 		}
 		if rerr == io.EOF {
 			break
 		}
 		if rerr != nil {
 			k.Wipe()
-			return nil, fmt.Errorf("Error reading passphrase: %v", rerr)
+			return nil, false, fmt.Errorf("Error reading passphrase: %v", rerr)
 		}
 	}
 	k.truncate(n)
-	if n == 0 && !newline {
-		k.Wipe()
-		return nil, ErrNoInput
-	}
-	return k, nil
+	return k, newline, nil
 }
 
 func isTerminal(f *os.File) bool {
@@ -232,7 +249,11 @@ func readNoEcho(tty *os.File, out io.Writer, prompt string) (*Secret, error) {
 		case <-done:
 		}
 	}()
-	k, rerr := readLimited(tty, 0, MaxKeyFileSize, true)
+	k, newline, rerr := readLimited(tty, 0, MaxKeyFileSize, true)
+	if rerr == nil && k.Len() == 0 && !newline {
+		k.Wipe()
+		rerr = ErrNoInput // end of input (^D) at the prompt
+	}
 	close(done)
 	signal.Stop(sigs)
 	_ = unix.IoctlSetTermios(fd, unix.TCSETS, orig)

@@ -79,9 +79,14 @@ func TestKeyFileLimits(t *testing.T) {
 	if got := mustPass(t, Source{KeyFile: writeFile(t, big), Size: int64(len(big))}); len(got) != len(big) {
 		t.Fatalf("--keyfile-size 8 MiB+1: got %d bytes", len(got))
 	}
-	_, err = Source{KeyFile: writeFile(t, nil)}.Passphrase("", false)
+	// An empty regular file is an empty passphrase (cryptsetup then says
+	// the passphrase is wrong); an empty pipe is "Nothing to read on input."
+	if got := mustPass(t, Source{KeyFile: writeFile(t, nil)}); len(got) != 0 {
+		t.Fatalf("empty key file: got %q", got)
+	}
+	_, err = Source{KeyFile: "-", Stdin: pipeWith(t, nil)}.Passphrase("", false)
 	if !errors.Is(err, ErrNoInput) {
-		t.Fatalf("empty key file: err = %v", err)
+		t.Fatalf("empty pipe: err = %v", err)
 	}
 	_, err = Source{KeyFile: filepath.Join(t.TempDir(), "absent")}.Passphrase("", false)
 	if err == nil || err.Error() != "Failed to open key file." {
@@ -133,5 +138,36 @@ func TestLongPipedPassphraseGrows(t *testing.T) {
 	got := mustPass(t, Source{Stdin: pipeWith(t, append(long, '\n'))})
 	if !bytes.Equal(got, long) {
 		t.Fatalf("got %d bytes, want %d", len(got), len(long))
+	}
+}
+
+func TestOffsetsAndSizesLikeCryptsetup(t *testing.T) {
+	p := writeFile(t, []byte("xxpwyy"))
+	for _, c := range []struct {
+		name string
+		src  Source
+		want string // passphrase, or error text
+	}{
+		{"file offset to the end", Source{KeyFile: p, Offset: 6}, ""},
+		{"file offset past the end", Source{KeyFile: p, Offset: 7}, "Cannot seek to requested keyfile offset."},
+		{"pipe offset to the end", Source{KeyFile: "-", Offset: 6, Stdin: pipeWith(t, []byte("xxpwyy"))}, "Nothing to read on input."},
+		{"pipe offset past the end", Source{KeyFile: "-", Offset: 10, Stdin: pipeWith(t, []byte("xxpwyy"))}, "Cannot seek to requested keyfile offset."},
+		{"line with size", Source{Size: 2, Stdin: pipeWith(t, []byte("pwx\n"))}, "pw"},
+		{"line shorter than size", Source{Size: 3, Stdin: pipeWith(t, []byte("pw\n"))}, "Cannot read requested amount of data."},
+		{"line with offset", Source{Offset: 1, Stdin: pipeWith(t, []byte("xpw\n"))}, "pw"},
+		{"line offset eats the newline", Source{Offset: 3, Stdin: pipeWith(t, []byte("xx\n"))}, "Nothing to read on input."},
+		{"empty line", Source{Stdin: pipeWith(t, []byte("\n"))}, ""},
+	} {
+		k, err := c.src.Passphrase("", false)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = string(k.Bytes())
+			k.Wipe()
+		}
+		if got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
 	}
 }

@@ -93,7 +93,8 @@ func luksDump(c *cli.Context) error {
 		"This dump should be stored encrypted in a safe place.") {
 		return errAborted(exitPermission, "")
 	}
-	v, err := unlockVolume(c, dev, true)
+	// cryptsetup's luksDump tries every keyslot whatever --key-slot says.
+	v, err := unlockVolumeSlot(c, dev, true, -1)
 	if err != nil {
 		return err
 	}

@@ -151,6 +151,9 @@ func luksRemoveKey(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.IsSet("key-slot") {
+		return exitf(exitParams, "Option --key-slot is not allowed with luksRemoveKey action.")
+	}
 	h, f, err := readHeader(c, dev, true)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
@@ -141,6 +142,9 @@ func headerError(path string, err error) error {
 // (retry: up to --tries times on a terminal, as open does). It returns the
 // volume key and the slot.
 func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.Source, prompt string, slot int, retry bool) (*keyring.Secret, int, error) {
+	if slot >= 0 && !slices.Contains(h.ActiveKeyslots(), slot) {
+		return nil, 0, exitf(exitParams, "No usable keyslot is available.")
+	}
 	tries := 1
 	if retry && src.Interactive() && c.Int("tries") > 1 {
 		tries = c.Int("tries")
@@ -175,6 +179,12 @@ func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.So
 // (--key-slot restricts which). readOnly: the caller will not write the
 // data device, so its existence is checked read-only.
 func unlockVolume(c *cli.Context, path string, readOnly bool) (*volume, error) {
+	return unlockVolumeSlot(c, path, readOnly, c.Int("key-slot"))
+}
+
+// unlockVolumeSlot is unlockVolume with the keyslot restriction given
+// (-1: any), for verbs where cryptsetup ignores --key-slot.
+func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int) (*volume, error) {
 	if path == "" {
 		return nil, exitf(exitParams, "Command requires device as argument.")
 	}
@@ -194,7 +204,7 @@ func unlockVolume(c *cli.Context, path string, readOnly bool) (*volume, error) {
 	if err != nil {
 		return nil, withCode(exitParams, err)
 	}
-	key, slot, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), c.Int("key-slot"), true)
+	key, slot, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), slot, true)
 	if err != nil {
 		return nil, err
 	}
