@@ -1,63 +1,60 @@
 package main
 
 import (
-	"crypto/pbkdf2"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
 	"fmt"
-	"hash"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // LUKS1 volumes still use it
+
+	"github.com/luksd/luksd/luks2"
 )
 
-// pbkdf2Hashes are the rows of the PBKDF2 part, in cryptsetup's order.
-var pbkdf2Hashes = []struct {
-	name string
-	h    func() hash.Hash
-}{
-	{"sha1", sha1.New},
-	{"sha256", sha256.New},
-	{"sha512", sha512.New},
-	{"ripemd160", ripemd160.New},
-	{"whirlpool", nil},
-}
+// benchHashes are the PBKDF2 rows, in cryptsetup's order.
+var benchHashes = []string{"sha1", "sha256", "sha512", "ripemd160", "whirlpool"}
 
-// benchPBKDFs prints cryptsetup benchmark's PBKDF lines (all of them, or the
-// one --pbkdf/--hash selects).
+// benchPBKDFs prints cryptsetup benchmark's PBKDF lines: all of them, or the
+// one --pbkdf / --hash selects.
 func benchPBKDFs(c *cli.Context, keyBits int) error {
 	kind := c.String("pbkdf")
 	if kind == "" && c.IsSet("hash") {
 		kind = "pbkdf2"
 	}
+	switch kind {
+	case "", "pbkdf2", "argon2i", "argon2id":
+	default:
+		return exitf(exitParams, "Unknown PBKDF type %s.", kind)
+	}
 	if kind == "" || kind == "pbkdf2" {
-		for _, h := range pbkdf2Hashes {
-			if want := c.String("hash"); want != "" && want != h.name {
+		hashes := benchHashes
+		if c.IsSet("hash") {
+			hashes = []string{c.String("hash")}
+		}
+		for _, h := range hashes {
+			// Calibrating to one second gives iterations per second.
+			p, err := luks2.Calibrate(luks2.PBKDF{Type: "pbkdf2", Hash: h, IterTime: time.Second}, keyBits/8)
+			if err != nil {
+				fmt.Printf("PBKDF2-%-9s     N/A\n", h)
 				continue
 			}
-			if h.h == nil {
-				fmt.Printf("PBKDF2-%-9s     N/A\n", h.name)
-				continue
-			}
-			fmt.Printf("PBKDF2-%-9s %7d iterations per second for %d-bit key\n", h.name, pbkdf2PerSecond(h.h, keyBits/8), keyBits)
+			fmt.Printf("PBKDF2-%-9s %7d iterations per second for %d-bit key\n", h, p.Iterations, keyBits)
 		}
 	}
-	if kind != "pbkdf2" {
-		return benchArgon2(c, kind, keyBits)
+	for _, typ := range []string{"argon2i", "argon2id"} {
+		if kind != "" && kind != typ {
+			continue
+		}
+		p, err := luks2.Calibrate(luks2.PBKDF{
+			Type:      typ,
+			IterTime:  time.Duration(c.Int("iter-time")) * time.Millisecond,
+			MemoryKiB: c.Int("pbkdf-memory"),
+			Parallel:  c.Int("pbkdf-parallel"),
+		}, keyBits/8)
+		if err != nil {
+			fmt.Printf("%-10s N/A\n", typ)
+			continue
+		}
+		fmt.Printf("%-10s %4d iterations, %5d memory, %1d parallel threads (CPUs) for %d-bit key (requested %d ms time)\n",
+			typ, p.Iterations, p.MemoryKiB, p.Parallel, keyBits, p.IterTime.Milliseconds())
 	}
 	return nil
-}
-
-// pbkdf2PerSecond measures PBKDF2 iterations per second for a keyLen-byte key,
-// growing the iteration count until one run takes at least 250 ms.
-func pbkdf2PerSecond(h func() hash.Hash, keyLen int) int {
-	for iter := 1000; ; iter *= 2 {
-		start := time.Now()
-		pbkdf2.Key(h, "foo", []byte("0123456789abcdef"), iter, keyLen)
-		if d := time.Since(start); d >= 250*time.Millisecond || iter >= 1<<30 {
-			return int(float64(iter) / d.Seconds())
-		}
-	}
 }
