@@ -24,8 +24,8 @@ func openKeyslot(dev io.ReaderAt, k *keyslot, passphrase []byte) ([]byte, error)
 		return nil, err
 	}
 	n := afSize(k.keySize, k.stripes)
-	if uint64(n) > k.areaSize {
-		return nil, fmt.Errorf("keyslot %d area is too small", k.id)
+	if uint64(n) > k.areaSize || n > maxKeyslotsSize {
+		return nil, fmt.Errorf("keyslot %d area is too small for its stripes", k.id)
 	}
 	key, err := deriveKey(k.kdf, passphrase, k.areaKeySize)
 	if err != nil {
