@@ -99,7 +99,7 @@ func TestCLIErrorsAndExitCodes(t *testing.T) {
 		t.Fatalf("bad flag printed %q on stdout", r.stdout)
 	}
 	luksd(t, nil, "luksDump", "--key-slot", "x", plain).expect(t, 1, "key-slot")
-	luksd(t, nil, "luksDump").expect(t, 1, "Command requires device as argument.")
+	luksd(t, nil, "luksDump").expect(t, 1, "luksDump: requires <device> as arguments")
 	luksd(t, nil, "luksDump", plain, "extra").expect(t, 1, "Unknown argument extra.")
 	luksd(t, nil, "luksFormat", "-q", "--type", "luks1", "-d", key, plain).expect(t, 1, "LUKS2")
 	luksd(t, nil, "luksFormat", "-q", "--pbkdf", "scrypt", "-d", key, plain).expect(t, 1, "Unknown PBKDF type scrypt.")

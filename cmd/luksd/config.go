@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,6 +32,16 @@ func config(c *cli.Context) error {
 	if c.IsSet("subsystem") {
 		s := c.String("subsystem")
 		subsystem = &s
+	}
+	hp := headerPath(c, dev)
+	d, _, err := openDevice(hp, false)
+	if err != nil {
+		return err
+	}
+	isLUKS := luks2.IsLUKS(d)
+	d.Close()
+	if !isLUKS {
+		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
 	}
 	h, f, err := readHeader(c, dev, true)
 	if err != nil {

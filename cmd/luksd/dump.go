@@ -49,10 +49,15 @@ func init() {
 	)
 }
 
+// requiresArgs is cryptsetup's error for missing positional arguments.
+func requiresArgs(c *cli.Context, args string) error {
+	return exitf(exitParams, "%s: requires %s as arguments", c.Command.Name, args)
+}
+
 // oneDevice returns the verb's only positional argument.
 func oneDevice(c *cli.Context) (string, error) {
 	if c.NArg() < 1 || c.Args().First() == "" {
-		return "", exitf(exitParams, "Command requires device as argument.")
+		return "", requiresArgs(c, "<device>")
 	}
 	if c.NArg() > 1 {
 		return "", exitf(exitParams, "Unknown argument %s.", c.Args().Get(1))

@@ -160,7 +160,7 @@ func readVolumeKeyFile(path string, n int) (*keyring.Secret, error) {
 func luksFormat(c *cli.Context) error {
 	dev := c.Args().Get(0)
 	if dev == "" {
-		return exitf(exitParams, "Command requires device and key file or passphrase as argument.")
+		return requiresArgs(c, "<device>")
 	}
 	if c.NArg() > 2 {
 		return exitf(exitParams, "Unknown argument %s.", c.Args().Get(2))

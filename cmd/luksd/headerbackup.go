@@ -92,7 +92,7 @@ func luksHeaderRestore(c *cli.Context) error {
 	}
 	b, bsize, err := openDevice(path, false)
 	if err != nil {
-		return exitf(exitDevice, "Cannot open header backup file %s.", path)
+		return exitf(exitParams, "Header backup file does not contain compatible LUKS header.")
 	}
 	defer b.Close()
 	if !luks2.IsLUKS(b) {

@@ -544,3 +544,56 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
+
+// TestInteropErrorsLikeCryptsetup runs failing commands through both tools
+// and expects the same exit code, and cryptsetup's text where it has one.
+func TestInteropErrorsLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	img, key, bad := w.image("vol.img"), w.key("key", "pw"), w.key("bad", "nope")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	plain := zeroFile(t, w.dir, "plain.img", 1<<20)
+	missing := w.path("missing")
+	exists := w.key("exists", "x")
+	before, _ := os.ReadFile(img)
+	for _, args := range [][]string{
+		{"luksDump", missing},
+		{"luksDump", plain},
+		{"luksDump"},
+		{"isLuks", plain},
+		{"isLuks", "-v", plain},
+		{"isLuks", missing},
+		{"luksUUID", plain},
+		{"luksUUID", "--uuid", "bad-uuid", img},
+		{"luksKillSlot", "-q", img, "3"},
+		{"luksKillSlot", "-q", img, "40"},
+		{"luksKillSlot", "-q", img},
+		{"luksKillSlot", "-d", bad, img, "0"},
+		{"luksHeaderBackup", img},
+		{"luksHeaderBackup", plain, "--header-backup-file", w.path("new")},
+		{"luksHeaderBackup", img, "--header-backup-file", exists},
+		{"luksHeaderRestore", "-q", img, "--header-backup-file", exists},
+		{"luksHeaderRestore", "-q", img, "--header-backup-file", missing},
+		{"luksAddKey", "-d", bad, img, key},
+		{"luksAddKey", "-d", key, img, missing},
+		{"luksAddKey", "-d", missing, img, key},
+		{"luksChangeKey", "-d", bad, img, key},
+		{"luksRemoveKey", "-d", bad, img},
+		{"luksFormat", "-q", plain, missing},
+		{"luksFormat", "-q", missing, key},
+		{"luksFormat", "-q", "--cipher", "aes-xts-plain64", "--key-size", "100", plain, key},
+		{"config", "--label", "x", plain},
+		{"luksDump", "--dump-volume-key", "-q", "-d", bad, img},
+	} {
+		want := w.cs(nil, args...)
+		got := w.luksd(nil, args...)
+		if want.code == 0 {
+			t.Fatalf("%v: cryptsetup succeeded; not an error case", args)
+		}
+		if got.code != want.code || want.stderr != "" && !strings.HasSuffix(lastLine(want.stderr), lastLine(got.stderr)) {
+			t.Errorf("%v:\n  luksd      exit %d %q\n  cryptsetup exit %d %q", args[0], got.code, lastLine(got.stderr), want.code, lastLine(want.stderr))
+		}
+	}
+	if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
+		t.Fatal("a failed command changed the image")
+	}
+}

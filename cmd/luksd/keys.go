@@ -57,7 +57,7 @@ func init() {
 func keyDevice(c *cli.Context, second string) (dev, arg string, err error) {
 	dev = c.Args().Get(0)
 	if dev == "" {
-		return "", "", exitf(exitParams, "Command requires device as argument.")
+		return "", "", requiresArgs(c, "<device>")
 	}
 	if c.NArg() > 2 {
 		return "", "", exitf(exitParams, "Unknown argument %s.", c.Args().Get(2))
@@ -247,7 +247,7 @@ func luksKillSlot(c *cli.Context) error {
 		return err
 	}
 	if arg == "" {
-		return exitf(exitParams, "Command requires device and keyslot number as argument.")
+		return requiresArgs(c, "<device> <key slot>")
 	}
 	slot, err := strconv.Atoi(arg)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 func testPassphrase(c *cli.Context) error {
 	dev := c.Args().First()
 	if dev == "" {
-		return exitf(exitParams, "Command requires device as argument.")
+		return requiresArgs(c, "<device>")
 	}
 	v, err := unlockVolume(c, dev, true)
 	if err != nil {
