@@ -117,6 +117,16 @@ func (w *workspace) sameVolumeKey(img, keyFile string, keyBits int) string {
 	return a
 }
 
+// sameOutput checks that both tools print the same for args.
+func (w *workspace) sameOutput(args ...string) {
+	w.t.Helper()
+	a := w.cs(nil, args...).ok(w.t).stdout
+	b := w.luksd(nil, args...).ok(w.t).stdout
+	if a != b {
+		w.t.Fatalf("%v differs:\n--- cryptsetup\n%s\n--- luksd\n%s", args, a, b)
+	}
+}
+
 // opens checks whether cryptsetup accepts keyFile for img.
 func (w *workspace) opens(img, keyFile string) bool {
 	w.t.Helper()
@@ -163,6 +173,8 @@ func TestInteropLuksdFormatsCryptsetupOpens(t *testing.T) {
 				}
 			}
 			w.sameVolumeKey(img, key, atoiT(t, p.keyBits))
+			w.sameOutput("luksDump", img)
+			w.sameOutput("luksDump", "--dump-volume-key", "-q", "-d", key, img)
 			uuid := strings.TrimSpace(w.cs(nil, "luksUUID", img).ok(t).stdout)
 			if got := strings.TrimSpace(w.luksd(nil, "luksUUID", img).ok(t).stdout); got != uuid {
 				t.Fatalf("luksUUID: luksd %q, cryptsetup %q", got, uuid)
@@ -242,6 +254,8 @@ func TestInteropCryptsetupFormatsLuksdEdits(t *testing.T) {
 			if got := w.sameVolumeKey(img, k4, atoiT(t, p.keyBits)); got != vk {
 				t.Fatal("volume key changed")
 			}
+			w.sameOutput("luksDump", img)
+			w.sameOutput("luksDump", "--dump-json-metadata", img)
 		})
 	}
 }
