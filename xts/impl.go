@@ -59,7 +59,8 @@ func (c *Cipher) sectors(buf []byte, sectorSize int, sector, step uint64, decryp
 	if sectorSize <= 0 || sectorSize%blockSize != 0 || len(buf)%sectorSize != 0 {
 		panic("xts: buffer is not a whole number of sectors of a whole number of blocks")
 	}
-	var tweaks [sectorsBatch * blockSize]byte
+	// One spare tweak: the VAES kernel for 512-byte sectors reads ahead.
+	var tweaks [(sectorsBatch + 1) * blockSize]byte
 	for len(buf) > 0 {
 		n := min(len(buf)/sectorSize, sectorsBatch)
 		clear(tweaks[:])

@@ -50,11 +50,24 @@ func encryptSectorsVAES(rk *byte, rounds int, buf *byte, blocks, sectors int, tw
 //go:noescape
 func decryptSectorsVAES(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
 
+// The 512-byte sector kernels read one tweak past the last (its value does
+// not matter), so tweaks must have room for sectors+1.
+
+//go:noescape
+func encryptSectors512VAES(rk *byte, rounds int, buf *byte, sectors int, tweaks *byte)
+
+//go:noescape
+func decryptSectors512VAES(rk *byte, rounds int, buf *byte, sectors int, tweaks *byte)
+
 // archSectors runs XTS in place over len(tweaks)/16 sectors of buf with
 // their encrypted tweaks.
 func archSectors(c *Cipher, buf []byte, sectorSize int, tweaks []byte, decrypt bool) {
 	blocks, n := sectorSize/blockSize, len(tweaks)/blockSize
 	switch {
+	case c.impl == implVAES && blocks == 32 && cap(tweaks) > len(tweaks) && decrypt:
+		decryptSectors512VAES(&c.dec[0], c.rounds, &buf[0], n, &tweaks[0])
+	case c.impl == implVAES && blocks == 32 && cap(tweaks) > len(tweaks):
+		encryptSectors512VAES(&c.enc[0], c.rounds, &buf[0], n, &tweaks[0])
 	case c.impl == implVAES && blocks%4 == 0 && decrypt:
 		decryptSectorsVAES(&c.dec[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
 	case c.impl == implVAES && blocks%4 == 0:

@@ -347,6 +347,79 @@ L4:                                 \
 LDONE:                              \
 	VMOVDQU X8, (BX)
 
+// ZSHL sets T to the tweaks in S times x^s, s < 56 (see ZMULXS).
+#define ZSHL(T, S, s, rs, T1, T2) \
+	VPSRLQ     $rs, S, T1         \
+	VPSLLQ     $s, S, T           \
+	VPCLMULQDQ $0x01, Z17, T1, T2 \
+	VPSLLDQ    $8, T1, T1         \
+	VPTERNLOGD $0x96, T1, T2, T
+
+// TWEAKS32 sets T0-T7 to the tweaks of the 32 blocks of a data unit whose
+// first tweak is at mem: four copies multiplied lane by lane by 1, x, x^2,
+// x^3 (shift counts in Z22 and Z23), then the other vectors from the first
+// two by x^8, x^16 and x^24.
+#define TWEAKS32(mem, T0, T1, T2, T3, T4, T5, T6, T7) \
+	VBROADCASTI32X4 mem, T0             \
+	VPSRLVQ    Z22, T0, Z18             \
+	VPSLLVQ    Z23, T0, T0              \
+	VPCLMULQDQ $0x01, Z17, Z18, Z19     \
+	VPSLLDQ    $8, Z18, Z18             \
+	VPTERNLOGD $0x96, Z18, Z19, T0      \
+	ZSHL(T1, T0, 4, 60, Z18, Z19)       \
+	ZMULXB(T2, T0, 1, 15, Z18, Z19)     \
+	ZMULXB(T3, T1, 1, 15, Z18, Z19)     \
+	ZMULXB(T4, T0, 2, 14, Z18, Z19)     \
+	ZMULXB(T5, T1, 2, 14, Z18, Z19)     \
+	ZMULXB(T6, T0, 3, 13, Z18, Z19)     \
+	ZMULXB(T7, T1, 3, 13, Z18, Z19)
+
+// XTS512 runs the 512-byte sector kernel for one direction: AX round keys,
+// CX rounds, DI the sectors, R9 how many, BX their encrypted tweaks plus one
+// spare. The tweaks of the next sector (Z24-Z31) are computed while the
+// current one's rounds run, so that no sector waits for its own.
+#define XTS512(OP, LAST, LNEXT, La, Lb) \
+	VBROADCASTI32X4 xtspoly<>(SB), Z17                 \
+	VMOVDQU64 xtsshr<>(SB), Z22                        \
+	VMOVDQU64 xtsshl<>(SB), Z23                        \
+	TWEAKS32((BX), Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15) \
+LNEXT:                                                 \
+	MOVQ DI, SI                                        \
+	VBROADCASTI32X4 (AX), Z16                          \
+	ZLOAD(0, Z0, Z8)                                   \
+	ZLOAD(64, Z1, Z9)                                  \
+	ZLOAD(128, Z2, Z10)                                \
+	ZLOAD(192, Z3, Z11)                                \
+	ZLOAD(256, Z4, Z12)                                \
+	ZLOAD(320, Z5, Z13)                                \
+	ZLOAD(384, Z6, Z14)                                \
+	ZLOAD(448, Z7, Z15)                                \
+	TWEAKS32(16(BX), Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31) \
+	LEAQ 16(AX), R8                                    \
+	ZBODY8(OP, La, Lb)                                 \
+	ZLAST(LAST, 0, Z0, Z8, Z20)                        \
+	ZLAST(LAST, 64, Z1, Z9, Z21)                       \
+	ZLAST(LAST, 128, Z2, Z10, Z20)                     \
+	ZLAST(LAST, 192, Z3, Z11, Z21)                     \
+	ZLAST(LAST, 256, Z4, Z12, Z20)                     \
+	ZLAST(LAST, 320, Z5, Z13, Z21)                     \
+	ZLAST(LAST, 384, Z6, Z14, Z20)                     \
+	ZLAST(LAST, 448, Z7, Z15, Z21)                     \
+	VMOVDQA64 Z24, Z8                                  \
+	VMOVDQA64 Z25, Z9                                  \
+	VMOVDQA64 Z26, Z10                                 \
+	VMOVDQA64 Z27, Z11                                 \
+	VMOVDQA64 Z28, Z12                                 \
+	VMOVDQA64 Z29, Z13                                 \
+	VMOVDQA64 Z30, Z14                                 \
+	VMOVDQA64 Z31, Z15                                 \
+	ADDQ $512, DI                                      \
+	ADDQ $16, BX                                       \
+	DECQ R9                                            \
+	JNZ  LNEXT                                         \
+	VZEROUPPER                                         \
+	RET
+
 #define ARGS \
 	MOVQ rk+0(FP), AX      \
 	MOVQ rounds+8(FP), CX  \
@@ -445,3 +518,21 @@ svdecnext:
 	JNZ  svdecnext
 	VZEROUPPER
 	RET
+
+// func encryptSectors512VAES(rk *byte, rounds int, buf *byte, sectors int, tweaks *byte)
+TEXT ·encryptSectors512VAES(SB), NOSPLIT, $0-40
+	MOVQ rk+0(FP), AX
+	MOVQ rounds+8(FP), CX
+	MOVQ buf+16(FP), DI
+	MOVQ sectors+24(FP), R9
+	MOVQ tweaks+32(FP), BX
+	XTS512(VAESENC, VAESENCLAST, s5enc, s5enca, s5encb)
+
+// func decryptSectors512VAES(rk *byte, rounds int, buf *byte, sectors int, tweaks *byte)
+TEXT ·decryptSectors512VAES(SB), NOSPLIT, $0-40
+	MOVQ rk+0(FP), AX
+	MOVQ rounds+8(FP), CX
+	MOVQ buf+16(FP), DI
+	MOVQ sectors+24(FP), R9
+	MOVQ tweaks+32(FP), BX
+	XTS512(VAESDEC, VAESDECLAST, s5dec, s5deca, s5decb)
