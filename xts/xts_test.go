@@ -124,27 +124,32 @@ func TestImplsAgree(t *testing.T) {
 func TestSectors(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, im := range impls() {
-		key := randBytes(r, 64)
-		c, _ := newCipher(key, im)
-		for _, sectorSize := range []int{48, 80, 512, 1024, 2048, 4096} {
-			for _, count := range []int{1, 7, 8, 9, 17} {
-				for _, first := range []uint64{0, 1 << 40, ^uint64(0) - 3} {
-					step := uint64(max(sectorSize/512, 1))
-					ptx := randBytes(r, sectorSize*count)
-					want := bytes.Clone(ptx)
-					for i := range count {
-						s := want[i*sectorSize : (i+1)*sectorSize]
-						c.Encrypt(s, s, sectorTweak(first+uint64(i)*step))
-					}
-					got := bytes.Clone(ptx)
-					c.EncryptSectors(got, sectorSize, first, step)
-					if !bytes.Equal(got, want) {
-						t.Fatalf("%s: %d×%d from %d: EncryptSectors differs from Encrypt", im, count, sectorSize, first)
-					}
-					c.DecryptSectors(got, sectorSize, first, step)
-					if !bytes.Equal(got, ptx) {
-						t.Fatalf("%s: %d×%d from %d: DecryptSectors does not invert", im, count, sectorSize, first)
-					}
+		for _, ks := range keySizes {
+			testSectors(t, r, im, ks)
+		}
+	}
+}
+
+func testSectors(t *testing.T, r *rand.Rand, im impl, keySize int) {
+	c, _ := newCipher(randBytes(r, keySize), im)
+	for _, sectorSize := range []int{48, 80, 512, 1024, 2048, 4096} {
+		for _, count := range []int{1, 7, 8, 9, 17} {
+			for _, first := range []uint64{0, 1 << 40, ^uint64(0) - 3} {
+				step := uint64(max(sectorSize/512, 1))
+				ptx := randBytes(r, sectorSize*count)
+				want := bytes.Clone(ptx)
+				for i := range count {
+					s := want[i*sectorSize : (i+1)*sectorSize]
+					c.Encrypt(s, s, sectorTweak(first+uint64(i)*step))
+				}
+				got := bytes.Clone(ptx)
+				c.EncryptSectors(got, sectorSize, first, step)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s/%d: %d×%d from %d: EncryptSectors differs from Encrypt", im, keySize*4, count, sectorSize, first)
+				}
+				c.DecryptSectors(got, sectorSize, first, step)
+				if !bytes.Equal(got, ptx) {
+					t.Fatalf("%s/%d: %d×%d from %d: DecryptSectors does not invert", im, keySize*4, count, sectorSize, first)
 				}
 			}
 		}
