@@ -199,6 +199,32 @@ func TestTTYAddKeyPrompts(t *testing.T) {
 	if !w.opens(img, w.key("new", "new one")) {
 		t.Fatal("cryptsetup does not accept the added passphrase")
 	}
+
+	s = startOnTTY(t, append([]string{"luksChangeKey", img}, cheapPBKDF("pbkdf2")...)...)
+	s.answer("Enter passphrase to be changed: ", 1, "new one")
+	s.answer("Enter new passphrase: ", 1, "s3cr3t-2")
+	s.answer("Verify passphrase: ", 1, "s3cr3t-2")
+	if code, screen := s.wait(); code != 0 || strings.Contains(screen, "s3cr3t") {
+		t.Fatalf("luksChangeKey on a tty: exit %d:\n%q", code, screen)
+	}
+	if w.opens(img, w.key("new", "new one")) || !w.opens(img, w.key("changed", "s3cr3t-2")) {
+		t.Fatal("luksChangeKey on a tty did not replace the passphrase")
+	}
+
+	s = startOnTTY(t, "luksKillSlot", img, "1")
+	s.answer("Enter any remaining passphrase: ", 1, "old")
+	if code, screen := s.wait(); code != 0 {
+		t.Fatalf("luksKillSlot on a tty: exit %d:\n%q", code, screen)
+	}
+	s = startOnTTY(t, "luksRemoveKey", img)
+	s.answer("Enter passphrase to be deleted: ", 1, "old")
+	s.answer("This is the last keyslot. Device will become unusable after purging this key.\r\n\r\n"+sureSuffix, 1, "YES")
+	if code, screen := s.wait(); code != 0 {
+		t.Fatalf("luksRemoveKey on a tty: exit %d:\n%q", code, screen)
+	}
+	if dump := w.cs(nil, "luksDump", img).ok(t).stdout; strings.Contains(dump, ": luks2") {
+		t.Fatalf("a keyslot is still there:\n%s", dump)
+	}
 }
 
 func TestTTYDialogsDeclined(t *testing.T) {
