@@ -10,11 +10,11 @@ func init() {
 		Name:      "config",
 		Usage:     "set persistent LUKS2 header attributes (--label, --subsystem)",
 		ArgsUsage: "<device>",
-		Flags: []cli.Flag{
+		Flags: flagSet(typeFlags, []cli.Flag{
 			&cli.StringFlag{Name: "label", Usage: "new `LABEL`"},
 			&cli.StringFlag{Name: "subsystem", Usage: "new `SUBSYSTEM`"},
 			&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
-		},
+		}),
 		Action: config,
 	})
 }

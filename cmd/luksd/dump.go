@@ -23,7 +23,7 @@ func init() {
 			Name:      "luksDump",
 			Usage:     "print a LUKS header",
 			ArgsUsage: "<device>",
-			Flags:     flagSet(keyFlags, dumpFlags),
+			Flags:     flagSet(keyFlags, dumpFlags, typeFlags),
 			Action:    luksDump,
 		},
 		&cli.Command{
@@ -40,13 +40,19 @@ func init() {
 			Name:      "luksUUID",
 			Usage:     "print or (--uuid) set a LUKS header's UUID",
 			ArgsUsage: "<device>",
-			Flags: []cli.Flag{
+			Flags: flagSet(typeFlags, []cli.Flag{
 				&cli.StringFlag{Name: "uuid", Usage: "new `UUID`"},
 				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
-			},
+			}),
 			Action: luksUUID,
 		},
 	)
+}
+
+// typeFlags: --type, accepted as by cryptsetup; luks1 or luks2 restricts
+// the verb to that header version.
+var typeFlags = []cli.Flag{
+	&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "device `TYPE`: luks, luks1 or luks2"},
 }
 
 // requiresArgs is cryptsetup's error for missing positional arguments.

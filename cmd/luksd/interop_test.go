@@ -174,6 +174,7 @@ func TestInteropLuksdFormatsCryptsetupOpens(t *testing.T) {
 			}
 			w.sameVolumeKey(img, key, atoiT(t, p.keyBits))
 			w.sameOutput("luksDump", img)
+			w.sameOutput("luksDump", "--type", "luks2", img)
 			w.sameOutput("luksDump", "--dump-volume-key", "-q", "-d", key, img)
 			uuid := strings.TrimSpace(w.cs(nil, "luksUUID", img).ok(t).stdout)
 			if got := strings.TrimSpace(w.luksd(nil, "luksUUID", img).ok(t).stdout); got != uuid {
@@ -597,6 +598,9 @@ func TestInteropErrorsLikeCryptsetup(t *testing.T) {
 		{"luksFormat", "-q", "--cipher", "aes-xts-plain64", "--key-size", "100", plain, key},
 		{"config", "--label", "x", plain},
 		{"luksDump", "--dump-volume-key", "-q", "-d", bad, img},
+		{"luksDump", "--type", "luks1", img},
+		{"luksUUID", "--type", "luks1", img},
+		{"luksAddKey", "--type", "luks1", "-d", key, img, key},
 	} {
 		want := w.cs(nil, args...)
 		got := w.luksd(nil, args...)

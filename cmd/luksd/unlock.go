@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
@@ -120,6 +121,11 @@ func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *os.Fil
 	if err != nil {
 		f.Close()
 		return nil, nil, headerError(hp, err)
+	}
+	// --type luks1/luks2 names the only version the verb may use.
+	if t := strings.ToLower(c.String("type")); (t == "luks1" || t == "luks2") && t != fmt.Sprintf("luks%d", h.Version()) {
+		f.Close()
+		return nil, nil, headerError(hp, luks2.ErrNotLUKS)
 	}
 	return h, f, nil
 }
