@@ -43,18 +43,23 @@ GLOBL xtsshr<>(SB), RODATA|NOPTR, $64
 	PADDQ  T, T          \
 	PXOR   TMP, T
 
-// LOADX loads block i of src, saves the tweak at i*16(SP), whitens the block
-// with it and the first round key (X12), and advances the tweak.
-#define LOADX(i, X) \
-	MOVOU i*16(SI), X  \
-	MOVOU X15, i*16(SP) \
-	PXOR  X15, X        \
-	PXOR  X12, X        \
+// TWSTEP saves the running tweak X15 as tweak i of the set at base and
+// advances it.
+#define TWSTEP(i, base) \
+	MOVOU X15, i*16(base) \
 	MULX(X15, X13, X14)
 
-#define STOREX(i, X) \
-	MOVOU i*16(SP), X13 \
+// LOADX loads block i of src and whitens it with its tweak, from the set at
+// R11, and the first round key (X12).
+#define LOADX(i, X) \
+	MOVOU i*16(SI), X   \
+	MOVOU i*16(R11), X13 \
 	PXOR  X13, X        \
+	PXOR  X12, X
+
+#define STOREX(i, X) \
+	MOVOU i*16(R11), X13 \
+	PXOR  X13, X         \
 	MOVOU X, i*16(DI)
 
 #define ROUND8(OP, off) \
@@ -87,13 +92,21 @@ L192:                     \
 	ADDQ $32, R8          \
 L128:                     \
 	ROUND8(OP, 0)         \
+	TWSTEP(0, R12)        \
 	ROUND8(OP, 16)        \
+	TWSTEP(1, R12)        \
 	ROUND8(OP, 32)        \
+	TWSTEP(2, R12)        \
 	ROUND8(OP, 48)        \
+	TWSTEP(3, R12)        \
 	ROUND8(OP, 64)        \
+	TWSTEP(4, R12)        \
 	ROUND8(OP, 80)        \
+	TWSTEP(5, R12)        \
 	ROUND8(OP, 96)        \
+	TWSTEP(6, R12)        \
 	ROUND8(OP, 112)       \
+	TWSTEP(7, R12)        \
 	ROUND8(OP, 128)       \
 	ROUND8(LAST, 144)
 
@@ -122,12 +135,24 @@ L128:                     \
 
 // XTSNI is the AES-NI kernel for one direction over one data unit: AX
 // round keys, CX rounds, DI dst, SI src, DX blocks, BX the tweak, X14 the
-// mask of MULX. It leaves DI and SI past the unit.
-#define XTSNI(OP, LAST, L8, L8a, L8b, L1, L1a, L1b, LDONE) \
+// mask of MULX. It leaves DI and SI past the unit. Eight blocks are in
+// flight, their tweaks in the set at R11 on the stack, while the rounds
+// interleave the computing of the next eight tweaks into the set at R12.
+#define XTSNI(OP, LAST, L8, L8a, L8b, LTAIL, L1, L1a, L1b, LDONE) \
 	MOVOU (BX), X15             \
+	MOVQ  SP, R11               \
+	LEAQ  128(SP), R12          \
+	TWSTEP(0, R11)              \
+	TWSTEP(1, R11)              \
+	TWSTEP(2, R11)              \
+	TWSTEP(3, R11)              \
+	TWSTEP(4, R11)              \
+	TWSTEP(5, R11)              \
+	TWSTEP(6, R11)              \
+	TWSTEP(7, R11)              \
 L8:                             \
 	CMPQ  DX, $8                \
-	JB    L1                    \
+	JB    LTAIL                 \
 	MOVOU (AX), X12             \
 	LOADX(0, X0)                \
 	LOADX(1, X1)                \
@@ -147,10 +172,13 @@ L8:                             \
 	STOREX(5, X5)               \
 	STOREX(6, X6)               \
 	STOREX(7, X7)               \
+	XCHGQ R11, R12              \
 	ADDQ  $128, SI              \
 	ADDQ  $128, DI              \
 	SUBQ  $8, DX                \
 	JMP   L8                    \
+LTAIL:                          \
+	MOVOU (R11), X15            \
 L1:                             \
 	TESTQ DX, DX                \
 	JZ    LDONE                 \
@@ -440,38 +468,38 @@ LNEXT:                                                 \
 	MOVQ tweaks+40(FP), BX
 
 // func encryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
-TEXT ·encryptAESNI(SB), NOSPLIT, $128-48
+TEXT ·encryptAESNI(SB), NOSPLIT, $256-48
 	ARGS
 	MOVOU xtsmask<>(SB), X14
-	XTSNI(AESENC, AESENCLAST, enc8, enc8a, enc8b, enc1, enc1a, enc1b, encdone)
+	XTSNI(AESENC, AESENCLAST, enc8, enc8a, enc8b, enctail, enc1, enc1a, enc1b, encdone)
 	RET
 
 // func decryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
-TEXT ·decryptAESNI(SB), NOSPLIT, $128-48
+TEXT ·decryptAESNI(SB), NOSPLIT, $256-48
 	ARGS
 	MOVOU xtsmask<>(SB), X14
-	XTSNI(AESDEC, AESDECLAST, dec8, dec8a, dec8b, dec1, dec1a, dec1b, decdone)
+	XTSNI(AESDEC, AESDECLAST, dec8, dec8a, dec8b, dectail, dec1, dec1a, dec1b, decdone)
 	RET
 
 // func encryptSectorsAESNI(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
-TEXT ·encryptSectorsAESNI(SB), NOSPLIT, $128-48
+TEXT ·encryptSectorsAESNI(SB), NOSPLIT, $256-48
 	SECTORARGS
 	MOVOU xtsmask<>(SB), X14
 sencnext:
 	MOVQ R10, DX
-	XTSNI(AESENC, AESENCLAST, senc8, senc8a, senc8b, senc1, senc1a, senc1b, sencdone)
+	XTSNI(AESENC, AESENCLAST, senc8, senc8a, senc8b, senctail, senc1, senc1a, senc1b, sencdone)
 	ADDQ $16, BX
 	DECQ R9
 	JNZ  sencnext
 	RET
 
 // func decryptSectorsAESNI(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
-TEXT ·decryptSectorsAESNI(SB), NOSPLIT, $128-48
+TEXT ·decryptSectorsAESNI(SB), NOSPLIT, $256-48
 	SECTORARGS
 	MOVOU xtsmask<>(SB), X14
 sdecnext:
 	MOVQ R10, DX
-	XTSNI(AESDEC, AESDECLAST, sdec8, sdec8a, sdec8b, sdec1, sdec1a, sdec1b, sdecdone)
+	XTSNI(AESDEC, AESDECLAST, sdec8, sdec8a, sdec8b, sdectail, sdec1, sdec1a, sdec1b, sdecdone)
 	ADDQ $16, BX
 	DECQ R9
 	JNZ  sdecnext
