@@ -86,7 +86,11 @@ func Read(dev io.ReaderAt, size int64) (*Header, error) { return readHeader(dev,
 func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }
 
 // Format writes a new LUKS2 header to dev and one keyslot for passphrase,
-// returning the header and the volume key (caller wipes it).
+// returning the header and the volume key (caller wipes it). size is the
+// size of the data device (with DetachedData, dev is the header file and
+// size still the data device's); as cryptsetup 2.6 does on image files,
+// the default sector size is 4096 when size is a multiple of 4096, else
+// 512. For block devices pass SectorSize (the physical block size).
 func Format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
 	return format(dev, size, opts, passphrase)
 }

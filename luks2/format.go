@@ -108,10 +108,7 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 		return nil, nil, err
 	}
 	if opts.SectorSize == 0 {
-		opts.SectorSize = 512
-		if !opts.DetachedData && size > 0 && size%4096 == 0 {
-			opts.SectorSize = 4096
-		}
+		opts.SectorSize = defaultSectorSize(size, opts.DataOffset, dataOffset)
 	}
 	if s := opts.SectorSize; s < 512 || s > 4096 || s&(s-1) != 0 {
 		return nil, nil, fmt.Errorf("unsupported encryption sector size %d", s)
@@ -215,6 +212,23 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 		return fail(err)
 	}
 	return &Header{impl: h}, vk, nil
+}
+
+// defaultSectorSize picks the encryption sector size as cryptsetup 2.6.1
+// does for an image file: 4096, reverted to 512 when an explicit data offset
+// counted in 512-byte sectors is not a multiple of 4096 (2.6.1 compares the
+// sector count, not bytes), or when the data area is not a multiple of 4096.
+func defaultSectorSize(size, requestedOffset, dataOffset int64) int {
+	if size <= 0 {
+		return 512
+	}
+	if requestedOffset != 0 && (requestedOffset/512)%4096 != 0 {
+		return 512
+	}
+	if (size-dataOffset)%4096 != 0 {
+		return 512
+	}
+	return 4096
 }
 
 // newKeyslot places, derives and writes a keyslot area for vk and returns

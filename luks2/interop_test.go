@@ -206,39 +206,86 @@ func TestKeyslotPriority(t *testing.T) {
 	sameLines(t, "priorities", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
 }
 
-// TestDefaultFormatLayout: with cryptsetup's defaults (except the PBKDF
-// cost) luksd writes the same layout cryptsetup writes: same JSON with only
-// random fields differing.
-func TestDefaultFormatLayout(t *testing.T) {
-	pass := []byte("layout")
-	mine := image(t, 40<<20)
-	f, size := openRW(t, mine)
-	if _, _, err := Format(f, size, FormatOptions{PBKDF: PBKDF{Type: "argon2id", Iterations: 4, MemoryKiB: 32, Parallel: 2}}, pass); err != nil {
-		t.Fatal(err)
+// TestFormatLayoutMatchesCryptsetup: with the same options (the PBKDF cost
+// forced) luksd writes cryptsetup's layout: the same dump and JSON with
+// only random fields differing, and the same fixed binary header fields.
+func TestFormatLayoutMatchesCryptsetup(t *testing.T) {
+	cases := []struct {
+		name string
+		opts FormatOptions
+		args []string
+		size int64
+	}{
+		{"defaults", FormatOptions{}, nil, 0},
+		{"unaligned device size", FormatOptions{}, nil, 64<<20 + 512},
+		{"metadata 64k keyslots 1m", FormatOptions{MetadataSize: 64 << 10, KeyslotsSize: 1 << 20}, []string{"--luks2-metadata-size", "64k", "--luks2-keyslots-size", "1m"}, 0},
+		{"metadata 256k", FormatOptions{MetadataSize: 256 << 10}, []string{"--luks2-metadata-size", "256k"}, 0},
+		{"offset 32m", FormatOptions{DataOffset: 32 << 20}, []string{"--offset", "65536"}, 0},
+		{"offset 1m", FormatOptions{DataOffset: 1 << 20}, []string{"--offset", "2048"}, 0},
+		{"keyslots 2m offset 8m", FormatOptions{KeyslotsSize: 2 << 20, DataOffset: 8 << 20}, []string{"--luks2-keyslots-size", "2m", "--offset", "16384"}, 0},
+		{"aes-cbc-essiv 256", FormatOptions{Cipher: "aes-cbc-essiv:sha256", KeySize: 32, Label: "L"}, []string{"--cipher", "aes-cbc-essiv:sha256", "--key-size", "256", "--label", "L"}, 0},
+		{"sector 512", FormatOptions{SectorSize: 512}, []string{"--sector-size", "512"}, 0},
+		{"detached header", FormatOptions{DetachedData: true}, []string{"--header"}, 0},
 	}
-	theirs := image(t, 40<<20)
-	cryptsetup(t, "luksFormat", "-q", "--type", "luks2", "--pbkdf-force-iterations", "4", "--pbkdf-memory", "32", "--pbkdf-parallel", "2", "--key-file", keyFile(t, pass), theirs)
-	norm := func(s string) string {
-		var out []string
-		for _, line := range strings.Split(s, "\n") {
-			for _, k := range []string{"UUID:", "Salt:", "Digest:", "            ", "\"salt\"", "\"digest\""} {
-				if strings.Contains(line, k) {
-					line = k
+	pass := []byte("layout")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			size := tc.size
+			if size == 0 {
+				size = 64 << 20
+			}
+			mine, theirs := image(t, size), image(t, size)
+			mineHdr, theirsHdr := mine, theirs
+			args := append([]string{"luksFormat", "-q", "--type", "luks2", "--pbkdf-force-iterations", "4", "--pbkdf-memory", "32", "--pbkdf-parallel", "2", "--key-file", keyFile(t, pass)}, tc.args...)
+			if tc.opts.DetachedData {
+				mineHdr, theirsHdr = mine+".hdr", theirs+".hdr"
+				args = append(args, theirsHdr)
+				os.WriteFile(mineHdr, nil, 0o600)
+			}
+			cryptsetup(t, append(args, theirs)...)
+			f, _ := openRW(t, mineHdr)
+			tc.opts.PBKDF = PBKDF{Type: "argon2id", Iterations: 4, MemoryKiB: 32, Parallel: 2}
+			if _, _, err := Format(f, size, tc.opts, pass); err != nil {
+				t.Fatal(err)
+			}
+			sameLines(t, "layout", normalize(cryptsetup(t, "luksDump", mineHdr)), normalize(cryptsetup(t, "luksDump", theirsHdr)))
+			sameLines(t, "JSON", normalize(cryptsetup(t, "luksDump", "--dump-json-metadata", mineHdr)), normalize(cryptsetup(t, "luksDump", "--dump-json-metadata", theirsHdr)))
+			a, _ := os.ReadFile(mineHdr)
+			b, _ := os.ReadFile(theirsHdr)
+			if tc.opts.DetachedData && len(a) != len(b) {
+				t.Fatalf("header file is %d bytes, cryptsetup's %d", len(a), len(b))
+			}
+			hdrSize := int(binaryHdrSize(a))
+			for _, off := range []int{0, hdrSize} {
+				if !bytes.Equal(a[off:off+24], b[off:off+24]) || !bytes.Equal(a[off+offLabel:off+offSalt], b[off+offLabel:off+offSalt]) ||
+					!bytes.Equal(a[off+offSubsystem:off+offCsum], b[off+offSubsystem:off+offCsum]) {
+					t.Fatalf("binary header at %d differs from cryptsetup's", off)
 				}
 			}
-			out = append(out, line)
-		}
-		return strings.Join(out, "\n")
+			kf := keyFile(t, pass)
+			open := []string{"open", "--test-passphrase", "--key-file", kf}
+			if tc.opts.DetachedData {
+				open = append(open, "--header", mineHdr)
+			}
+			cryptsetup(t, append(open, mine)...)
+		})
 	}
-	sameLines(t, "default layout", norm(cryptsetup(t, "luksDump", mine)), norm(cryptsetup(t, "luksDump", theirs)))
-	sameLines(t, "default JSON", norm(cryptsetup(t, "luksDump", "--dump-json-metadata", mine)), norm(cryptsetup(t, "luksDump", "--dump-json-metadata", theirs)))
-	// Both binary headers: same fixed fields.
-	a, _ := os.ReadFile(mine)
-	b, _ := os.ReadFile(theirs)
-	for _, off := range []int{0, 16384} {
-		if !bytes.Equal(a[off:off+24], b[off:off+24]) || !bytes.Equal(a[off+offCsumAlg:off+offSalt], b[off+offCsumAlg:off+offSalt]) ||
-			!bytes.Equal(a[off+offHdrOffset:off+offCsum], b[off+offHdrOffset:off+offCsum]) {
-			t.Fatalf("binary header at %d differs from cryptsetup's", off)
+}
+
+func binaryHdrSize(b []byte) int64 {
+	return int64(b[offHdrSize+6])<<8 | int64(b[offHdrSize+5])<<16 | int64(b[offHdrSize+4])<<24 | int64(b[offHdrSize+7])
+}
+
+// normalize blanks the random fields of luksDump output.
+func normalize(s string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		for _, k := range []string{"UUID:", "Salt:", "Digest:", "            ", "\"salt\"", "\"digest\""} {
+			if strings.Contains(line, k) {
+				line = k
+			}
 		}
+		out = append(out, line)
 	}
+	return strings.Join(out, "\n")
 }
