@@ -78,7 +78,9 @@ GLOBL xtsshr<>(SB), RODATA|NOPTR, $64
 	OP    X12, X0
 
 // The rounds of eight blocks in X0-X7 after whitening: R8 points at round
-// key 1 and CX holds the number of rounds.
+// key 1 and CX holds the number of rounds. The next eight tweaks are
+// computed into the set at R12 between the rounds, where the AES units are
+// busy and the other ports idle.
 #define BODY8(OP, LAST, L128, L192) \
 	CMPQ CX, $12          \
 	JB   L128             \
