@@ -20,10 +20,16 @@ func quarterRound(a, b, c, d uint32) (uint32, uint32, uint32, uint32) {
 
 // permute applies rounds ChaCha rounds (an even number) to x.
 func permute(x *[16]uint32, rounds int) {
-	x0, x1, x2, x3 := x[0], x[1], x[2], x[3]
-	x4, x5, x6, x7 := x[4], x[5], x[6], x[7]
-	x8, x9, x10, x11 := x[8], x[9], x[10], x[11]
-	x12, x13, x14, x15 := x[12], x[13], x[14], x[15]
+	x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+		x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15] = rounds16(
+		x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+		x[8], x[9], x[10], x[11], x[12], x[13], x[14], x[15], rounds)
+}
+
+// rounds16 is the ChaCha permutation on sixteen words held in registers.
+func rounds16(x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15 uint32,
+	rounds int) (uint32, uint32, uint32, uint32, uint32, uint32, uint32, uint32,
+	uint32, uint32, uint32, uint32, uint32, uint32, uint32, uint32) {
 	for i := 0; i < rounds; i += 2 {
 		x0, x4, x8, x12 = quarterRound(x0, x4, x8, x12)
 		x1, x5, x9, x13 = quarterRound(x1, x5, x9, x13)
@@ -34,21 +40,18 @@ func permute(x *[16]uint32, rounds int) {
 		x2, x7, x8, x13 = quarterRound(x2, x7, x8, x13)
 		x3, x4, x9, x14 = quarterRound(x3, x4, x9, x14)
 	}
-	x[0], x[1], x[2], x[3] = x0, x1, x2, x3
-	x[4], x[5], x[6], x[7] = x4, x5, x6, x7
-	x[8], x[9], x[10], x[11] = x8, x9, x10, x11
-	x[12], x[13], x[14], x[15] = x12, x13, x14, x15
+	return x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15
 }
 
 // hchacha turns the state s (constants, key, 16 nonce bytes) into the
 // HChaCha subkey, left in s[4:12]: words 0-3 and 12-15 of the permuted state,
 // with no feed-forward.
 func hchacha(s *[16]uint32, rounds int) {
-	x := *s
-	permute(&x, rounds)
-	copy(s[4:8], x[0:4])
-	copy(s[8:12], x[12:16])
-	clear(x[:])
+	x0, x1, x2, x3, _, _, _, _, _, _, _, _, x12, x13, x14, x15 := rounds16(
+		s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+		s[8], s[9], s[10], s[11], s[12], s[13], s[14], s[15], rounds)
+	s[4], s[5], s[6], s[7] = x0, x1, x2, x3
+	s[8], s[9], s[10], s[11] = x12, x13, x14, x15
 }
 
 // chachaXORGeneric sets dst to src XOR the ChaCha keystream of state s,
