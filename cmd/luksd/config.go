@@ -43,7 +43,7 @@ func config(c *cli.Context) error {
 	if !isLUKS {
 		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
 	}
-	h, f, err := readHeader(c, dev, true)
+	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
 		return err
 	}

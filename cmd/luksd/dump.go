@@ -77,7 +77,7 @@ func luksDump(c *cli.Context) error {
 		return err
 	}
 	if !c.Bool("dump-volume-key") && !c.Bool("dump-master-key") {
-		h, f, err := readHeader(c, dev, false)
+		h, f, err := readHeaderOfType(c, dev, false)
 		if err != nil {
 			return err
 		}
@@ -94,7 +94,7 @@ func luksDump(c *cli.Context) error {
 	}
 
 	// --dump-volume-key: confirm, unlock, print.
-	h, f, err := readHeader(c, dev, false)
+	h, f, err := readHeaderOfType(c, dev, false)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func luksUUID(c *cli.Context) error {
 		return err
 	}
 	if !c.IsSet("uuid") {
-		h, f, err := readHeader(c, dev, false)
+		h, f, err := readHeaderOfType(c, dev, false)
 		if err != nil {
 			return err
 		}
@@ -194,7 +194,7 @@ func luksUUID(c *cli.Context) error {
 	if !uuidPattern.MatchString(uuid) {
 		return exitf(exitParams, "Wrong LUKS UUID format provided.")
 	}
-	h, f, err := readHeader(c, dev, true)
+	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
 		return err
 	}

@@ -107,7 +107,7 @@ func luksAddKey(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	h, f, err := readHeader(c, dev, true)
+	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func luksRemoveKey(c *cli.Context) error {
 	if c.IsSet("key-slot") {
 		return exitf(exitParams, "Option --key-slot is not allowed with luksRemoveKey action.")
 	}
-	h, f, err := readHeader(c, dev, true)
+	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
 		return err
 	}
@@ -193,7 +193,7 @@ func luksChangeKey(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	h, f, err := readHeader(c, dev, true)
+	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func luksKillSlot(c *cli.Context) error {
 	if err != nil {
 		return exitf(exitParams, "Key slot %s is invalid.", arg)
 	}
-	h, f, err := readHeader(c, dev, true)
+	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
 		return err
 	}

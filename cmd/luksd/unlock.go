@@ -122,10 +122,19 @@ func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *os.Fil
 		f.Close()
 		return nil, nil, headerError(hp, err)
 	}
-	// --type luks1/luks2 names the only version the verb may use.
+	return h, f, nil
+}
+
+// readHeaderOfType is readHeader for verbs where --type luks1 or luks2
+// names the only header version they may use, as in cryptsetup.
+func readHeaderOfType(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
+	h, f, err := readHeader(c, path, write)
+	if err != nil {
+		return nil, nil, err
+	}
 	if t := strings.ToLower(c.String("type")); (t == "luks1" || t == "luks2") && t != fmt.Sprintf("luks%d", h.Version()) {
 		f.Close()
-		return nil, nil, headerError(hp, luks2.ErrNotLUKS)
+		return nil, nil, headerError(headerPath(c, path), luks2.ErrNotLUKS)
 	}
 	return h, f, nil
 }
