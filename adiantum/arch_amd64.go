@@ -24,6 +24,11 @@ func chachaXOR8AVX2(s *[16]uint32, dst, src *byte, groups int, rounds int)
 //go:noescape
 func chachaXOR16AVX512(s *[16]uint32, dst, src *byte, groups int, rounds int)
 
+// chachaXOR8AVX512 is chachaXOR8AVX2 with AVX-512VL.
+//
+//go:noescape
+func chachaXOR8AVX512(s *[16]uint32, dst, src *byte, groups int, rounds int)
+
 // nhAVX2 sets h to NH of n bytes (a multiple of 16, at most 1024) at m.
 //
 //go:noescape
@@ -62,7 +67,7 @@ func chachaXOR(s *[16]uint32, dst, src []byte, rounds int) {
 	}
 	const group = 8 * chachaBlockBytes
 	if n := len(src) / group; n > 0 {
-		chachaXOR8AVX2(s, &dst[0], &src[0], n, rounds)
+		xor8(s, &dst[0], &src[0], n, rounds, useAVX512)
 		s[12] += uint32(8 * n)
 		dst, src = dst[n*group:], src[n*group:]
 	}
@@ -71,10 +76,20 @@ func chachaXOR(s *[16]uint32, dst, src []byte, rounds int) {
 		// keystream costs less than the block-at-a-time portable code.
 		var buf [group]byte
 		copy(buf[:], src)
-		chachaXOR8AVX2(s, &buf[0], &buf[0], 1, rounds)
+		xor8(s, &buf[0], &buf[0], 1, rounds, useAVX512)
 		copy(dst, buf[:len(src)])
 		s[12] += uint32((len(src) + chachaBlockBytes - 1) / chachaBlockBytes)
 		clear(buf[:])
+	}
+}
+
+// xor8 runs the eight-block kernel of the CPU, called directly so that
+// its arguments stay on the stack.
+func xor8(s *[16]uint32, dst, src *byte, groups, rounds int, avx512 bool) {
+	if avx512 {
+		chachaXOR8AVX512(s, dst, src, groups, rounds)
+	} else {
+		chachaXOR8AVX2(s, dst, src, groups, rounds)
 	}
 }
 
