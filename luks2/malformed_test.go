@@ -2,7 +2,9 @@ package luks2
 
 import (
 	"errors"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -31,19 +33,31 @@ func writeRawJSON(t *testing.T, dev Device, js []byte) {
 	}
 }
 
-// freshImage formats a small image with two keyslots and returns its tree.
-func freshImage(t *testing.T) (string, *node) {
+var (
+	freshOnce sync.Once
+	freshDev  *memDev
+	freshRoot *node
+)
+
+// freshImage returns a copy of a small in-memory volume with two keyslots
+// (formatted once per test binary) and its metadata tree.
+func freshImage(t *testing.T) (*memDev, *node) {
 	t.Helper()
-	img := image(t, 20<<20)
-	f, size := openRW(t, img)
-	h, vk, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2}, []byte("malformed"))
-	if err != nil {
-		t.Fatal(err)
+	freshOnce.Do(func() {
+		d := &memDev{}
+		h, vk, err := Format(d, 20<<20, FormatOptions{PBKDF: cheapPBKDF2}, []byte("malformed"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.AddKey(d, vk, []byte("second"), -1, cheapPBKDF2); err != nil {
+			t.Fatal(err)
+		}
+		freshDev, freshRoot = d, h.impl.meta.root
+	})
+	if freshDev == nil {
+		t.Fatal("formatting the shared test volume failed")
 	}
-	if _, err := h.AddKey(f, vk, []byte("second"), -1, cheapPBKDF2); err != nil {
-		t.Fatal(err)
-	}
-	return img, h.impl.meta.root.clone()
+	return &memDev{b: append([]byte(nil), freshDev.b...)}, freshRoot.clone()
 }
 
 func mustOneLine(t *testing.T, err error) {
@@ -147,10 +161,9 @@ func TestMalformedMetadataRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			img, root := freshImage(t)
-			f, size := openRW(t, img)
+			f, root := freshImage(t)
 			writeRawJSON(t, f, tc.edit(root))
-			_, err := Read(f, size)
+			_, err := Read(f, int64(len(f.b)))
 			mustOneLine(t, err)
 			t.Logf("refused: %v", err)
 		})
@@ -159,8 +172,8 @@ func TestMalformedMetadataRefused(t *testing.T) {
 
 func TestBadBinaryHeadersRefused(t *testing.T) {
 	t.Run("checksum", func(t *testing.T) {
-		img, _ := freshImage(t)
-		f, size := openRW(t, img)
+		f, _ := freshImage(t)
+		size := int64(len(f.b))
 		for _, off := range []int64{4096 + 10, 16384 + 4096 + 10} {
 			f.WriteAt([]byte{' '}, off) // JSON changed, checksums not
 		}
@@ -171,8 +184,8 @@ func TestBadBinaryHeadersRefused(t *testing.T) {
 		}
 	})
 	t.Run("hdr_size", func(t *testing.T) {
-		img, _ := freshImage(t)
-		f, size := openRW(t, img)
+		f, _ := freshImage(t)
+		size := int64(len(f.b))
 		f.WriteAt([]byte{0, 0, 0, 0, 0, 0, 0x50, 0}, offHdrSize) // 20480: not allowed
 		f.WriteAt(make([]byte, 4096), 16384)
 		_, err := Read(f, size)
@@ -189,9 +202,8 @@ func TestBadBinaryHeadersRefused(t *testing.T) {
 		}
 	})
 	t.Run("truncated", func(t *testing.T) {
-		img, _ := freshImage(t)
-		f, _ := openRW(t, img)
-		f.Truncate(8192)
+		f, _ := freshImage(t)
+		f.b = f.b[:8192]
 		_, err := Read(f, 8192)
 		mustOneLine(t, err)
 	})
@@ -226,11 +238,10 @@ func TestUnsupportedHeaders(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			img, root := freshImage(t)
-			f, size := openRW(t, img)
+			f, root := freshImage(t)
 			tc.edit(root)
 			writeRawJSON(t, f, root.compact())
-			h, err := Read(f, size)
+			h, err := Read(f, int64(len(f.b)))
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
@@ -254,7 +265,11 @@ func TestUnsupportedHeaders(t *testing.T) {
 // TestUnknownFieldsSurvive: unknown fields, tokens and key order are kept
 // through luksd's edits, and cryptsetup still reads the result.
 func TestUnknownFieldsSurvive(t *testing.T) {
-	img, root := freshImage(t)
+	d, root := freshImage(t)
+	img := image(t, 0)
+	if err := os.WriteFile(img, d.b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	f, size := openRW(t, img)
 	root.get("config").set("x-future", obj("a", jArray(jInt(1), jString("two"))))
 	root.get("keyslots").get("1").set("x-note", jString("kept"))
