@@ -10,6 +10,7 @@ const (
 	implGeneric impl = iota // crypto/aes and Go
 	implAESNI               // amd64 AES-NI, eight blocks in flight
 	implVAES                // amd64 VAES on 512-bit vectors (AVX-512)
+	implVAES256             // amd64 VAES on 256-bit vectors (AVX2)
 	implARM64               // ARMv8 AES instructions
 )
 
@@ -21,6 +22,8 @@ func (im impl) String() string {
 		return "aesni"
 	case implVAES:
 		return "vaes"
+	case implVAES256:
+		return "vaes256"
 	case implARM64:
 		return "arm64"
 	}

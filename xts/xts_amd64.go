@@ -4,10 +4,16 @@ package xts
 
 import "golang.org/x/sys/cpu"
 
+// impls lists the implementations this machine runs, slowest first.
 func impls() []impl {
 	l := []impl{implGeneric}
 	if cpu.X86.HasAES && cpu.X86.HasSSE41 {
 		l = append(l, implAESNI)
+		// x/sys/cpu reports VAES and VPCLMULQDQ only with AVX-512, but
+		// their 256-bit forms need just AVX2 (CPUID leaf 7, ECX bits 9, 10).
+		if ecx := cpuid7ecx(); cpu.X86.HasAVX2 && ecx&(1<<9) != 0 && ecx&(1<<10) != 0 {
+			l = append(l, implVAES256)
+		}
 		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW &&
 			cpu.X86.HasAVX512VAES && cpu.X86.HasAVX512VPCLMULQDQ {
 			l = append(l, implVAES)
@@ -25,6 +31,14 @@ func encryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
 
 //go:noescape
 func decryptAESNI(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
+func encryptVAES256(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+
+//go:noescape
+func decryptVAES256(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
+
+func cpuid7ecx() uint32
 
 // encryptVAES and decryptVAES take a multiple of four blocks.
 //
@@ -90,6 +104,10 @@ func archEncryptTweaks(c *Cipher, dst, src []byte) {
 
 func archEncrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) {
 	n := len(src) / blockSize
+	if c.impl == implVAES256 {
+		encryptVAES256(&c.enc[0], c.rounds, &dst[0], &src[0], n, t)
+		return
+	}
 	if c.impl == implVAES && n >= 4 {
 		v := n &^ 3
 		encryptVAES(&c.enc[0], c.rounds, &dst[0], &src[0], v, t)
@@ -103,6 +121,10 @@ func archEncrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) {
 
 func archDecrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) {
 	n := len(src) / blockSize
+	if c.impl == implVAES256 {
+		decryptVAES256(&c.dec[0], c.rounds, &dst[0], &src[0], n, t)
+		return
+	}
 	if c.impl == implVAES && n >= 4 {
 		v := n &^ 3
 		decryptVAES(&c.dec[0], c.rounds, &dst[0], &src[0], v, t)
