@@ -11,11 +11,12 @@
 // number little-endian and zero padded, which EncryptSectors and
 // DecryptSectors generate themselves for a run of sectors.
 //
-// On amd64 the work is done by AES-NI assembly with eight blocks in flight,
-// or by VAES on 512-bit vectors (32 blocks in flight) where the CPU has
-// AVX-512 with VAES and VPCLMULQDQ; on arm64 by the ARMv8 AES instructions;
-// elsewhere, and with the purego build tag, by a portable path over
-// crypto/aes. The path is chosen once, from the CPU's features.
+// On amd64 the work is done by AES-NI assembly with eight blocks in flight;
+// by VAES on 256-bit vectors (16 blocks in flight) where the CPU has VAES,
+// VPCLMULQDQ and AVX2; and by VAES on 512-bit vectors (32 blocks in flight)
+// where it also has AVX-512. On arm64 it is done by the ARMv8 AES
+// instructions; elsewhere, and with the purego build tag, by a portable path
+// over crypto/aes. The path is chosen once, from the CPU's features.
 package xts
 
 import "errors"

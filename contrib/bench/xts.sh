@@ -28,7 +28,7 @@ trap 'rm -rf "$tmp"' EXIT
 go test -c -o "$tmp/xts.test" ./xts
 # -test.bench patterns: path/keybits/size for package xts, keybits/size for
 # x/crypto/xts (a pattern with more levels than a benchmark has skips it).
-benches=('^(BenchmarkXTS|BenchmarkXTSBatch)$/^(generic|aesni|vaes|arm64)$/^512$/^(512|4096)$'
+benches=('^(BenchmarkXTS|BenchmarkXTSBatch)$/^(generic|aesni|vaes256|vaes|arm64)$/^512$/^(512|4096)$'
 	'^BenchmarkXCrypto$/^512$/^(512|4096)$')
 
 max() { awk -v a="$1" -v b="$2" 'BEGIN { print (b + 0 > a + 0 ? b : a) }'; }
@@ -97,13 +97,13 @@ row() {
 }
 row "openssl speed ${elapsed:+$elapsed }-evp aes-256-xts" openssl
 row "x/crypto/xts" XCrypto/512
-for p in generic aesni vaes arm64; do
+for p in generic aesni vaes256 vaes arm64; do
 	row "luksd xts $p (1 sector/call)" "XTS/$p/512"
 	row "luksd xts $p (64 KiB of sectors)" "XTSBatch/$p/512"
 done
 echo
 echo "ratio luksd/openssl (1 sector per call, like openssl speed):"
-for p in generic aesni vaes arm64; do
+for p in generic aesni vaes256 vaes arm64; do
 	for size in 512 4096; do
 		v=${mib[XTS/$p/512/$size]:-}
 		[ -n "$v" ] || continue
