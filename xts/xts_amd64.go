@@ -95,11 +95,14 @@ func archSectors(c *Cipher, buf []byte, sectorSize int, tweaks []byte, decrypt b
 	}
 }
 
-// archEncryptTweaks encrypts independent blocks with the tweak key: XTS
-// with a zero tweak, which stays zero, is ECB.
+// ecbEncryptAESNI encrypts n > 0 independent blocks.
+//
+//go:noescape
+func ecbEncryptAESNI(rk *byte, rounds int, dst, src *byte, n int)
+
+// archEncryptTweaks encrypts tweaks with the tweak key.
 func archEncryptTweaks(c *Cipher, dst, src []byte) {
-	var zero [blockSize]byte
-	encryptAESNI(&c.tweak[0], c.rounds, &dst[0], &src[0], len(src)/blockSize, &zero)
+	ecbEncryptAESNI(&c.tweak[0], c.rounds, &dst[0], &src[0], len(src)/blockSize)
 }
 
 func archEncrypt(c *Cipher, dst, src []byte, t *[blockSize]byte) {

@@ -566,3 +566,26 @@ TEXT ·decryptSectors512VAES(SB), NOSPLIT, $0-40
 	MOVQ sectors+24(FP), R9
 	MOVQ tweaks+32(FP), BX
 	XTS512(VAESDEC, VAESDECLAST, s5dec, s5deca, s5decb)
+
+// func ecbEncryptAESNI(rk *byte, rounds int, dst, src *byte, n int)
+//
+// One block at a time: the blocks are independent, so the CPU overlaps the
+// iterations by itself; this is for the few tweaks of a call.
+TEXT ·ecbEncryptAESNI(SB), NOSPLIT, $0-40
+	MOVQ rk+0(FP), AX
+	MOVQ rounds+8(FP), CX
+	MOVQ dst+16(FP), DI
+	MOVQ src+24(FP), SI
+	MOVQ n+32(FP), DX
+ecbnext:
+	MOVOU (SI), X0
+	MOVOU (AX), X12
+	PXOR  X12, X0
+	LEAQ  16(AX), R8
+	BODY1(AESENC, AESENCLAST, ecb128, ecb192)
+	MOVOU X0, (DI)
+	ADDQ  $16, SI
+	ADDQ  $16, DI
+	DECQ  DX
+	JNZ   ecbnext
+	RET
