@@ -2,7 +2,12 @@ package keyring
 
 import (
 	"bytes"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestSecretFromBytesWipesSource(t *testing.T) {
@@ -81,5 +86,50 @@ func TestSecretGrowKeepsBytes(t *testing.T) {
 	}
 	if !bytes.HasPrefix(g.Bytes(), []byte("abc")) || g.Len() != 3*4096 {
 		t.Fatalf("grow lost data: len %d", g.Len())
+	}
+}
+
+// vmLocked returns VmLck from /proc/self/status in KiB.
+func vmLocked(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("SKIP (not a pass): %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmLck:" {
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Skip("SKIP (not a pass): no VmLck in /proc/self/status")
+	return 0
+}
+
+func TestSecretIsLockedInMemory(t *testing.T) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if lim.Cur < 1<<20 {
+		t.Skipf("SKIP (not a pass): RLIMIT_MEMLOCK is %d bytes", lim.Cur)
+	}
+	before := vmLocked(t)
+	s, err := NewSecret(3 * os.Getpagesize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Locked() {
+		t.Fatal("secret not locked although RLIMIT_MEMLOCK allows it")
+	}
+	during := vmLocked(t)
+	s.Wipe()
+	after := vmLocked(t)
+	pageKiB := os.Getpagesize() / 1024
+	if during-before < 3*pageKiB || during-after < 3*pageKiB {
+		t.Fatalf("VmLck %d -> %d -> %d kB; want +%d kB while the secret lives", before, during, after, 3*pageKiB)
 	}
 }
