@@ -3,6 +3,7 @@ package luks2
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -288,4 +289,42 @@ func normalize(s string) string {
 		out = append(out, line)
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestConvertedLUKS1: a LUKS1 volume converted to LUKS2 by cryptsetup
+// (20-byte digest, different key order) unlocks in luksd, and luksd's edit
+// keeps its metadata as cryptsetup wrote it.
+func TestConvertedLUKS1(t *testing.T) {
+	img := image(t, 20<<20)
+	pass := []byte("converted")
+	vk := make([]byte, 64)
+	rand.Read(vk)
+	cryptsetup(t, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--volume-key-file", keyFile(t, vk), "--key-file", keyFile(t, pass), img)
+	h1, f1 := readHdr(t, img)
+	if got, _, err := h1.Unlock(f1, pass, -1); err != nil || !bytes.Equal(got, vk) {
+		t.Fatalf("LUKS1 unlock: %v", err)
+	}
+	if _, err := h1.AddKey(f1, vk, pass, -1, cheapPBKDF2); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("AddKey on LUKS1: %v, want ErrUnsupported", err)
+	}
+	cryptsetup(t, "convert", "-q", "--type", "luks2", img)
+	h, f := readHdr(t, img)
+	if d := h.impl.meta.digests[0]; len(d.digest) != 20 {
+		t.Fatalf("converted digest has %d bytes, want 20", len(d.digest))
+	}
+	got, _, err := h.Unlock(f, pass, -1)
+	if err != nil || !bytes.Equal(got, vk) {
+		t.Fatalf("Unlock converted header: %v", err)
+	}
+	if _, err := h.AddKey(f, vk, []byte("added"), -1, cheapPBKDF2); err != nil {
+		t.Fatal(err)
+	}
+	if string(h.JSON()) != cryptsetup(t, "luksDump", "--dump-json-metadata", img) {
+		t.Fatal("JSON() differs from cryptsetup's after the edit")
+	}
+	if !strings.Contains(string(h.JSON()), "\"key_size\":64,\n        \"offset\":\"32768\"") {
+		t.Fatalf("cryptsetup's key order was not kept:\n%s", h.JSON())
+	}
+	cryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, []byte("added")), img)
+	sameLines(t, "converted dump", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
 }
