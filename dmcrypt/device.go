@@ -39,6 +39,7 @@ type Device struct {
 	readOnly   bool
 	locks      sectorLocks
 	closed     atomic.Bool
+	active     atomic.Int32 // requests in progress, to size their parallelism
 }
 
 // chunkSize is the unit of work one goroutine encrypts or decrypts at a time.
@@ -291,9 +292,13 @@ func (d *Device) readFull(dst []byte, off int64) error {
 }
 
 // parallel splits [off, off+length) at chunk boundaries aligned to the
-// sector size and runs fn on each piece, on up to GOMAXPROCS goroutines.
-// It returns the first error; pieces already done stay done.
+// sector size and runs fn on each piece, on up to GOMAXPROCS goroutines
+// shared with the other requests in progress: when the cores are busy with
+// other requests already, the pieces run one after the other. It returns
+// the first error; pieces already done stay done.
 func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) error {
+	active := int(d.active.Add(1))
+	defer d.active.Add(-1)
 	// Pieces start at multiples of chunkSize (a multiple of every sector
 	// size), so only the first and last can hold a partial sector.
 	firstChunk := off / chunkSize
@@ -304,7 +309,7 @@ func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) er
 		e := min(off+length, (firstChunk+int64(i)+1)*chunkSize)
 		return s, e - s
 	}
-	workers := min(n, runtime.GOMAXPROCS(0))
+	workers := min(n, runtime.GOMAXPROCS(0)-active+1)
 	if workers <= 1 {
 		for i := range n {
 			if err := fn(piece(i)); err != nil {

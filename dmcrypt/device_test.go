@@ -8,8 +8,8 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/luksd/luksd/blockdev"
 	"golang.org/x/crypto/xts"
@@ -23,6 +23,7 @@ type memDev struct {
 	writes          int
 	failWritesAfter int
 	failReads       bool
+	yieldOnRead     bool // widen read-modify-write windows for race tests
 	trims           [][2]int64
 }
 
@@ -35,11 +36,17 @@ func newMemDev(size int) *memDev {
 
 func (m *memDev) ReadAt(p []byte, off int64) (int, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.failReads {
+		m.mu.Unlock()
 		return 0, errInjected
 	}
-	return copy(p, m.data[off:]), nil
+	n := copy(p, m.data[off:])
+	m.mu.Unlock()
+	if m.yieldOnRead {
+		// Hold the data just read a while before the caller goes on.
+		time.Sleep(time.Microsecond)
+	}
+	return n, nil
 }
 
 func (m *memDev) WriteAt(p []byte, off int64) (int, error) {
@@ -219,40 +226,65 @@ func TestDeviceConcurrentSubSectorWrites(t *testing.T) {
 }
 
 func TestDeviceAlignedAndPartialWritesRace(t *testing.T) {
-	// Whole-sector writes and partial writes to the same sector: the final
-	// sector must be either writer's view, never a mix of stale bytes.
+	// Whole-sector writes of generations 1..n race with partial writes of
+	// byte 100. A partial write that read the sector before an aligned
+	// write and wrote it back after would resurrect an older generation:
+	// a reader would see the generation go backwards, and the sector could
+	// end older than n.
 	const ss = 4096
+	const n = 200
 	d, m, key := newTestDevice(t, ss, DeviceOptions{SectorSize: ss})
-	var wg sync.WaitGroup
-	var stop atomic.Bool
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for i := 0; !stop.Load() && i < 300; i++ {
-			if _, err := d.WriteAt(bytes.Repeat([]byte{0xAA}, ss), 0); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for i := range 300 {
-			if _, err := d.WriteAt([]byte{byte(i)}, 100); err != nil {
-				t.Error(err)
-			}
-		}
-		stop.Store(true)
-	}()
-	wg.Wait()
-	// One more partial write: everything except byte 100 must be 0xAA.
-	if _, err := d.WriteAt([]byte{0x55}, 100); err != nil {
+	// Generation 0 first: the fresh backend decrypts to noise.
+	if _, err := d.WriteAt(make([]byte, ss), 0); err != nil {
 		t.Fatal(err)
 	}
+	m.yieldOnRead = true
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		b := make([]byte, 1)
+		seen := byte(0)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := d.ReadAt(b, 0); err != nil {
+				t.Error(err)
+				return
+			}
+			if b[0] < seen {
+				t.Errorf("generation went back from %d to %d: a partial write undid a whole-sector write", seen, b[0])
+				return
+			}
+			seen = b[0]
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		defer close(done)
+		for g := 1; g <= n; g++ {
+			if _, err := d.WriteAt(bytes.Repeat([]byte{byte(g)}, ss), 0); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for range 3 * n {
+			if _, err := d.WriteAt([]byte{0xff}, 100); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	wg.Wait()
 	got := independentDecrypt(t, key, m.snapshot(), 0, ss, ss, 0)
-	want := bytes.Repeat([]byte{0xAA}, ss)
-	want[100] = 0x55
-	if !bytes.Equal(got, want) {
-		t.Fatalf("sector torn by racing aligned and partial writes")
+	got[100] = n
+	if !bytes.Equal(got, bytes.Repeat([]byte{n}, ss)) {
+		t.Fatalf("a partial write undid a whole-sector write (sector holds generation %d, want %d)", got[0], n)
 	}
 }
 

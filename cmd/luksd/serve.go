@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/luksd/luksd/nbd"
@@ -30,6 +31,10 @@ func init() {
 		Action: runServe,
 	})
 }
+
+// serveMemoryLimit is the soft heap limit of `luksd serve` (GOMEMLIMIT
+// overrides it); in-flight data per connection is bounded separately.
+const serveMemoryLimit = 64 << 20
 
 func runServe(c *cli.Context) error {
 	if c.NArg() != 1 {
@@ -70,6 +75,11 @@ func runServe(c *cli.Context) error {
 		return exitf(exitBusy, "Cannot listen: %v.", err)
 	}
 
+	// Payload buffers are recycled, but without a limit the heap may grow
+	// to twice the data in flight between collections.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(serveMemoryLimit)
+	}
 	logger := log.New(os.Stderr, "luksd: ", log.LstdFlags)
 	srv := nbd.NewServer(dev, nbd.Config{Name: c.String("export-name"), ReadOnly: readOnly, Logf: logger.Printf})
 	sigs := make(chan os.Signal, 1)
