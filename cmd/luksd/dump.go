@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"regexp"
@@ -114,7 +115,18 @@ func luksDump(c *cli.Context) error {
 		if err := writeKeyFile(p, v.Key.Bytes()); err != nil {
 			return err
 		}
-		fmt.Printf("Volume key written to file %s.\n", p)
+		// cryptsetup prints the dump up to the key, then where it went.
+		var b bytes.Buffer
+		err := h.Dump(&b, luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: dev})
+		text := b.Bytes()
+		if i := bytes.Index(text, []byte("MK dump:")); i >= 0 {
+			os.Stdout.Write(text[:i])
+		}
+		clear(text)
+		if err != nil {
+			return withCode(exitParams, err)
+		}
+		fmt.Printf("Key stored to file %s.\n", p)
 		return nil
 	}
 	return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: dev}))
@@ -125,10 +137,7 @@ func luksDump(c *cli.Context) error {
 func writeKeyFile(path string, key []byte) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o400)
 	if err != nil {
-		if os.IsExist(err) {
-			return exitf(exitBusy, "File %s already exists.", path)
-		}
-		return exitf(exitDevice, "Cannot open %s for writing.", path)
+		return exitf(exitParams, "Cannot open keyfile %s for write.", path)
 	}
 	_, err = f.Write(key)
 	if cerr := f.Close(); err == nil {
@@ -136,7 +145,7 @@ func writeKeyFile(path string, key []byte) error {
 	}
 	if err != nil {
 		os.Remove(path)
-		return exitf(exitDevice, "Cannot write to %s.", path)
+		return exitf(exitParams, "Cannot write to keyfile %s.", path)
 	}
 	return nil
 }

@@ -615,3 +615,30 @@ func TestInteropErrorsLikeCryptsetup(t *testing.T) {
 		t.Fatal("a failed command changed the image")
 	}
 }
+
+func TestInteropDumpVolumeKeyToFile(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	csFile, lFile := w.path("cs.vk"), w.path("luksd.vk")
+	want := w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, "--volume-key-file", csFile, img).ok(t).stdout
+	got := w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, "--volume-key-file", lFile, img).ok(t).stdout
+	if strings.ReplaceAll(want, csFile, lFile) != got {
+		t.Fatalf("output differs:\n--- cryptsetup\n%s--- luksd\n%s", want, got)
+	}
+	a, _ := os.ReadFile(csFile)
+	b, _ := os.ReadFile(lFile)
+	if len(a) != 64 || !bytes.Equal(a, b) {
+		t.Fatalf("volume key files differ (%d and %d bytes)", len(a), len(b))
+	}
+	if fi, _ := os.Stat(lFile); fi.Mode().Perm() != 0o400 {
+		t.Fatalf("key file mode %v, want 0400", fi.Mode().Perm())
+	}
+	w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, "--volume-key-file", lFile, img).expect(t, 1, "Cannot open keyfile "+lFile+" for write.")
+	// The key file formats a volume with the same key.
+	img2 := w.image("vol2.img")
+	w.luksd(nil, append([]string{"luksFormat", "-q", "--volume-key-file", lFile, img2, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	if w.sameVolumeKey(img2, key, 512) != fmt.Sprintf("%x", a) {
+		t.Fatal("luksFormat --volume-key-file did not use the dumped key")
+	}
+}
