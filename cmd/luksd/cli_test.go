@@ -154,6 +154,9 @@ func TestPoptReordersEveryVerb(t *testing.T) {
 			[]string{"luksDump", "--dump-volume-key", "-d", "-", "--", "img"}},
 		{[]string{"luksUUID", "img", "--uuid", "u"}, []string{"luksUUID", "--uuid", "u", "--", "img"}},
 		{[]string{"config", "img", "--label", "l"}, []string{"config", "--label", "l", "--", "img"}},
+		// popt's attached short values.
+		{[]string{"luksKillSlot", "img", "-S5", "-qv"}, []string{"luksKillSlot", "-S", "5", "-qv", "--", "img"}},
+		{[]string{"-l32", "luksDump", "-d-", "img"}, []string{"luksDump", "-l", "32", "-d", "-", "--", "img"}},
 		// A dangling value option is left for the verb to report.
 		{[]string{"luksDump", "img", "--header"}, []string{"luksDump", "img", "--header"}},
 	}

@@ -186,8 +186,15 @@ func popt(app *cli.App, args []string) []string {
 			break
 		}
 		if len(a) > 1 && a[0] == '-' {
-			flags = append(flags, a)
 			name := strings.TrimLeft(a, "-")
+			if len(a) > 2 && a[1] != '-' && takesValue[a[1:2]] {
+				if _, known := takesValue[name]; !known {
+					// popt's -S5: a short option with its value attached.
+					flags = append(flags, a[:2], a[2:])
+					continue
+				}
+			}
+			flags = append(flags, a)
 			if !strings.Contains(name, "=") && takesValue[name] {
 				if i+1 == len(rest) {
 					// A value option without its value: leave the line
