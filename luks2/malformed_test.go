@@ -141,6 +141,11 @@ func TestMalformedMetadataRefused(t *testing.T) {
 			ks.keys[1] = "x1"
 			return r.compact()
 		}},
+		{"keyslot id with leading zero", func(r *node) []byte {
+			ks := r.get("keyslots")
+			ks.keys[1] = "01"
+			return r.compact()
+		}},
 		{"keyslot id too large", func(r *node) []byte {
 			ks := r.get("keyslots")
 			ks.keys[1] = "32"

@@ -85,7 +85,7 @@ func errMeta(format string, a ...any) error {
 
 // numbered parses an object key or array entry that must be a decimal id.
 func numbered(what, s string, max int) (int, error) {
-	if s == "" || len(s) > 3 {
+	if s == "" || len(s) > 3 || len(s) > 1 && s[0] == '0' {
 		return 0, errMeta("%s id %q is not a number", what, s)
 	}
 	for _, c := range s {
