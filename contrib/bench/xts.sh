@@ -67,8 +67,8 @@ else
 		*) per=${name##*/} ;;
 		esac
 		case $name in
-		XCrypto/* | */generic/*) total=$((256 << 20)) ;;
-		*) total=$((4096 << 20)) ;;
+		XCrypto/* | */generic/*) total=$((512 << 20)) ;;
+		*) total=$((8192 << 20)) ;;
 		esac
 		iters=$((total / per))
 		top=${name%%/*} rest=${name#*/}
