@@ -22,6 +22,9 @@ func impls() []impl {
 	return l
 }
 
+// cpuid7ecx returns ECX of CPUID leaf 7, subleaf 0.
+func cpuid7ecx() uint32
+
 // The kernels take the round keys, the number of rounds (10, 12 or 14), n
 // blocks at dst and src, and the encrypted tweak of the first block, which
 // they replace with the tweak of the block after the last.
@@ -37,8 +40,6 @@ func encryptVAES256(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte
 
 //go:noescape
 func decryptVAES256(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
-
-func cpuid7ecx() uint32
 
 // encryptVAES and decryptVAES take a multiple of four blocks.
 //
