@@ -44,6 +44,10 @@ func closeVolume(name string) error {
 		}
 		return exitf(exitDevice, "Device %s is not active.", name)
 	}
+	pid := 0
+	if st, err := readState(name); err == nil {
+		pid = st.PID
+	}
 	reply, err := askDaemon(name, "close")
 	if err != nil {
 		// The control socket is gone or mute: fall back to SIGTERM.
@@ -68,11 +72,29 @@ func closeVolume(name string) error {
 	default:
 		return fmt.Errorf("closing %s: unexpected reply %q", name, reply)
 	}
-	// The daemon releases its lock as its last act.
+	// The daemon releases its lock as its last act, then exits.
 	for daemonAlive(name) {
 		time.Sleep(20 * time.Millisecond)
 	}
+	if pid > 0 && pid != os.Getpid() {
+		for deadline := time.Now().Add(10 * time.Second); processRunning(pid) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	return nil
+}
+
+// processRunning reports whether pid exists and is not a zombie.
+func processRunning(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
 }
 
 // askDaemon sends one command on name's control socket and returns the
