@@ -13,6 +13,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=$here/cache
 apt=$cache/apt
 mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/sources.list.d" "$cache/debs"
+# one download or extraction at a time (runs with different VMTEST_OUT share the cache)
+exec 8>"$cache/.lock"
+flock 8
 
 # mirror returns the Debian mirror the machine already uses for bookworm.
 mirror() {

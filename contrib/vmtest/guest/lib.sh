@@ -103,30 +103,35 @@ cs_close() { cryptsetup close "$1"; }
 
 have_luksd() { command -v luksd >/dev/null 2>&1; }
 
-# luksd_open FRONTEND IMAGE NAME KEY opens IMAGE with luksd and prints the
-# block device. It works whether `luksd open` detaches (prints the device and
-# exits) or stays in the foreground (prints the device and keeps serving).
+# luksd_open FRONTEND IMAGE NAME KEY [ARGS...] opens IMAGE with luksd and
+# prints the block device. It works whether `luksd open` detaches (prints the
+# device and exits) or stays in the foreground (prints it and keeps serving).
 luksd_open() {
 	_fe=$1 _img=$2 _name=$3 _key=$4
+	shift 4
 	_out=$SCRATCH/luksd-open.$_name
-	rm -f "$_out.pid"
-	luksd open --key-file "$_key" --frontend "$_fe" "$_img" "$_name" >"$_out.out" 2>"$_out.err" &
+	rm -f "$_out.pid" "$_out.why"
+	: >"$_out.out"
+	: >"$_out.err"
+	luksd open --key-file "$_key" --frontend "$_fe" "$@" "$_img" "$_name" >"$_out.out" 2>"$_out.err" &
 	_pid=$!
 	_i=0
 	_dev=
-	while [ -z "$_dev" ]; do
+	while :; do
+		_alive=0
+		kill -0 "$_pid" 2>/dev/null && _alive=1
 		_dev=$(grep -o '/dev/[^ ]*' "$_out.out" | head -n1 || true)
 		[ -n "$_dev" ] && break
-		if ! kill -0 "$_pid" 2>/dev/null; then
+		if [ "$_alive" = 0 ]; then
 			_rc=0
 			wait "$_pid" || _rc=$?
-			echo "luksd open exited $_rc without a device: $(head -n3 "$_out.err" "$_out.out" | tr '\n' ' ')" >&2
+			echo "luksd open exited $_rc without a device: $(cat "$_out.err" "$_out.out" | head -n3 | tr '\n' ' ')" | tee "$_out.why" >&2
 			return 1
 		fi
 		_i=$((_i + 1))
 		if [ "$_i" -gt 600 ]; then
 			kill -9 "$_pid" 2>/dev/null || true
-			echo "luksd open printed no device within 60s" >&2
+			echo "luksd open printed no device within 60s" | tee "$_out.why" >&2
 			return 1
 		fi
 		usleep 100000
@@ -137,13 +142,17 @@ luksd_open() {
 	while [ "$(blockdev --getsize64 "$_dev" 2>/dev/null || echo 0)" = 0 ]; do
 		_i=$((_i + 1))
 		if [ "$_i" -gt 300 ]; then
-			echo "$_dev still has size 0 after 30s" >&2
+			echo "$_dev still has size 0 after 30s" | tee "$_out.why" >&2
 			return 1
 		fi
 		usleep 100000
 	done
+	say "luksd serves $_img as $_dev (frontend $_fe, name $_name$([ -e "$_out.pid" ] && echo ", foreground pid $_pid"))" >&2
 	echo "$_dev"
 }
+
+# open_failure NAME prints why the last luksd_open of NAME failed.
+open_failure() { cat "$SCRATCH/luksd-open.$1.why" 2>/dev/null || true; }
 
 # luksd_close NAME closes a luksd device and waits for a foreground daemon.
 luksd_close() {

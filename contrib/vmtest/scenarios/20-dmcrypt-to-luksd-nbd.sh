@@ -26,7 +26,7 @@ kernel_writes_luksd_reads() {
 	write_at /dev/mapper/vmt "$SCRATCH/tail" "$last" || because "writing the last MiB through dm-crypt failed"
 	cs_close vmt || because "cryptsetup close failed"
 
-	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open --frontend $FRONTEND failed: $(tail -n1 "$SCRATCH/luksd-open.vol.err" 2>/dev/null)"
+	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open --frontend $FRONTEND failed: $(open_failure vol)"
 	case $dev in /dev/nbd*) [ "$FRONTEND" = nbd ] ;; /dev/ublkb*) [ "$FRONTEND" = ublk ] ;; *) false ;; esac ||
 		because "luksd open --frontend $FRONTEND printed $dev"
 	got=$(blockdev --getsize64 "$dev")

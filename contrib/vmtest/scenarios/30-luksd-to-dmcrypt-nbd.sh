@@ -18,7 +18,7 @@ luksd_writes_kernel_reads() {
 	img=$SCRATCH/img
 	mkimage "$img" 32
 	luksd_format "$img" "$key" "$1" || because "luksd luksFormat failed"
-	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open --frontend $FRONTEND failed: $(tail -n1 "$SCRATCH/luksd-open.vol.err" 2>/dev/null)"
+	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open --frontend $FRONTEND failed: $(open_failure vol)"
 	size=$(blockdev --getsize64 "$dev")
 	last=$((size / 1048576 - 1))
 	[ "$last" -ge 4 ] || because "$dev is only $size bytes"

@@ -24,7 +24,7 @@ verified_writes() {
 	img=$SCRATCH/img
 	mkimage "$img" 40
 	cs_format "$img" "$key" "$1" || because "cryptsetup luksFormat failed"
-	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open failed: $(tail -n1 "$SCRATCH/luksd-open.vol.err" 2>/dev/null)"
+	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open failed: $(open_failure vol)"
 	fio_job "$dev" || because "fio randwrite+verify on $dev: $(grep -m1 -E 'verify: |error' "$SCRATCH/fio.out")"
 	luksd_close vol || because "luksd close failed"
 	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd reopen failed"
@@ -36,6 +36,6 @@ verified_writes() {
 	rm -f "$img"
 }
 
-for label in aes-xts-plain64/4096 aes-xts-plain64/512 xchacha12,aes-adiantum-plain64/4096; do
+for label in aes-xts-plain64/512 xchacha12,aes-adiantum-plain64/4096; do
 	check "$VMTEST_SCENARIO $label $FRONTEND" verified_writes "$(cipher_line "$label")"
 done

@@ -8,7 +8,7 @@
 # requires: luksd-open-nbd
 . /vmtest/guest/lib.sh
 FRONTEND=${FRONTEND:-nbd}
-SECS=${VMTEST_SPEED_SECONDS:-5}
+SECS=${VMTEST_SPEED_SECONDS:-3}
 require_luksd
 
 key=$SCRATCH/key
@@ -38,7 +38,7 @@ speed() {
 	dd if=/dev/zero of=/dev/mapper/vmt bs=1M conv=fsync 2>/dev/null || true
 	run_jobs /dev/mapper/vmt "$SCRATCH/dm" || exit 1
 	cs_close vmt || because "cryptsetup close failed"
-	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open failed: $(tail -n1 "$SCRATCH/luksd-open.vol.err" 2>/dev/null)"
+	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open failed: $(open_failure vol)"
 	run_jobs "$dev" "$SCRATCH/luksd" || exit 1
 	luksd_close vol || because "luksd close failed"
 	paste -d' ' "$SCRATCH/dm" "$SCRATCH/luksd" | while read -r rw bs depth dm _ _ _ lk; do

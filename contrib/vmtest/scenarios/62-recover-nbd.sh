@@ -1,0 +1,37 @@
+#!/bin/sh
+# 62-recover-nbd: the daemon dies mid-write and a new one takes over the
+# same kernel device (`luksd open --recover --nbd-device /dev/nbdN`). As in
+# 60, ext4 is mounted, files are synced and a writer keeps writing while
+# luksd is killed with SIGKILL; after the takeover the writer goes on, the
+# mount never notices (no I/O error in the kernel log), umount works,
+# e2fsck -fn is clean and the synced data is intact.
+# requires: luksd-open-nbd luksd-recover-nbd
+FRONTEND=${FRONTEND:-nbd}
+CRASH_LIBRARY=1
+. /vmtest/scenarios/60-crash-nbd.sh
+
+recover() {
+	prepare "$1"
+	errors_before=$(dmesg | grep -c 'I/O error' || true)
+	kill_daemon_while_writing
+	sleep 1
+	new=$(luksd_open "$FRONTEND" "$img" vol "$key" --recover "--$FRONTEND-device" "$dev") ||
+		because "luksd open --recover failed: $(open_failure vol)"
+	[ "$new" = "$dev" ] || because "--recover attached $new, not $dev"
+	n=$(ls "$mnt" | grep -c '^after\.')
+	sleep 3
+	[ "$(ls "$mnt" | grep -c '^after\.')" -gt "$n" ] || because "the writer made no progress after the takeover"
+	kill -9 "$writer" 2>/dev/null || true
+	wait "$writer" 2>/dev/null || true
+	timeout 60 umount "$mnt" || because "umount after the takeover failed"
+	errors_after=$(dmesg | grep -c 'I/O error' || true)
+	[ "$errors_after" = "$errors_before" ] || because "the kernel logged I/O errors: $(dmesg | grep 'I/O error' | tail -n1)"
+	e2fsck -fn "$dev" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn after the takeover: $(tail -n1 "$SCRATCH/fsck.out")"
+	check_after_replay
+	luksd_close vol || because "luksd close failed"
+	rm -f "$img"
+}
+
+for label in aes-xts-plain64/4096; do
+	check "$VMTEST_SCENARIO $label $FRONTEND" recover "$(cipher_line "$label")"
+done
