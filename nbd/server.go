@@ -30,6 +30,13 @@ type Config struct {
 	// MaxInFlightRequests bounds the requests one connection may have in
 	// flight (default 128).
 	MaxInFlightRequests int
+	// MaxTotalInFlightBytes bounds the payload bytes in flight over all
+	// connections together (default 512 MiB).
+	MaxTotalInFlightBytes int64
+	// IOTimeout bounds how long the server waits for a WRITE's payload to
+	// arrive and for a reply to be taken by the client (default 2 minutes),
+	// so a stalled client cannot hold buffers for ever.
+	IOTimeout time.Duration
 	// HandshakeTimeout bounds the whole option haggling (default 10s).
 	HandshakeTimeout time.Duration
 	// MaxConns bounds simultaneous connections (default 1024); more are
@@ -43,6 +50,8 @@ const (
 	defaultMaxRequest   = 32 << 20
 	defaultInFlight     = 64 << 20
 	defaultInFlightReqs = 128
+	defaultTotalFlight  = 512 << 20
+	defaultIOTimeout    = 2 * time.Minute
 	defaultHandshake    = 10 * time.Second
 	defaultMaxConns     = 1024
 	maxOptions          = 256     // options per handshake before the server hangs up
@@ -62,6 +71,7 @@ type Server struct {
 	closing   bool
 	wg        sync.WaitGroup
 	nextID    atomic.Uint64
+	budget    *semaphore // payload bytes in flight over all connections
 }
 
 // NewServer returns a server for dev.
@@ -74,6 +84,12 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 	}
 	if cfg.MaxInFlightRequests <= 0 {
 		cfg.MaxInFlightRequests = defaultInFlightReqs
+	}
+	if cfg.MaxTotalInFlightBytes < cfg.MaxInFlightBytes {
+		cfg.MaxTotalInFlightBytes = max(defaultTotalFlight, cfg.MaxInFlightBytes)
+	}
+	if cfg.IOTimeout <= 0 {
+		cfg.IOTimeout = defaultIOTimeout
 	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = defaultHandshake
@@ -91,6 +107,7 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*session]struct{}{},
 		conns:     map[net.Conn]struct{}{},
+		budget:    newSemaphore(cfg.MaxTotalInFlightBytes),
 	}
 }
 
@@ -246,6 +263,7 @@ func (s *Server) ServeTransmission(c net.Conn, flags uint16) error {
 func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint16, structured bool, export string) error {
 	defer s.wg.Done()
 	ss := s.newSession(br, c, flags, structured)
+	ss.conn = c
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -253,7 +271,6 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 		return ErrServerClosed
 	}
 	s.sessions[ss] = struct{}{}
-	ss.stop = func() { c.SetReadDeadline(time.Now()) }
 	s.mu.Unlock()
 	err := ss.serve()
 	c.Close()
@@ -285,9 +302,7 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	for ss := range s.sessions {
-		if ss.stop != nil {
-			ss.stop()
-		}
+		ss.stop()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()

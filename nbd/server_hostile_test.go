@@ -429,3 +429,73 @@ func TestCloseAnswersInFlight(t *testing.T) {
 		t.Fatal("connection open after Close")
 	}
 }
+
+func TestStalledClientsLoseTheirBuffers(t *testing.T) {
+	// One connection's budget is the whole server's: a client that stalls
+	// mid-payload, or never reads its replies, must not keep it for ever.
+	dev := &memDevice{data: make([]byte, 4<<20)}
+	cfg := Config{MaxRequest: 1 << 20, MaxInFlightBytes: 2 << 20, MaxTotalInFlightBytes: 2 << 20, IOTimeout: 300 * time.Millisecond}
+	sock, _ := serveMem(t, dev, cfg)
+
+	stall := dialGo(t, sock, "")
+	stall.send(t, append(requestBytes(cmdWrite, 0, 1, 0, 1<<20), make([]byte, 10)...))
+	if !stall.closed(t) {
+		t.Fatal("a client stalled in a write payload kept its connection")
+	}
+
+	deaf := dialGo(t, sock, "")
+	deaf.c.(*net.UnixConn).SetReadBuffer(4096)
+	go func() {
+		for i := range 64 {
+			if _, err := deaf.c.Write(requestBytes(cmdRead, 0, uint64(i), 0, 1<<20)); err != nil {
+				return
+			}
+		}
+	}()
+	stillServes(t, sock) // waits until the deaf client's buffers are released
+}
+
+func TestListeners(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s")
+	l, err := ListenUnix(sock, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(sock); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v, want 0600", fi.Mode().Perm())
+	}
+	if _, err := ListenUnix(sock, 0); err == nil {
+		t.Fatal("a second server took over a live socket")
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // leaves a stale socket, as a killed server does
+	l, err = ListenUnix(sock, 0o660)
+	if err != nil {
+		t.Fatalf("stale socket not replaced: %v", err)
+	}
+	if fi, _ := os.Stat(sock); fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket mode %v, want 0660", fi.Mode().Perm())
+	}
+	l.Close()
+	regular := filepath.Join(dir, "file")
+	os.WriteFile(regular, []byte("keep me"), 0o600)
+	if _, err := ListenUnix(regular, 0); err == nil {
+		t.Fatal("ListenUnix replaced a regular file")
+	}
+	if b, _ := os.ReadFile(regular); string(b) != "keep me" {
+		t.Fatal("regular file clobbered")
+	}
+
+	tl, err := ListenTCP(":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	if a := tl.Addr().(*net.TCPAddr); !a.IP.Equal(net.IPv4(127, 0, 0, 1)) {
+		t.Fatalf("ListenTCP(\":0\") listens on %v, want 127.0.0.1", a)
+	}
+	if _, err := ListenTCP("not an address:x:y"); err == nil {
+		t.Fatal("bad address accepted")
+	}
+}

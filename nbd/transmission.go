@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/luksd/luksd/blockdev"
 )
@@ -25,12 +26,15 @@ type session struct {
 	w          io.Writer
 	flags      uint16
 	structured bool
-	stop       func() // makes the reading goroutine return (server shutdown)
+	conn       net.Conn // for deadlines; nil when serving plain streams (fuzzing)
+
+	stopMu  sync.Mutex
+	stopped bool // stop was called: the read deadline stays in the past
 
 	wmu    sync.Mutex
 	broken atomic.Bool // a reply could not be written
 
-	budget   *semaphore // payload bytes in flight
+	budget   *semaphore // payload bytes in flight on this connection
 	slots    chan struct{}
 	wg       sync.WaitGroup
 	requests atomic.Int64
@@ -123,7 +127,10 @@ func (ss *session) dispatch(req request) error {
 		}
 		ss.acquire(int64(req.length))
 		buf := getBuffer(int(req.length))
-		if _, err := io.ReadFull(ss.r, buf); err != nil {
+		ss.setReadDeadline(time.Now().Add(srv.cfg.IOTimeout))
+		_, err := io.ReadFull(ss.r, buf)
+		ss.setReadDeadline(time.Time{})
+		if err != nil {
 			putBuffer(buf)
 			ss.release(int64(req.length))
 			return fmt.Errorf("reading write payload: %w", err)
@@ -188,11 +195,33 @@ func (ss *session) dropPayload(buf []byte, req request) {
 func (ss *session) acquire(n int64) {
 	ss.slots <- struct{}{}
 	ss.budget.acquire(n)
+	ss.srv.budget.acquire(n)
 }
 
 func (ss *session) release(n int64) {
+	ss.srv.budget.release(n)
 	ss.budget.release(n)
 	<-ss.slots
+}
+
+// stop makes the reading goroutine return: its read deadline is moved to
+// the past and kept there.
+func (ss *session) stop() {
+	ss.stopMu.Lock()
+	defer ss.stopMu.Unlock()
+	ss.stopped = true
+	if ss.conn != nil {
+		ss.conn.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// setReadDeadline sets the read deadline unless the session was stopped.
+func (ss *session) setReadDeadline(t time.Time) {
+	ss.stopMu.Lock()
+	defer ss.stopMu.Unlock()
+	if ss.conn != nil && !ss.stopped {
+		ss.conn.SetReadDeadline(t)
+	}
 }
 
 // start takes budget for req and runs it.
@@ -375,6 +404,9 @@ func (ss *session) send(parts ...[]byte) {
 	if ss.broken.Load() {
 		return
 	}
+	if ss.conn != nil {
+		ss.conn.SetWriteDeadline(time.Now().Add(ss.srv.cfg.IOTimeout))
+	}
 	var err error
 	if len(parts) == 1 {
 		_, err = ss.w.Write(parts[0])
@@ -384,9 +416,7 @@ func (ss *session) send(parts ...[]byte) {
 	}
 	if err != nil {
 		ss.broken.Store(true)
-		if ss.stop != nil {
-			ss.stop()
-		}
+		ss.stop()
 	}
 }
 
