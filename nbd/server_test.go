@@ -266,7 +266,8 @@ func TestFioVerify(t *testing.T) {
 	fio := testtool.Need(t, "fio")
 	cmd := exec.Command(fio, "--name=verify", "--ioengine=nbd", "--uri="+e.uri(),
 		"--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=8M", "--verify=crc32c",
-		"--verify_fatal=1", "--do_verify=1", "--output-format=json")
+		"--verify_fatal=1", "--do_verify=1", "--verify_state_save=0", "--output-format=json")
+	cmd.Dir = t.TempDir() // fio leaves state files in its working directory
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("fio randwrite+verify: %v\n%s", err, out)
