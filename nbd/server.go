@@ -235,7 +235,7 @@ func (s *Server) serveConn(c net.Conn) error {
 	if err != nil {
 		c.Close()
 		s.wg.Done()
-		if !errors.Is(err, errAborted) {
+		if !errors.Is(err, errAborted) && !s.isClosing() {
 			s.logf("nbd: %s: handshake failed: %v", who, err)
 		}
 		return err
