@@ -317,11 +317,19 @@ func TestHostileHandshakes(t *testing.T) {
 func TestHostileTransmission(t *testing.T) {
 	dev := &memDevice{data: make([]byte, 1<<20)}
 	sock, _ := serveMem(t, dev, Config{MaxRequest: 64 << 10})
+	c := dialGo(t, sock, "")
+	c.send(t, requestBytes(cmdWrite, 0, 1, 0, 64<<10+1))
+	if code, cookie := c.simpleReply(t); code != errInval || cookie != 1 {
+		t.Fatalf("write over the maximum: error %d for cookie %d, want EINVAL", code, cookie)
+	}
+	if !c.closed(t) {
+		t.Fatal("write over the maximum: the server kept the connection")
+	}
 	for _, tc := range []struct {
 		name string
 		send []byte
 	}{
-		{"write over the maximum", requestBytes(cmdWrite, 0, 1, 0, 0xffffffff)},
+		{"write of 4 GiB", requestBytes(cmdWrite, 0, 1, 0, 0xffffffff)},
 		{"bad request magic", bytes.Repeat([]byte{0x42}, 28)},
 		{"truncated write payload", append(requestBytes(cmdWrite, 0, 1, 0, 4096), make([]byte, 100)...)},
 		{"truncated header", requestBytes(cmdRead, 0, 1, 0, 512)[:10]},
@@ -337,7 +345,7 @@ func TestHostileTransmission(t *testing.T) {
 	// Many pipelined requests whose replies the client never reads: the
 	// server stops reading when its budget is used up instead of
 	// buffering without bound, and the client can still hang up.
-	c := dialGo(t, sock, "")
+	c = dialGo(t, sock, "")
 	go func() {
 		for i := range 4000 {
 			if _, err := c.c.Write(requestBytes(cmdRead, 0, uint64(i), 0, 64<<10)); err != nil {

@@ -122,7 +122,9 @@ func (ss *session) dispatch(req request) error {
 		ss.start(int64(req.length), func() { ss.doRead(req) })
 	case cmdWrite:
 		if int(req.length) > srv.cfg.MaxRequest {
-			// The payload cannot be skipped without reading it all.
+			// The payload cannot be skipped without reading it all: say
+			// why, then hang up.
+			ss.reply(req, errOverflowOrInval(ss.structured))
 			return fmt.Errorf("%w: write of %d bytes exceeds the maximum %d", errProtocol, req.length, srv.cfg.MaxRequest)
 		}
 		ss.acquire(int64(req.length))
