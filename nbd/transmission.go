@@ -31,11 +31,17 @@ type session struct {
 	stopMu  sync.Mutex
 	stopped bool // stop was called: the read deadline stays in the past
 
-	wmu    sync.Mutex
-	broken atomic.Bool // a reply could not be written
+	wmu     sync.Mutex
+	writing bool           // a sender is writing; others queue
+	queue   []*queuedReply // replies waiting for the writer
+	spare   []*queuedReply // the previous batch's slice, reused
+	iov     net.Buffers    // the writer's scratch list of pieces
+	broken  atomic.Bool    // a reply could not be written
 
 	budget   *semaphore // payload bytes in flight on this connection
 	slots    chan struct{}
+	work     chan func() // unbuffered: a send succeeds when a worker is idle
+	workers  int         // started so far; only the reading goroutine counts
 	wg       sync.WaitGroup
 	requests atomic.Int64
 }
@@ -49,6 +55,7 @@ func (s *Server) newSession(r *bufio.Reader, w io.Writer, flags uint16, structur
 		structured: structured,
 		budget:     newSemaphore(s.cfg.MaxInFlightBytes),
 		slots:      make(chan struct{}, s.cfg.MaxInFlightRequests),
+		work:       make(chan func()),
 	}
 }
 
@@ -59,6 +66,7 @@ var errProtocol = errors.New("protocol violation")
 // NBD_CMD_DISC, breaks the protocol, or the server stops the session. It
 // waits for every dispatched request to be answered.
 func (ss *session) serve() error {
+	defer close(ss.work)
 	defer ss.wg.Wait()
 	var hdr [requestHeaderLen]byte
 	for {
@@ -232,15 +240,38 @@ func (ss *session) start(n int64, fn func()) {
 	ss.run(n, fn)
 }
 
-// run runs fn on its own goroutine (budget already taken) and gives the
-// budget back when fn has replied.
+// run runs fn (budget already taken) on one of the session's workers and
+// gives the budget back when fn has replied. Workers are started as
+// requests find none idle, up to the request limit, and live as long as the
+// session: a fresh goroutine per request would grow a new stack each time.
 func (ss *session) run(n int64, fn func()) {
 	ss.wg.Add(1)
-	go func() {
+	job := func() {
 		defer ss.wg.Done()
 		defer ss.release(n)
 		fn()
-	}()
+	}
+	select {
+	case ss.work <- job:
+	default:
+		if ss.workers < cap(ss.slots) {
+			ss.workers++
+			go ss.worker(job)
+			return
+		}
+		ss.work <- job
+	}
+}
+
+// worker runs jobs until the session closes its work channel.
+func (ss *session) worker(job func()) {
+	for {
+		job()
+		var ok bool
+		if job, ok = <-ss.work; !ok {
+			return
+		}
+	}
 }
 
 // then returns a function that runs do and replies with its result.
@@ -398,11 +429,52 @@ func putStructuredHeader(b []byte, flags, typ uint16, cookie uint64, length uint
 	binary.BigEndian.PutUint32(b[16:], length)
 }
 
-// send writes one reply's pieces in one go (writev) under the write mutex.
-// After a failed write the session is broken and later replies are dropped.
+// send writes one reply's pieces and returns once they are written (the
+// caller may then reuse them). Replies are combined: the first sender to
+// find no write under way becomes the writer and, after its own reply,
+// writes every reply queued meanwhile in one writev, so a busy connection
+// spends one system call on many replies. After a failed write the session
+// is broken and later replies are dropped.
 func (ss *session) send(parts ...[]byte) {
 	ss.wmu.Lock()
-	defer ss.wmu.Unlock()
+	if ss.writing {
+		r := replyPool.Get().(*queuedReply)
+		r.parts = append(r.parts[:0], parts...)
+		ss.queue = append(ss.queue, r)
+		ss.wmu.Unlock()
+		<-r.done
+		clear(r.parts)
+		replyPool.Put(r)
+		return
+	}
+	ss.writing = true
+	ss.wmu.Unlock()
+
+	bufs := append(ss.iov[:0], parts...)
+	var batch []*queuedReply
+	for {
+		ss.write(bufs)
+		for _, r := range batch {
+			r.done <- struct{}{}
+		}
+		ss.wmu.Lock()
+		if len(ss.queue) == 0 {
+			ss.writing = false
+			ss.iov = bufs[:0]
+			ss.wmu.Unlock()
+			return
+		}
+		batch, ss.queue, ss.spare = ss.queue, ss.spare[:0], batch[:0]
+		ss.wmu.Unlock()
+		bufs = bufs[:0]
+		for _, r := range batch {
+			bufs = append(bufs, r.parts...)
+		}
+	}
+}
+
+// write writes bufs unless the session is broken.
+func (ss *session) write(bufs net.Buffers) {
 	if ss.broken.Load() {
 		return
 	}
@@ -410,10 +482,9 @@ func (ss *session) send(parts ...[]byte) {
 		ss.conn.SetWriteDeadline(time.Now().Add(ss.srv.cfg.IOTimeout))
 	}
 	var err error
-	if len(parts) == 1 {
-		_, err = ss.w.Write(parts[0])
+	if len(bufs) == 1 {
+		_, err = ss.w.Write(bufs[0])
 	} else {
-		bufs := net.Buffers(parts)
 		_, err = bufs.WriteTo(ss.w)
 	}
 	if err != nil {
@@ -421,6 +492,14 @@ func (ss *session) send(parts ...[]byte) {
 		ss.stop()
 	}
 }
+
+// queuedReply is a reply waiting for the writer.
+type queuedReply struct {
+	parts [][]byte
+	done  chan struct{}
+}
+
+var replyPool = sync.Pool{New: func() any { return &queuedReply{done: make(chan struct{}, 1)} }}
 
 // Payload buffers come from pools by power-of-two size class.
 var bufPools [26]sync.Pool // classes 2^0 .. 2^25 (32 MiB)
