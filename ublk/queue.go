@@ -17,14 +17,16 @@ const wakeTag = 1 << 32
 
 // queue serves one hardware queue of the device: its own io_uring, driven
 // by one goroutine locked to its OS thread (ublk accepts a queue's commands
-// from one task only). Requests run on worker goroutines; finished ones come
-// back through a list and an eventfd, and the queue thread commits them.
+// from one task only). Requests are served on that thread, or with workers
+// on a goroutine each; finished ones then come back through a list and an
+// eventfd, and the queue thread commits them.
 type queue struct {
 	id       int
 	depth    int
 	charFD   int
 	encoded  bool
 	userCopy bool
+	inline   bool // serve requests on the queue thread, not on workers
 	h        *handler
 	pool     *bufferPool
 	affinity *unix.CPUSet
@@ -174,6 +176,10 @@ func (q *queue) complete(ud uint64, res int32) {
 	switch {
 	case res == ioResOK:
 		d := *(*ioDesc)(unsafe.Pointer(&q.descs[tag*ioDescSize]))
+		if q.inline {
+			q.prepIO(ioCommitAndFetchReq, tag, q.handle(tag, d))
+			return
+		}
 		q.workers.Add(1)
 		go q.serve(tag, d)
 	case res == -int32(unix.ENODEV):
@@ -190,14 +196,17 @@ func (q *queue) fail(err error) {
 	}
 }
 
+// handle serves one request and returns its result.
+func (q *queue) handle(tag int, d ioDesc) int32 {
+	if q.userCopy {
+		return q.h.serve(d, &userCopyPayload{q: q, tag: tag})
+	}
+	return q.h.serve(d, copyPayload(q.bufs[tag]))
+}
+
 // serve runs on a worker goroutine.
 func (q *queue) serve(tag int, d ioDesc) {
-	var res int32
-	if q.userCopy {
-		res = q.h.serve(d, &userCopyPayload{q: q, tag: tag})
-	} else {
-		res = q.h.serve(d, copyPayload(q.bufs[tag]))
-	}
+	res := q.handle(tag, d)
 	q.mu.Lock()
 	first := len(q.finished) == 0
 	q.finished = append(q.finished, finished{uint16(tag), res})

@@ -37,6 +37,12 @@ type Options struct {
 	AllowDiscards bool // serve DISCARD (and WRITE_ZEROES) when the device can Trim
 	CopyMode      bool // use per-tag buffers even where user copy is offered
 	NoRecovery    bool // create the device without user recovery
+	// Workers serves each request on a goroutine of its own instead of on
+	// the queue's thread. Queue threads serving inline are fastest when the
+	// device answers from memory or the page cache (about three times the
+	// IOPS under emulation); workers keep many requests in flight on a
+	// device that blocks, such as a remote store.
+	Workers bool
 	// RecoverTimeout bounds how long Recover waits for the kernel to
 	// quiesce the device of a daemon that died; 0 = 30 s.
 	RecoverTimeout time.Duration
@@ -53,6 +59,7 @@ type Device struct {
 	info     devInfo
 	h        *handler
 	userCopy bool
+	inline   bool
 	charFD   int
 	queues   []*queue
 	running  bool // queue goroutines were launched
@@ -118,7 +125,7 @@ func New(dev blockdev.Device, opts Options) (*Device, error) {
 		c.close()
 		return nil, err
 	}
-	d := &Device{ctrl: c, info: info, h: h, userCopy: info.flags&FeatureUserCopy != 0, charFD: -1, done: make(chan struct{})}
+	d := &Device{ctrl: c, info: info, h: h, userCopy: info.flags&FeatureUserCopy != 0, inline: !opts.Workers, charFD: -1, done: make(chan struct{})}
 	p, err := buildParams(geometry{
 		size:        h.size,
 		blockSize:   bs,
@@ -195,6 +202,7 @@ func recoverDevice(c *control, id uint32, dev blockdev.Device, opts Options) (*D
 		info:     info,
 		h:        newHandler(dev, readOnly, discards),
 		userCopy: info.flags&FeatureUserCopy != 0,
+		inline:   !opts.Workers,
 		charFD:   -1,
 		done:     make(chan struct{}),
 	}
@@ -248,6 +256,7 @@ func (d *Device) startQueues() error {
 			charFD:   fd,
 			encoded:  d.info.flags&FeatureCmdIoctlEncode != 0,
 			userCopy: d.userCopy,
+			inline:   d.inline,
 			h:        d.h,
 			pool:     pool,
 			wakeFD:   -1,
