@@ -74,7 +74,10 @@ type DumpOptions struct {
 	Device    string // device path, printed where cryptsetup prints it
 }
 
-// Header is a loaded and validated LUKS2 or LUKS1 header.
+// Header is a loaded and validated LUKS2 or LUKS1 header. Reading methods
+// may run concurrently; edits (AddKey, KillSlot, SetLabel, SetUUID) must not
+// run concurrently with anything else on the same Header. LUKS1 headers are
+// read-only: edits return ErrUnsupported.
 type Header struct {
 	impl *header
 }
@@ -104,6 +107,8 @@ func (h *Header) Label() string     { return h.impl.label() }
 func (h *Header) Subsystem() string { return h.impl.subsystem() }
 
 // Segment returns the data segment (segment "0", or LUKS1's payload).
+// Ciphers dmcrypt cannot run (kernel-API "capi:" specs, unknown modes) and
+// unsafe headers give an error wrapping ErrUnsupported.
 func (h *Header) Segment() (Segment, error) { return h.impl.segment() }
 
 // Flags returns the persistent activation flags ("allow-discards", ...).
@@ -138,7 +143,8 @@ func (h *Header) SetUUID(dev Device, uuid string) error { return h.impl.setUUID(
 // Dump writes luksDump's text, identical in layout to cryptsetup 2.6's.
 func (h *Header) Dump(w io.Writer, opts DumpOptions) error { return h.impl.dump(w, opts) }
 
-// JSON returns the metadata as luksDump --dump-json-metadata prints it.
+// JSON returns the metadata exactly as luksDump --dump-json-metadata prints
+// it (json-c's pretty form, no trailing newline). nil for LUKS1.
 func (h *Header) JSON() []byte { return h.impl.json() }
 
 // HeaderSize is the size in bytes of the whole header area (both binary
