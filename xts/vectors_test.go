@@ -105,6 +105,7 @@ func pattern512() []byte {
 }
 
 func TestIEEE1619Vectors(t *testing.T) {
+	t.Logf("paths on this machine: %v (default %v)", impls(), defaultImpl)
 	for _, im := range impls() {
 		t.Run(im.String(), func(t *testing.T) {
 			for _, v := range ieee1619Vectors {
