@@ -27,6 +27,8 @@ func hashFunc(name string) (func() hash.Hash, error) {
 		return sha512.New, nil
 	case "ripemd160":
 		return ripemd160.New, nil
+	case "whirlpool":
+		return newWhirlpool, nil
 	}
 	return nil, fmt.Errorf("%w: hash %q is not supported", ErrUnsupported, name)
 }
