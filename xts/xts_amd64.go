@@ -60,6 +60,12 @@ func encryptSectorsAESNI(rk *byte, rounds int, buf *byte, blocks, sectors int, t
 func decryptSectorsAESNI(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
 
 //go:noescape
+func encryptSectorsVAES256(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+
+//go:noescape
+func decryptSectorsVAES256(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+
+//go:noescape
 func encryptSectorsVAES(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
 
 //go:noescape
@@ -87,6 +93,10 @@ func archSectors(c *Cipher, buf []byte, sectorSize int, tweaks []byte, decrypt b
 		decryptSectorsVAES(&c.dec[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
 	case c.impl == implVAES && blocks%4 == 0:
 		encryptSectorsVAES(&c.enc[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
+	case c.impl == implVAES256 && decrypt:
+		decryptSectorsVAES256(&c.dec[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
+	case c.impl == implVAES256:
+		encryptSectorsVAES256(&c.enc[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
 	case c.impl == implAESNI && decrypt:
 		decryptSectorsAESNI(&c.dec[0], c.rounds, &buf[0], blocks, n, &tweaks[0])
 	case c.impl == implAESNI:

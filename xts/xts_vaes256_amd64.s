@@ -126,15 +126,10 @@ L128:                   \
 	XROUND1(OP, 128)    \
 	XROUND1(LAST, 144)
 
-// XTSY is the kernel for one direction: AX round keys, CX rounds, DI dst,
-// SI src, DX blocks, BX the tweak.
+// XTSY is the kernel for one direction over one data unit: AX round keys,
+// CX rounds, DI dst, SI src, DX blocks, BX the tweak (replaced by the one
+// of the block after the last). It leaves DI and SI past the unit.
 #define XTSY(OP, LAST, L16, L16a, L16b, LTAIL, L1, L1a, L1b, LDONE) \
-	MOVQ  rk+0(FP), AX                  \
-	MOVQ  rounds+8(FP), CX              \
-	MOVQ  dst+16(FP), DI                \
-	MOVQ  src+24(FP), SI                \
-	MOVQ  n+32(FP), DX                  \
-	MOVQ  tweak+40(FP), BX              \
 	MOVQ  SP, R11                       \
 	LEAQ  256(SP), R12                  \
 	VBROADCASTI128 vpoly<>(SB), Y14     \
@@ -204,17 +199,64 @@ L1:                                     \
 	JMP   L1                            \
 LDONE:                                  \
 	VMOVDQU (R11)(R13*1), X0            \
-	VMOVDQU X0, (BX)                    \
-	VZEROUPPER                          \
-	RET
+	VMOVDQU X0, (BX)
+
+#define YARGS \
+	MOVQ rk+0(FP), AX     \
+	MOVQ rounds+8(FP), CX \
+	MOVQ dst+16(FP), DI   \
+	MOVQ src+24(FP), SI   \
+	MOVQ n+32(FP), DX     \
+	MOVQ tweak+40(FP), BX
+
+// YSECTORARGS: R9 sectors of R10 blocks each, in place at DI = SI, their
+// encrypted tweaks one after the other at BX.
+#define YSECTORARGS \
+	MOVQ rk+0(FP), AX       \
+	MOVQ rounds+8(FP), CX   \
+	MOVQ buf+16(FP), DI     \
+	MOVQ DI, SI             \
+	MOVQ blocks+24(FP), R10 \
+	MOVQ sectors+32(FP), R9 \
+	MOVQ tweaks+40(FP), BX
 
 // func encryptVAES256(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
 TEXT ·encryptVAES256(SB), NOSPLIT, $512-48
+	YARGS
 	XTSY(VAESENC, VAESENCLAST, yenc16, yenc16a, yenc16b, yenctail, yenc1, yenc1a, yenc1b, yencdone)
+	VZEROUPPER
+	RET
 
 // func decryptVAES256(rk *byte, rounds int, dst, src *byte, n int, tweak *[16]byte)
 TEXT ·decryptVAES256(SB), NOSPLIT, $512-48
+	YARGS
 	XTSY(VAESDEC, VAESDECLAST, ydec16, ydec16a, ydec16b, ydectail, ydec1, ydec1a, ydec1b, ydecdone)
+	VZEROUPPER
+	RET
+
+// func encryptSectorsVAES256(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+TEXT ·encryptSectorsVAES256(SB), NOSPLIT, $512-48
+	YSECTORARGS
+ysencnext:
+	MOVQ R10, DX
+	XTSY(VAESENC, VAESENCLAST, ysenc16, ysenc16a, ysenc16b, ysenctail, ysenc1, ysenc1a, ysenc1b, ysencdone)
+	ADDQ $16, BX
+	DECQ R9
+	JNZ  ysencnext
+	VZEROUPPER
+	RET
+
+// func decryptSectorsVAES256(rk *byte, rounds int, buf *byte, blocks, sectors int, tweaks *byte)
+TEXT ·decryptSectorsVAES256(SB), NOSPLIT, $512-48
+	YSECTORARGS
+ysdecnext:
+	MOVQ R10, DX
+	XTSY(VAESDEC, VAESDECLAST, ysdec16, ysdec16a, ysdec16b, ysdectail, ysdec1, ysdec1a, ysdec1b, ysdecdone)
+	ADDQ $16, BX
+	DECQ R9
+	JNZ  ysdecnext
+	VZEROUPPER
+	RET
 
 // func cpuid7ecx() uint32
 TEXT ·cpuid7ecx(SB), NOSPLIT, $0-4
