@@ -105,8 +105,9 @@ func luksDump(c *cli.Context) error {
 		"This dump should be stored encrypted in a safe place.") {
 		return errAborted(exitPermission, "")
 	}
-	// cryptsetup's luksDump tries every keyslot whatever --key-slot says.
-	v, err := unlockVolumeSlot(c, dev, true, -1)
+	// cryptsetup's luksDump tries every keyslot whatever --key-slot says,
+	// and asks only once.
+	v, err := unlockVolumeSlot(c, dev, true, -1, false)
 	if err != nil {
 		return err
 	}

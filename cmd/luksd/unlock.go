@@ -194,12 +194,13 @@ func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.So
 // (--key-slot restricts which). readOnly: the caller will not write the
 // data device, so its existence is checked read-only.
 func unlockVolume(c *cli.Context, path string, readOnly bool) (*volume, error) {
-	return unlockVolumeSlot(c, path, readOnly, c.Int("key-slot"))
+	return unlockVolumeSlot(c, path, readOnly, c.Int("key-slot"), true)
 }
 
 // unlockVolumeSlot is unlockVolume with the keyslot restriction given
-// (-1: any), for verbs where cryptsetup ignores --key-slot.
-func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int) (*volume, error) {
+// (-1: any) and retries on a terminal or not, for verbs where cryptsetup
+// ignores --key-slot or asks once.
+func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int, retry bool) (*volume, error) {
 	if path == "" {
 		return nil, exitf(exitParams, "Command requires device as argument.")
 	}
@@ -219,7 +220,7 @@ func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int) (*vo
 	if err != nil {
 		return nil, withCode(exitParams, err)
 	}
-	key, slot, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), slot, true)
+	key, slot, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), slot, retry)
 	if err != nil {
 		return nil, err
 	}
