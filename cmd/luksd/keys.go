@@ -53,8 +53,9 @@ func init() {
 	)
 }
 
-// keyDevice returns the device argument and an optional second argument.
-func keyDevice(c *cli.Context, second string) (dev, arg string, err error) {
+// keyDevice returns the device argument and, when the verb takes one
+// (withArg), the optional second argument.
+func keyDevice(c *cli.Context, withArg bool) (dev, arg string, err error) {
 	dev = c.Args().Get(0)
 	if dev == "" {
 		return "", "", requiresArgs(c, "<device>")
@@ -63,7 +64,7 @@ func keyDevice(c *cli.Context, second string) (dev, arg string, err error) {
 		return "", "", exitf(exitParams, "Unknown argument %s.", c.Args().Get(2))
 	}
 	arg = c.Args().Get(1)
-	if second == "" && arg != "" {
+	if !withArg && arg != "" {
 		return "", "", exitf(exitParams, "Unknown argument %s.", arg)
 	}
 	return dev, arg, nil
@@ -83,7 +84,7 @@ func newKeySource(c *cli.Context, positional string) keyring.Source {
 	return src
 }
 
-// slotStatus checks slot against the header: range and activity.
+// checkSlot checks slot against the header: range and activity.
 func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
 	if slot < 0 || slot >= 32 || (h.Version() == 1 && slot >= 8) {
 		return exitf(exitParams, "Key slot %d is invalid.", slot)
@@ -99,7 +100,7 @@ func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
 }
 
 func luksAddKey(c *cli.Context) error {
-	dev, newFile, err := keyDevice(c, "new key file")
+	dev, newFile, err := keyDevice(c, true)
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,7 @@ func luksAddKey(c *cli.Context) error {
 }
 
 func luksRemoveKey(c *cli.Context) error {
-	dev, keyFile, err := keyDevice(c, "key file")
+	dev, keyFile, err := keyDevice(c, true)
 	if err != nil {
 		return err
 	}
@@ -185,7 +186,7 @@ func luksRemoveKey(c *cli.Context) error {
 }
 
 func luksChangeKey(c *cli.Context) error {
-	dev, newFile, err := keyDevice(c, "new key file")
+	dev, newFile, err := keyDevice(c, true)
 	if err != nil {
 		return err
 	}
@@ -242,7 +243,7 @@ func changeKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot, n
 }
 
 func luksKillSlot(c *cli.Context) error {
-	dev, arg, err := keyDevice(c, "key slot")
+	dev, arg, err := keyDevice(c, true)
 	if err != nil {
 		return err
 	}
