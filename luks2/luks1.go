@@ -161,6 +161,14 @@ func (h *luks1Header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]by
 	if err != nil {
 		return nil, -1, err
 	}
+	// Refuse ciphers dmcrypt cannot run before spending time on the KDF.
+	sp, err := dmcrypt.ParseSpec(h.spec())
+	if err == nil {
+		err = sp.CheckKeySize(int(h.keyBytes))
+	}
+	if err != nil {
+		return nil, -1, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
 	ids := h.activeKeyslots()
 	if slot >= 0 {
 		if slot >= luks1NumKeys || h.slots[slot].active != luks1KeyEnabled {

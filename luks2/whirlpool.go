@@ -21,8 +21,10 @@ const (
 
 var (
 	wpSbox [256]byte
-	wpMul  [10][256]byte // wpMul[c][x] = c*x for the matrix coefficients
-	wpRC   [whirlpoolRounds + 1][8]byte
+	// wpT[m][x] is row mixing θ applied to S-box output of x sitting in
+	// column m: the eight products circ[(j-m) mod 8]*S[x], byte j big-endian.
+	wpT    [8][256]uint64
+	wpRC   [whirlpoolRounds + 1]uint64
 	wpCirc = [8]byte{1, 1, 4, 1, 8, 5, 2, 9}
 )
 
@@ -38,15 +40,17 @@ func init() {
 		t := r[hi^lo]
 		wpSbox[u] = e[hi^t]<<4 | einv[lo^t]
 	}
-	for _, c := range wpCirc {
+	for m := 0; m < 8; m++ {
 		for x := 0; x < 256; x++ {
-			wpMul[c][x] = gfMul(c, byte(x))
+			var row uint64
+			for j := 0; j < 8; j++ {
+				row |= uint64(gfMul(wpCirc[(j-m+8)%8], wpSbox[x])) << (56 - 8*j)
+			}
+			wpT[m][x] = row
 		}
 	}
 	for round := 1; round <= whirlpoolRounds; round++ {
-		for j := 0; j < 8; j++ {
-			wpRC[round][j] = wpSbox[8*(round-1)+j]
-		}
+		wpRC[round] = binary.BigEndian.Uint64(wpSbox[8*(round-1):])
 	}
 }
 
@@ -67,38 +71,35 @@ func gfMul(a, b byte) byte {
 	return p
 }
 
-type wpState [64]byte // row-major: element (i, j) is byte 8i+j
+// wpState holds the 8x8 byte matrix as eight rows, byte (i, j) being byte
+// j (big-endian) of row i.
+type wpState [8]uint64
 
-// round applies γ (S-box), π (column j moves down j rows), θ (rows times
-// the circulant matrix) and σ (XOR with key k) to s.
+// round applies γ (S-box), π (column m moves down m rows), θ (rows times
+// the circulant matrix) and σ (XOR with key k): row i of the result mixes
+// element (i-m, m) of the input for each column m.
 func (s *wpState) round(k *wpState) {
 	var t wpState
 	for i := 0; i < 8; i++ {
-		for j := 0; j < 8; j++ {
-			t[8*i+j] = wpSbox[s[8*((i-j+8)%8)+j]]
+		v := k[i]
+		for m := 0; m < 8; m++ {
+			v ^= wpT[m][byte(s[(i-m+8)%8]>>(56-8*m))]
 		}
+		t[i] = v
 	}
-	for i := 0; i < 8; i++ {
-		for j := 0; j < 8; j++ {
-			var v byte
-			for m := 0; m < 8; m++ {
-				v ^= wpMul[wpCirc[(j-m+8)%8]][t[8*i+m]]
-			}
-			s[8*i+j] = v ^ k[8*i+j]
-		}
-	}
+	*s = t
 }
 
 // compress runs one Miyaguchi-Preneel step: h = W_h(m) ^ h ^ m.
-func (h *wpState) compress(m []byte) {
+func (h *wpState) compress(block []byte) {
+	var m, st wpState
 	key := *h
-	var st wpState
-	for i := range st {
+	for i := range m {
+		m[i] = binary.BigEndian.Uint64(block[8*i:])
 		st[i] = m[i] ^ key[i]
 	}
 	for round := 1; round <= whirlpoolRounds; round++ {
-		var rc wpState
-		copy(rc[:8], wpRC[round][:])
+		rc := wpState{wpRC[round]}
 		key.round(&rc)
 		st.round(&key)
 	}
@@ -149,5 +150,8 @@ func (w *whirlpool) Sum(in []byte) []byte {
 	binary.BigEndian.PutUint64(length[24:], bits)
 	d.Write(pad)
 	d.Write(length[:])
-	return append(in, d.h[:]...)
+	for _, row := range d.h {
+		in = binary.BigEndian.AppendUint64(in, row)
+	}
+	return in
 }
