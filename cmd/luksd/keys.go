@@ -53,9 +53,8 @@ func init() {
 	)
 }
 
-// keyDevice returns the device argument and, when the verb takes one
-// (withArg), the optional second argument.
-func keyDevice(c *cli.Context, withArg bool) (dev, arg string, err error) {
+// keyDevice returns the device argument and the optional second one.
+func keyDevice(c *cli.Context) (dev, arg string, err error) {
 	dev = c.Args().Get(0)
 	if dev == "" {
 		return "", "", requiresArgs(c, "<device>")
@@ -63,11 +62,7 @@ func keyDevice(c *cli.Context, withArg bool) (dev, arg string, err error) {
 	if c.NArg() > 2 {
 		return "", "", exitf(exitParams, "Unknown argument %s.", c.Args().Get(2))
 	}
-	arg = c.Args().Get(1)
-	if !withArg && arg != "" {
-		return "", "", exitf(exitParams, "Unknown argument %s.", arg)
-	}
-	return dev, arg, nil
+	return dev, c.Args().Get(1), nil
 }
 
 // newKeySource is where a new passphrase comes from: --new-keyfile or the
@@ -100,7 +95,7 @@ func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
 }
 
 func luksAddKey(c *cli.Context) error {
-	dev, newFile, err := keyDevice(c, true)
+	dev, newFile, err := keyDevice(c)
 	if err != nil {
 		return err
 	}
@@ -148,7 +143,7 @@ func luksAddKey(c *cli.Context) error {
 }
 
 func luksRemoveKey(c *cli.Context) error {
-	dev, keyFile, err := keyDevice(c, true)
+	dev, keyFile, err := keyDevice(c)
 	if err != nil {
 		return err
 	}
@@ -186,7 +181,7 @@ func luksRemoveKey(c *cli.Context) error {
 }
 
 func luksChangeKey(c *cli.Context) error {
-	dev, newFile, err := keyDevice(c, true)
+	dev, newFile, err := keyDevice(c)
 	if err != nil {
 		return err
 	}
@@ -243,7 +238,7 @@ func changeKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot, n
 }
 
 func luksKillSlot(c *cli.Context) error {
-	dev, arg, err := keyDevice(c, true)
+	dev, arg, err := keyDevice(c)
 	if err != nil {
 		return err
 	}
