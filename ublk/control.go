@@ -38,6 +38,7 @@ var cmdNames = map[uint32]string{
 	cmdStartUserRecovery: "START_USER_RECOVERY",
 	cmdEndUserRecovery:   "END_USER_RECOVERY",
 	cmdGetFeatures:       "GET_FEATURES",
+	cmdDelDevAsync:       "DEL_DEV_ASYNC",
 }
 
 // CommandError is a control command the kernel refused.

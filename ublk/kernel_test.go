@@ -3,6 +3,7 @@ package ublk
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -173,5 +174,43 @@ func TestKernelRecover(t *testing.T) {
 	fd = -1
 	if err := d2.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
+	}
+}
+
+// A device nobody recovers is removed by DeleteAbandoned: the I/O the
+// kernel held fails instead of waiting forever. A served device is refused.
+func TestKernelDeleteAbandoned(t *testing.T) {
+	needKernel(t)
+	dev := &trimDevice{memDevice: memDevice{data: make([]byte, 16<<20)}}
+	d := startDevice(t, dev, Options{})
+	if err := DeleteAbandoned(d.ID()); !errors.Is(err, ErrServed) {
+		d.Stop()
+		t.Fatalf("DeleteAbandoned on a served device: %v, want ErrServed", err)
+	}
+	fd, err := unix.Open(d.Path(), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	d.abandon()
+	done := make(chan error, 1)
+	go func() {
+		_, err := unix.Pread(fd, alignedBuf(4096), 0)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := DeleteAbandoned(d.ID()); err != nil {
+		t.Fatalf("DeleteAbandoned: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("a read held by the abandoned device succeeded")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held read never ended")
+	}
+	if _, err := os.Stat(d.Path()); err == nil {
+		t.Errorf("%s still exists", d.Path())
 	}
 }

@@ -19,6 +19,7 @@ const (
 	cmdEndUserRecovery   = 0x11
 	cmdGetDevInfo2       = 0x12
 	cmdGetFeatures       = 0x13 // ioctl-encoded only
+	cmdDelDevAsync       = 0x14 // ioctl-encoded only, newer kernels
 )
 
 // I/O commands, issued on /dev/ublkcN.
@@ -211,7 +212,7 @@ func ctrlOp(nr uint32, encoded bool) uint32 {
 	}
 	dir := uint32(iocRead | iocWrite)
 	switch nr {
-	case cmdGetQueueAffinity, cmdGetDevInfo, cmdGetParams, cmdGetDevInfo2, cmdGetFeatures:
+	case cmdGetQueueAffinity, cmdGetDevInfo, cmdGetParams, cmdGetDevInfo2, cmdGetFeatures, cmdDelDevAsync:
 		dir = iocRead
 	}
 	return ioc(dir, nr, ctrlCmdSize)

@@ -108,6 +108,7 @@ func TestCommandEncoding(t *testing.T) {
 		{"UBLK_U_CMD_START_USER_RECOVERY", ctrlOp(cmdStartUserRecovery, true), 0xc0207510},
 		{"UBLK_U_CMD_END_USER_RECOVERY", ctrlOp(cmdEndUserRecovery, true), 0xc0207511},
 		{"UBLK_U_CMD_GET_FEATURES", ctrlOp(cmdGetFeatures, true), 0x80207513},
+		{"UBLK_U_CMD_DEL_DEV_ASYNC", ctrlOp(cmdDelDevAsync, true), 0x80207514},
 		{"UBLK_U_IO_FETCH_REQ", ioOp(ioFetchReq, true), 0xc0107520},
 		{"UBLK_U_IO_COMMIT_AND_FETCH_REQ", ioOp(ioCommitAndFetchReq, true), 0xc0107521},
 		{"UBLK_CMD_ADD_DEV (legacy)", ctrlOp(cmdAddDev, false), 0x04},

@@ -389,3 +389,57 @@ func isGone(err error) bool {
 	var ce *CommandError
 	return errors.As(err, &ce) && ce.Err == unix.ENODEV
 }
+
+// ErrServed reports a device that a live daemon still serves.
+var ErrServed = errors.New("ublk device is served by a running daemon")
+
+// DeleteAbandoned removes device id when no live daemon serves it (its
+// daemon died and nobody recovered it): STOP_DEV fails the requests the
+// kernel was holding, so whatever waits on them (a mount, a sync) goes on
+// with errors, and /dev/ublkbN goes away; the device number is freed once
+// its last opener closes it. A device with a running server is left alone
+// (ErrServed).
+func DeleteAbandoned(id int) error {
+	if id < 0 {
+		return fmt.Errorf("ublk: no device %d", id)
+	}
+	c, err := openControl()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	info, err := c.devInfo(uint32(id))
+	if err != nil {
+		return err
+	}
+	if info.state == stateLive && pidAlive(int(info.ublksrvPID)) {
+		return fmt.Errorf("%w: /dev/ublkb%d (pid %d)", ErrServed, id, info.ublksrvPID)
+	}
+	if err := c.simple(cmdStopDev, uint32(id), 0); err != nil && !isGone(err) {
+		return err
+	}
+	// DEL_DEV waits until every opener of /dev/ublkbN is gone; the async
+	// form does not, where the kernel has it.
+	if c.encoded {
+		err := c.simple(cmdDelDevAsync, uint32(id), 0)
+		var ce *CommandError
+		if err == nil || isGone(err) {
+			return nil
+		}
+		if !errors.As(err, &ce) || (ce.Err != unix.EOPNOTSUPP && ce.Err != unix.EINVAL) {
+			return err
+		}
+	}
+	if err := c.simple(cmdDelDev, uint32(id), 0); err != nil && !isGone(err) {
+		return err
+	}
+	return nil
+}
+
+func pidAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := unix.Kill(pid, 0)
+	return err == nil || err == unix.EPERM
+}

@@ -102,3 +102,21 @@ func (a *ublkAttachment) Detach() error      { return a.d.Stop() }
 func (a *ublkAttachment) State() map[string]string {
 	return map[string]string{ublkStateKey: strconv.Itoa(a.d.ID())}
 }
+
+// cleanStaleUblk removes the ublk device a dead daemon left behind, as
+// recorded in its state (device path and the "ublk-id" line), unless a
+// running daemon serves it. For `luksd close` of a volume whose daemon died
+// without being recovered: the requests the kernel held fail, so a lazily
+// unmounted filesystem or a waiting sync can finish.
+func cleanStaleUblk(device string, extra map[string]string) error {
+	idText := extra[ublkStateKey]
+	if idText == "" {
+		idText = device
+	}
+	id, err := parseUblkID(idText)
+	if err != nil {
+		return err
+	}
+	ublk.ControlPath = ublkControl
+	return ublk.DeleteAbandoned(id)
+}
