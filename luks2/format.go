@@ -149,10 +149,9 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 		p.Hash = opts.Hash
 	}
 	p = p.withDefaults()
-	digestHash := "sha256"
-	if p.Type == "pbkdf2" {
-		digestHash = strings.ToLower(p.Hash)
-	}
+	// cryptsetup 2.6 uses the PBKDF hash (--hash) for the digest and the
+	// AF, whatever the keyslot's KDF.
+	digestHash := strings.ToLower(p.Hash)
 	slot := opts.Keyslot
 	if slot < 0 {
 		slot = 0

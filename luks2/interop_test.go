@@ -226,6 +226,8 @@ func TestFormatLayoutMatchesCryptsetup(t *testing.T) {
 		{"keyslots 2m offset 8m", FormatOptions{KeyslotsSize: 2 << 20, DataOffset: 8 << 20}, []string{"--luks2-keyslots-size", "2m", "--offset", "16384"}, 0},
 		{"aes-cbc-essiv 256", FormatOptions{Cipher: "aes-cbc-essiv:sha256", KeySize: 32, Label: "L"}, []string{"--cipher", "aes-cbc-essiv:sha256", "--key-size", "256", "--label", "L"}, 0},
 		{"sector 512", FormatOptions{SectorSize: 512}, []string{"--sector-size", "512"}, 0},
+		{"hash sha512", FormatOptions{Hash: "sha512"}, []string{"--hash", "sha512"}, 0},
+		{"pbkdf2 sha1", FormatOptions{PBKDF: PBKDF{Type: "pbkdf2", Hash: "sha1", Iterations: 1000}}, []string{"--pbkdf", "pbkdf2", "--hash", "sha1", "--pbkdf-force-iterations", "1000"}, 0},
 		{"detached header", FormatOptions{DetachedData: true}, []string{"--header"}, 0},
 	}
 	pass := []byte("layout")
@@ -245,7 +247,9 @@ func TestFormatLayoutMatchesCryptsetup(t *testing.T) {
 			}
 			cryptsetup(t, append(args, theirs)...)
 			f, _ := openRW(t, mineHdr)
-			tc.opts.PBKDF = PBKDF{Type: "argon2id", Iterations: 4, MemoryKiB: 32, Parallel: 2}
+			if tc.opts.PBKDF.Type == "" {
+				tc.opts.PBKDF = PBKDF{Type: "argon2id", Iterations: 4, MemoryKiB: 32, Parallel: 2}
+			}
 			if _, _, err := Format(f, size, tc.opts, pass); err != nil {
 				t.Fatal(err)
 			}
