@@ -70,7 +70,7 @@ type connectRequest struct {
 	ClientFlags     uint64
 	Sockets         []uint32 // file descriptors, one per connection
 	BackendID       string   // "" = not sent
-	reconfigureOnly bool     // only index and sockets (and timeouts) are sent
+	reconfigureOnly bool     // only index, backend, sockets (and timeouts) are sent
 }
 
 func (r connectRequest) encode() ([]byte, error) {
@@ -90,9 +90,11 @@ func (r connectRequest) encode() ([]byte, error) {
 		if r.ClientFlags != 0 {
 			ae.Uint64(genlAttrClientFlags, r.ClientFlags)
 		}
-		if r.BackendID != "" {
-			ae.String(genlAttrBackendID, r.BackendID)
-		}
+	}
+	// A device connected with a backend identifier refuses a reconfigure
+	// that does not name the same one.
+	if r.BackendID != "" {
+		ae.String(genlAttrBackendID, r.BackendID)
 	}
 	// Timeouts are always sent on connect, so 0 means 0 and not whatever
 	// the device was configured with before.

@@ -65,8 +65,8 @@ func TestConnectRequestNeedsSocket(t *testing.T) {
 	}
 }
 
-func TestReconfigureSendsOnlySockets(t *testing.T) {
-	b, err := connectRequest{Index: 2, SizeBytes: 512, ServerFlags: 1, Sockets: []uint32{4}, reconfigureOnly: true}.encode()
+func TestReconfigureSendsIndexBackendSockets(t *testing.T) {
+	b, err := connectRequest{Index: 2, SizeBytes: 512, ServerFlags: 1, Sockets: []uint32{4}, BackendID: "luksd:v", reconfigureOnly: true}.encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +78,8 @@ func TestReconfigureSendsOnlySockets(t *testing.T) {
 	for _, a := range attrs {
 		types = append(types, a.Type&^netlink.Nested)
 	}
-	if !reflect.DeepEqual(types, []uint16{genlAttrIndex, genlAttrSockets}) {
-		t.Fatalf("reconfigure attributes %v, want index and sockets", types)
+	if !reflect.DeepEqual(types, []uint16{genlAttrIndex, genlAttrBackendID, genlAttrSockets}) {
+		t.Fatalf("reconfigure attributes %v, want index, backend and sockets", types)
 	}
 }
 
