@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -140,6 +141,30 @@ func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
 	return opts, nil
 }
 
+// luks2SecondaryOffsets are where a LUKS2 secondary binary header may
+// start (the primary header's size: 16 KiB to 4 MiB).
+var luks2SecondaryOffsets = []int64{16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20}
+
+// luksSignatures returns the offsets of the LUKS magics blkid would find
+// and luksFormat wipes: the primary header and a LUKS2 secondary one.
+func luksSignatures(dev io.ReaderAt) []int64 {
+	magic := func(off int64, m string) bool {
+		b := make([]byte, len(m))
+		_, err := dev.ReadAt(b, off)
+		return err == nil && string(b) == m
+	}
+	var found []int64
+	if magic(0, "LUKS\xba\xbe") {
+		found = append(found, 0)
+	}
+	for _, off := range luks2SecondaryOffsets {
+		if magic(off, "SKUL\xba\xbe") {
+			return append(found, off)
+		}
+	}
+	return found
+}
+
 // defaultKeyBytes is the volume key size cryptsetup uses for cipher.
 func defaultKeyBytes(cipher string) int {
 	if cipher == "" || strings.Contains(cipher, "xts") {
@@ -196,6 +221,9 @@ func luksFormat(c *cli.Context) error {
 	}
 	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hp)) {
 		return errAborted(exitParams, "Operation aborted.")
+	}
+	for range luksSignatures(f) {
+		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hp)
 	}
 
 	var vk *keyring.Secret

@@ -642,3 +642,58 @@ func TestInteropDumpVolumeKeyToFile(t *testing.T) {
 		t.Fatal("luksFormat --volume-key-file did not use the dumped key")
 	}
 }
+
+// TestInteropVerboseLikeCryptsetup runs the same -v sequence of edits
+// through both tools on two copies of a volume and compares what they print.
+func TestInteropVerboseLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	key, kb := w.key("key", "pw"), w.key("kb", "b")
+	imgs := map[string]string{"cs": w.image("cs.img"), "luksd": w.image("luksd.img")}
+	run := map[string]func([]byte, ...string) result{"cs": w.cs, "luksd": w.luksd}
+	pb := cheapPBKDF("pbkdf2")
+	steps := [][]string{
+		append([]string{"luksFormat", "-q", "-v", "IMG", key}, pb...),
+		append([]string{"luksFormat", "-q", "-v", "IMG", key}, pb...), // over an existing header
+		append([]string{"luksAddKey", "-v", "-d", key, "IMG", kb}, pb...),
+		{"open", "--test-passphrase", "-v", "-d", kb, "IMG"},
+		{"luksDump", "--dump-volume-key", "-q", "-v", "-d", kb, "IMG"},
+		append([]string{"luksChangeKey", "-v", "-d", kb, "IMG", kb}, pb...),
+		{"luksRemoveKey", "-v", "-d", kb, "IMG"},
+		{"luksKillSlot", "-v", "-d", key, "IMG", "0"},
+		{"isLuks", "-v", "IMG"},
+	}
+	for _, step := range steps {
+		out := map[string]string{}
+		for tool, img := range imgs {
+			args := append([]string(nil), step...)
+			for i := range args {
+				if args[i] == "IMG" {
+					args[i] = img
+				}
+			}
+			r := run[tool](nil, args...)
+			out[tool] = strings.ReplaceAll(fmt.Sprintf("exit %d\n%s", r.code, r.stdout), img, "IMG")
+		}
+		if step[0] == "luksDump" {
+			// Keys and UUIDs differ between the two volumes.
+			for tool := range out {
+				out[tool] = strings.Join(slicesFilter(strings.Split(out[tool], "\n"), func(l string) bool {
+					return strings.HasPrefix(l, "Key slot") || strings.HasPrefix(l, "Command") || strings.HasPrefix(l, "exit")
+				}), "\n")
+			}
+		}
+		if out["cs"] != out["luksd"] {
+			t.Errorf("%s -v:\n--- cryptsetup\n%s\n--- luksd\n%s", step[0], out["cs"], out["luksd"])
+		}
+	}
+}
+
+func slicesFilter(in []string, keep func(string) bool) []string {
+	var out []string
+	for _, s := range in {
+		if keep(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -136,9 +136,7 @@ func luksAddKey(c *cli.Context) error {
 	if err != nil {
 		return headerError(headerPath(c, dev), err)
 	}
-	if c.Bool("verbose") {
-		fmt.Printf("Key slot %d created.\n", slot)
-	}
+	verbosef(c, "Key slot %d created.", slot)
 	return syncHeader(f)
 }
 
@@ -164,9 +162,8 @@ func luksRemoveKey(c *cli.Context) error {
 		return err
 	}
 	vk.Wipe()
-	if c.Bool("verbose") {
-		fmt.Printf("Key slot %d selected for deletion.\n", slot)
-	}
+	verbosef(c, "Key slot %d unlocked.", slot)
+	verbosef(c, "Keyslot %d is selected for deletion.", slot)
 	if len(h.ActiveKeyslots()) == 1 && src.Interactive() && !confirm(c,
 		"This is the last keyslot. Device will become unusable after purging this key.") {
 		return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
@@ -174,9 +171,7 @@ func luksRemoveKey(c *cli.Context) error {
 	if err := h.KillSlot(f, slot); err != nil {
 		return headerError(headerPath(c, dev), err)
 	}
-	if c.Bool("verbose") {
-		fmt.Printf("Key slot %d removed.\n", slot)
-	}
+	verbosef(c, "Key slot %d removed.", slot)
 	return syncHeader(f)
 }
 
@@ -198,6 +193,7 @@ func luksChangeKey(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	verbosef(c, "Key slot %d unlocked.", oldSlot)
 	defer vk.Wipe()
 	pass, err := readPassphrase(newKeySource(c, newFile), "Enter new passphrase: ", true)
 	if err != nil {
@@ -208,9 +204,7 @@ func luksChangeKey(c *cli.Context) error {
 	if err != nil {
 		return headerError(headerPath(c, dev), err)
 	}
-	if c.Bool("verbose") {
-		fmt.Printf("Key slot %d created.\n", newSlot)
-	}
+	verbosef(c, "Key slot %d created.", newSlot)
 	return syncHeader(f)
 }
 
@@ -257,9 +251,7 @@ func luksKillSlot(c *cli.Context) error {
 	if err := checkSlot(h, slot, true); err != nil {
 		return err
 	}
-	if c.Bool("verbose") {
-		fmt.Printf("Key slot %d selected for deletion.\n", slot)
-	}
+	verbosef(c, "Keyslot %d is selected for deletion.", slot)
 	src := keySource(c)
 	// Without -q (or with a key file, or input not from a terminal),
 	// cryptsetup asks for a remaining passphrase: one that opens another
@@ -282,9 +274,7 @@ func luksKillSlot(c *cli.Context) error {
 	if err := h.KillSlot(f, slot); err != nil {
 		return headerError(headerPath(c, dev), err)
 	}
-	if c.Bool("verbose") {
-		fmt.Printf("Key slot %d removed.\n", slot)
-	}
+	verbosef(c, "Key slot %d removed.", slot)
 	return syncHeader(f)
 }
 
@@ -305,6 +295,7 @@ func verifyRemaining(c *cli.Context, h *luks2.Header, f *os.File, src keyring.So
 		if err != nil {
 			return headerError(headerPath(c, ""), err)
 		}
+		verbosef(c, "Key slot %d unlocked.", slot)
 		return nil
 	}
 	for _, s := range h.ActiveKeyslots() {
@@ -314,6 +305,7 @@ func verifyRemaining(c *cli.Context, h *luks2.Header, f *os.File, src keyring.So
 		vk, _, err := h.Unlock(f, pass.Bytes(), s)
 		clear(vk)
 		if err == nil {
+			verbosef(c, "Key slot %d unlocked.", s)
 			return nil
 		}
 		if !errors.Is(err, luks2.ErrWrongPassphrase) {

@@ -43,6 +43,14 @@ func (v *volume) Close() {
 	}
 }
 
+// verbosef prints a line on standard output with -v, as cryptsetup's
+// log_verbose.
+func verbosef(c *cli.Context, format string, a ...any) {
+	if c.Bool("verbose") {
+		fmt.Printf(format+"\n", a...)
+	}
+}
+
 // keySource returns the passphrase source the key flags describe.
 func keySource(c *cli.Context) keyring.Source {
 	return keyring.Source{
@@ -176,9 +184,6 @@ func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.So
 			if err != nil {
 				return nil, 0, withCode(exitMemory, err)
 			}
-			if c.Bool("verbose") {
-				fmt.Printf("Key slot %d unlocked.\n", got)
-			}
 			return key, got, nil
 		}
 		if !errors.Is(err, luks2.ErrWrongPassphrase) || try >= tries {
@@ -220,10 +225,15 @@ func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int, retr
 	if err != nil {
 		return nil, withCode(exitParams, err)
 	}
+	if retry && h.Version() == 2 {
+		// cryptsetup's open tries the LUKS2 tokens first and says so.
+		verbosef(c, "No usable token is available.")
+	}
 	key, slot, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), slot, retry)
 	if err != nil {
 		return nil, err
 	}
+	verbosef(c, "Key slot %d unlocked.", slot)
 	return &volume{
 		Path:       path,
 		HeaderPath: headerPath(c, path),
