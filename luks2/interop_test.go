@@ -332,3 +332,48 @@ func TestConvertedLUKS1(t *testing.T) {
 	cryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, []byte("added")), img)
 	sameLines(t, "converted dump", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
 }
+
+// TestKeyslotPlacementMatchesCryptsetup: after the same add/kill sequence,
+// luksd places keyslots where cryptsetup does (first free gap).
+func TestKeyslotPlacementMatchesCryptsetup(t *testing.T) {
+	pass := []byte("place")
+	kf := keyFile(t, pass)
+	pb := cryptsetupPBKDFArgs(cheapPBKDF2)
+	mine, theirs := image(t, 20<<20), image(t, 20<<20)
+	for _, img := range []string{mine, theirs} {
+		cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", kf}, pb...), img)...)
+	}
+	// cryptsetup: add slots 1 and 2, kill 1, add (lands in slot 1's gap), add 3.
+	for _, step := range [][]string{{"add"}, {"add"}, {"kill", "1"}, {"add", "5"}, {"add"}} {
+		if step[0] == "kill" {
+			cryptsetup(t, "luksKillSlot", "-q", theirs, step[1])
+			continue
+		}
+		args := append([]string{"luksAddKey", "-q", "--key-file", kf}, pb...)
+		if len(step) > 1 {
+			args = append(args, "--new-key-slot", step[1])
+		}
+		cryptsetup(t, append(args, theirs, kf)...)
+	}
+	h, f := readHdr(t, mine)
+	vk, _, err := h.Unlock(f, pass, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		kill bool
+		slot int
+	}{{false, -1}, {false, -1}, {true, 1}, {false, 5}, {false, -1}} {
+		if step.kill {
+			err = h.KillSlot(f, step.slot)
+		} else {
+			_, err = h.AddKey(f, vk, pass, step.slot, cheapPBKDF2)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameLines(t, "placement", normalize(cryptsetup(t, "luksDump", mine)), normalize(cryptsetup(t, "luksDump", theirs)))
+	sameLines(t, "placement JSON", normalize(cryptsetup(t, "luksDump", "--dump-json-metadata", mine)),
+		normalize(cryptsetup(t, "luksDump", "--dump-json-metadata", theirs)))
+}
