@@ -266,3 +266,33 @@ func TestTTYDialogsDeclined(t *testing.T) {
 		t.Fatal("a declined dialog changed the image")
 	}
 }
+
+func TestTTYInterruptRestoresEcho(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	s := startOnTTY(t, "luksDump", "--dump-volume-key", "-q", img)
+	s.expect("Enter passphrase for "+img+": ", 1)
+	// Echo is off while luksd waits (the pty's settings are shared by
+	// both ends).
+	tio, err := unix.IoctlGetTermios(int(s.master.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tio.Lflag&unix.ECHO != 0 {
+		t.Fatal("echo is on at the passphrase prompt")
+	}
+	s.master.Write([]byte{tio.Cc[unix.VINTR]}) // ^C
+	err = s.cmd.Wait()
+	<-s.done
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+		t.Fatalf("luksd after ^C: %v, want death by SIGINT", err)
+	}
+	if tio, err = unix.IoctlGetTermios(int(s.master.Fd()), unix.TCGETS); err != nil {
+		t.Fatal(err)
+	}
+	if tio.Lflag&unix.ECHO == 0 {
+		t.Fatal("^C at the prompt left the terminal without echo")
+	}
+}
