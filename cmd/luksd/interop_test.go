@@ -697,3 +697,25 @@ func slicesFilter(in []string, keep func(string) bool) []string {
 	}
 	return out
 }
+
+func TestInteropAdiantumHeader(t *testing.T) {
+	// cryptsetup reads but cannot unlock Adiantum keyslots without the
+	// kernel's Adiantum (the VM suite covers that); the header must still
+	// be the one it expects.
+	w := newWorkspace(t)
+	img, key, k2 := w.image("vol.img"), w.key("key", "pw"), w.key("k2", "second")
+	w.luksd(nil, append([]string{"luksFormat", "-q", "-c", "xchacha12,aes-adiantum-plain64", "-s", "256",
+		"--sector-size", "4096", img, key}, cheapPBKDF("argon2id")...)...).ok(t)
+	w.sameOutput("luksDump", img)
+	vk := volumeKey(t, w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, img).ok(t).stdout)
+	if len(vk) != 64 {
+		t.Fatalf("Adiantum volume key of %d bits", len(vk)*4)
+	}
+	w.luksd(nil, append([]string{"luksAddKey", "-d", key, img, k2}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	if got := volumeKey(t, w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", k2, img).ok(t).stdout); got != vk {
+		t.Fatal("the added passphrase unlocks another key")
+	}
+	if dump := w.cs(nil, "luksDump", img).ok(t).stdout; !strings.Contains(dump, "Cipher:     xchacha12,aes-adiantum-plain64") || !strings.Contains(dump, "  1: luks2") {
+		t.Fatalf("cryptsetup does not see the Adiantum keyslots:\n%s", dump)
+	}
+}
