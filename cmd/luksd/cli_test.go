@@ -108,6 +108,11 @@ func TestCLIErrorsAndExitCodes(t *testing.T) {
 	luksd(t, nil, "luksFormat", "-q", "-d", key, missing).expect(t, 4, "does not exist")
 	luksd(t, nil, "luksHeaderBackup", plain).expect(t, 1, "Option --header-backup-file is required.")
 
+	luksd(t, nil, "frobnicate", plain).expect(t, 1, "Unknown action.")
+	if r := luksd(t, nil); r.code != 0 || !strings.Contains(r.stdout, "luksFormat") {
+		t.Fatalf("luksd alone: exit %d, stdout %q", r.code, r.stdout)
+	}
+
 	// isLuks: 1 quietly, with -v the reason and cryptsetup's status line.
 	r = luksd(t, nil, "isLuks", plain)
 	r.expect(t, 1, "")

@@ -86,10 +86,16 @@ func newApp() *cli.App {
 	// cryptsetup's -h is --hash; help stays reachable as --help.
 	cli.HelpFlag = &cli.BoolFlag{Name: "help", Usage: "show help"}
 	return &cli.App{
-		Name:                 "luksd",
-		Usage:                "userspace dm-crypt/LUKS2 volumes served over NBD and ublk",
-		Commands:             commands,
-		HideHelpCommand:      true,
+		Name:            "luksd",
+		Usage:           "userspace dm-crypt/LUKS2 volumes served over NBD and ublk",
+		Commands:        commands,
+		HideHelpCommand: true,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return exitf(exitParams, "Unknown action.")
+			}
+			return cli.ShowAppHelp(c)
+		},
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {},
 		OnUsageError:         usageError,
