@@ -416,6 +416,30 @@ func TestInteropFormatLayoutOptions(t *testing.T) {
 	}
 }
 
+func TestInteropFormatHashLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	dumps := map[string]string{}
+	for tool, run := range map[string]func([]byte, ...string) result{"cs": w.cs, "luksd": w.luksd} {
+		img := w.image(tool + ".img")
+		run(nil, append([]string{"luksFormat", "-q", "-h", "sha512", "--uuid", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+		// Salts and digests are random; the rest must be the same.
+		var keep []string
+		for _, l := range strings.Split(w.cs(nil, "luksDump", img).ok(t).stdout, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "Salt:") && !strings.HasPrefix(l, "\t            ") && !strings.HasPrefix(strings.TrimSpace(l), "Digest:") {
+				keep = append(keep, l)
+			}
+		}
+		dumps[tool] = strings.Join(keep, "\n")
+	}
+	if dumps["cs"] != dumps["luksd"] {
+		t.Fatalf("luksFormat -h sha512 differs:\n--- cryptsetup\n%s\n--- luksd\n%s", dumps["cs"], dumps["luksd"])
+	}
+	if strings.Count(dumps["luksd"], "sha512") != 3 {
+		t.Fatalf("sha512 is not the keyslot, AF and digest hash:\n%s", dumps["luksd"])
+	}
+}
+
 func TestInteropLUKS1ReadOnly(t *testing.T) {
 	w := newWorkspace(t)
 	img, key := w.image("vol.img"), w.key("key", "pw")
