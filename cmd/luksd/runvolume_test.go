@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
+	"github.com/luksd/luksd/keyring"
+)
+
+// TestRunVolumeCryptsetupImage runs the daemon's whole open path on a
+// cryptsetup-made image (header, segment, crypt layer, state) with the fake
+// frontend: data written through the attachment survives close and reopen,
+// is encrypted on disk, and the state describes the volume.
+func TestRunVolumeCryptsetupImage(t *testing.T) {
+	cs := testtool.Need(t, "cryptsetup")
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	dir := t.TempDir()
+	img := zeroFile(t, dir, "img", 20<<20)
+	pass := filepath.Join(dir, "pass")
+	os.WriteFile(pass, []byte("passphrase"), 0o600)
+	vk := make([]byte, 64)
+	rand.Read(vk)
+	vkFile := filepath.Join(dir, "vk")
+	os.WriteFile(vkFile, vk, 0o600)
+	runTool(t, nil, cs, "luksFormat", "-q", "--type", "luks2", "--sector-size", "4096", "--pbkdf", "pbkdf2",
+		"--pbkdf-force-iterations", "1000", "--volume-key-file", vkFile, "--key-file", pass, img).expect(t, 0, "")
+
+	fe := &fakeFrontend{}
+	frontends["fake"] = fe
+	defer delete(frontends, "fake")
+	spec := daemonSpec{Name: "e2e", Image: img, Header: img, Frontend: "fake", Slot: 0, KeyLen: len(vk)}
+	start := func() chan error {
+		key, err := keyring.FromBytes(bytes.Clone(vk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready := make(chan string, 1)
+		done := make(chan error, 1)
+		go func() { done <- runVolume(spec, key, false, func(d string) { ready <- d }) }()
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("runVolume: %v", err)
+		}
+		if key.Len() != 0 {
+			t.Error("the volume key was not wiped once the crypt layer had it")
+		}
+		return done
+	}
+
+	done := start()
+	st, err := activeState("e2e")
+	if err != nil || st == nil {
+		t.Fatal(st, err)
+	}
+	if st.Type != "LUKS2" || st.Cipher != "aes-xts-plain64" || st.KeySize != 64 || st.SectorSize != 4096 ||
+		st.Offset != 16<<20 || st.Size != 4<<20 || st.ReadOnly {
+		t.Fatalf("state %+v", st)
+	}
+	if bs := fe.attachment().opts.BlockSize; bs != 4096 {
+		t.Fatalf("attached with block size %d, want the sector size 4096", bs)
+	}
+	pattern := make([]byte, 3*4096)
+	rand.Read(pattern)
+	if _, err := fe.attachment().dev.WriteAt(pattern, 5*4096); err != nil {
+		t.Fatal(err)
+	}
+	if err := closeVolume("e2e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDaemon(t, done); err != nil {
+		t.Fatal(err)
+	}
+
+	raw, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, pattern[:512]) {
+		t.Fatal("the plaintext is on disk")
+	}
+
+	done = start()
+	got := make([]byte, len(pattern))
+	if _, err := fe.attachment().dev.ReadAt(got, 5*4096); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, pattern) {
+		t.Fatal("data differs after close and reopen")
+	}
+	if err := closeVolume("e2e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDaemon(t, done); err != nil {
+		t.Fatal(err)
+	}
+}
