@@ -74,13 +74,10 @@ func (q *queue) setup(maxIO int) error {
 		return fmt.Errorf("ublk queue %d: eventfd: %w", q.id, err)
 	}
 	q.wakeBuf = new([8]byte)
-	q.ring, err = newRing(uint32(q.depth + 1))
-	if err != nil {
-		return fmt.Errorf("ublk queue %d: %w", q.id, err)
-	}
 	return nil
 }
 
+// release frees what the queue holds; run must have returned, or never run.
 func (q *queue) release() {
 	if q.ring != nil {
 		q.ring.close()
@@ -107,11 +104,19 @@ func (q *queue) run(ready chan<- error) error {
 	if q.affinity != nil {
 		unix.SchedSetaffinity(0, q.affinity)
 	}
+	// The ring belongs to this thread: it alone submits and reaps.
+	r, err := newRingFlags(uint32(q.depth+1), setupOneThread)
+	if err != nil {
+		err = fmt.Errorf("ublk queue %d: %w", q.id, err)
+		ready <- err
+		return err
+	}
+	q.ring = r
 	for tag := 0; tag < q.depth; tag++ {
 		q.prepIO(ioFetchReq, tag, 0)
 	}
 	q.armWake()
-	err := q.ring.submit(0)
+	err = q.ring.submit(0)
 	if err == nil {
 		// a FETCH the kernel refuses completes at once
 		q.ring.reap(q.complete)

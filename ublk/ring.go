@@ -11,7 +11,15 @@ import (
 
 // io_uring ABI, from include/uapi/linux/io_uring.h.
 const (
-	setupSQE128 = 1 << 10 // IORING_SETUP_SQE128
+	setupCoopTaskrun  = 1 << 8  // IORING_SETUP_COOP_TASKRUN
+	setupSQE128       = 1 << 10 // IORING_SETUP_SQE128
+	setupSingleIssuer = 1 << 12 // IORING_SETUP_SINGLE_ISSUER
+	setupDeferTaskrun = 1 << 13 // IORING_SETUP_DEFER_TASKRUN
+
+	// setupOneThread suits a ring that one thread creates, submits to and
+	// waits on: completions are run when that thread asks for them, with
+	// no interrupting it (Linux 6.1+).
+	setupOneThread = setupCoopTaskrun | setupSingleIssuer | setupDeferTaskrun
 
 	featSingleMmap = 1 << 0 // IORING_FEAT_SINGLE_MMAP
 
@@ -97,10 +105,17 @@ type ring struct {
 var errNoRing = errors.New("io_uring is not available")
 
 // newRing sets up an io_uring with at least entries submission slots.
-func newRing(entries uint32) (*ring, error) {
+func newRing(entries uint32) (*ring, error) { return newRingFlags(entries, 0) }
+
+// newRingFlags sets up an io_uring with extra IORING_SETUP_* flags, or
+// without them where the kernel refuses them.
+func newRingFlags(entries, extra uint32) (*ring, error) {
 	var p uringParams
-	p.flags = setupSQE128
+	p.flags = setupSQE128 | extra
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if errno == unix.EINVAL && extra != 0 {
+		return newRingFlags(entries, 0)
+	}
 	if errno != 0 {
 		if errno == unix.ENOSYS || errno == unix.EPERM {
 			return nil, fmt.Errorf("%w: io_uring_setup: %v", errNoRing, errno)

@@ -2,6 +2,7 @@ package ublk
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -10,8 +11,12 @@ import (
 // newTestRing returns a ring, or skips when this kernel forbids io_uring
 // (a sandbox or io_uring_disabled): the ublk data path cannot run there either.
 func newTestRing(t *testing.T, entries uint32) *ring {
+	return newTestRingFlags(t, entries, 0)
+}
+
+func newTestRingFlags(t *testing.T, entries, flags uint32) *ring {
 	t.Helper()
-	r, err := newRing(entries)
+	r, err := newRingFlags(entries, flags)
 	if errors.Is(err, errNoRing) {
 		t.Skipf("SKIP (not a pass): %v", err)
 	}
@@ -24,8 +29,17 @@ func newTestRing(t *testing.T, entries uint32) *ring {
 
 // NOPs go round the ring several times, so the head and tail indexes wrap
 // past the ring size and the masks must map them back.
-func TestRingNop(t *testing.T) {
-	r := newTestRing(t, 8)
+func TestRingNop(t *testing.T) { testRingNop(t, 0) }
+
+// The queue threads' setup: one thread creates, submits and reaps.
+func TestRingNopOneThread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	testRingNop(t, setupOneThread)
+}
+
+func testRingNop(t *testing.T, flags uint32) {
+	r := newTestRingFlags(t, 8, flags)
 	if r.entries != 8 {
 		t.Fatalf("ring has %d entries, asked for 8", r.entries)
 	}
