@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -500,37 +499,6 @@ type queuedReply struct {
 }
 
 var replyPool = sync.Pool{New: func() any { return &queuedReply{done: make(chan struct{}, 1)} }}
-
-// Payload buffers come from pools by power-of-two size class.
-var bufPools [26]sync.Pool // classes 2^0 .. 2^25 (32 MiB)
-
-func sizeClass(n int) int {
-	if n <= 1 {
-		return 0
-	}
-	return bits.Len(uint(n - 1))
-}
-
-func getBuffer(n int) []byte {
-	c := sizeClass(n)
-	if c < 12 {
-		c = 12 // nothing smaller than 4 KiB is pooled
-	}
-	if p, ok := bufPools[c].Get().(*[]byte); ok {
-		return (*p)[:n]
-	}
-	b := make([]byte, 1<<c)
-	return b[:n]
-}
-
-func putBuffer(b []byte) {
-	c := sizeClass(cap(b))
-	if cap(b) != 1<<c || c >= len(bufPools) {
-		return
-	}
-	b = b[:cap(b)]
-	bufPools[c].Put(&b)
-}
 
 // semaphore is a counting semaphore over bytes.
 type semaphore struct {

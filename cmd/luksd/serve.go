@@ -32,9 +32,8 @@ func init() {
 	})
 }
 
-// serveMemoryLimit is the soft heap limit of `luksd serve` (GOMEMLIMIT
-// overrides it); in-flight data per connection is bounded separately.
-const serveMemoryLimit = 64 << 20
+// serveMemoryLimit is the soft heap limit of `luksd serve`.
+const serveMemoryLimit = 80 << 20
 
 func runServe(c *cli.Context) error {
 	if c.NArg() != 1 {
@@ -75,8 +74,9 @@ func runServe(c *cli.Context) error {
 		return exitf(exitBusy, "Cannot listen: %v.", err)
 	}
 
-	// Payload buffers are recycled, but without a limit the heap may grow
-	// to twice the data in flight between collections.
+	// The data path recycles its payload buffers; a soft heap limit keeps
+	// the little garbage it makes from doubling the heap between
+	// collections (GOMEMLIMIT overrides it).
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(serveMemoryLimit)
 	}
