@@ -132,6 +132,9 @@ func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
 			opts.SectorSize = sector
 		}
 	}
+	if opts.UUID != "" && !uuidPattern.MatchString(opts.UUID) {
+		return opts, exitf(exitParams, "Wrong LUKS UUID format provided.")
+	}
 	if opts.SectorSize != 0 && (opts.SectorSize < 512 || opts.SectorSize > 4096 || opts.SectorSize&(opts.SectorSize-1) != 0) {
 		return opts, exitf(exitParams, "Unsupported encryption sector size.")
 	}

@@ -623,6 +623,7 @@ func TestInteropErrorsLikeCryptsetup(t *testing.T) {
 		{"config", "--label", "x", plain},
 		{"luksDump", "--dump-volume-key", "-q", "-d", bad, img},
 		{"luksDump", "--type", "luks1", img},
+		{"luksFormat", "-q", "--uuid", "bad", plain, key},
 		{"luksUUID", "--type", "luks1", img},
 		{"luksAddKey", "--type", "luks1", "-d", key, img, key},
 	} {
