@@ -360,7 +360,7 @@ func TestHostileTransmission(t *testing.T) {
 
 func TestIdleConnectionsTimeOut(t *testing.T) {
 	dev := &memDevice{data: make([]byte, 1<<20)}
-	sock, _ := serveMem(t, dev, Config{HandshakeTimeout: time.Second, MaxConns: 400})
+	sock, _ := serveMem(t, dev, Config{HandshakeTimeout: 3 * time.Second, MaxConns: 400})
 	var idle []net.Conn
 	for range 300 {
 		c, err := net.Dial("unix", sock)
