@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -46,10 +47,13 @@ func ListenUnix(path string, mode os.FileMode) (net.Listener, error) {
 	return l, nil
 }
 
-// ListenTCP listens on addr ("HOST:PORT", "HOST", ":PORT"). An empty host
-// means 127.0.0.1 and an empty port the NBD port: other interfaces are
-// reached only when named.
+// ListenTCP listens on addr ("HOST:PORT", "HOST", ":PORT" or "PORT"). An
+// empty host means 127.0.0.1 and an empty port the NBD port: other
+// interfaces are reached only when named.
 func ListenTCP(addr string) (net.Listener, error) {
+	if _, err := strconv.ParseUint(addr, 10, 16); err == nil {
+		addr = ":" + addr
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		var ae *net.AddrError
