@@ -16,9 +16,9 @@ import (
 )
 
 // session is one connection in the transmission phase. One goroutine reads
-// requests; each request runs on its own goroutine, bounded in number and in
-// payload bytes, and answers as soon as it is done (out of order). Replies
-// are serialized by wmu.
+// requests; each runs on a worker of the session, bounded in number and in
+// payload bytes, and is answered as soon as it is done (out of order).
+// Replies are serialized by wmu and combined when several are ready.
 type session struct {
 	srv        *Server
 	r          *bufio.Reader
@@ -122,7 +122,7 @@ func (ss *session) dispatch(req request) error {
 	case cmdRead:
 		switch {
 		case int(req.length) > srv.cfg.MaxRequest:
-			return ss.replyError(req, errOverflowOrInval(ss.structured))
+			return ss.replyError(req, errInval)
 		case !ss.inRange(req):
 			return ss.replyError(req, errInval)
 		}
@@ -131,7 +131,7 @@ func (ss *session) dispatch(req request) error {
 		if int(req.length) > srv.cfg.MaxRequest {
 			// The payload cannot be skipped without reading it all: say
 			// why, then hang up.
-			ss.reply(req, errOverflowOrInval(ss.structured))
+			ss.reply(req, errInval)
 			return fmt.Errorf("%w: write of %d bytes exceeds the maximum %d", errProtocol, req.length, srv.cfg.MaxRequest)
 		}
 		ss.acquire(int64(req.length))
@@ -184,14 +184,6 @@ func (ss *session) dispatch(req request) error {
 		return ss.replyError(req, errInval)
 	}
 	return nil
-}
-
-// errOverflowOrInval is the error for a READ over the maximum size.
-func errOverflowOrInval(structured bool) uint32 {
-	if structured {
-		return errOverflow
-	}
-	return errInval
 }
 
 func (ss *session) dropPayload(buf []byte, req request) {
