@@ -71,7 +71,7 @@ func pickFrontend(name string) (frontend, error) {
 	}
 	if f, ok := frontends["ublk"]; ok {
 		if _, err := os.Stat(ublkControl); err != nil {
-			modprobe("ublk_drv")
+			loadModule("ublk_drv")
 		}
 		if _, err := os.Stat(ublkControl); err == nil && f.Available() == nil {
 			return f, nil
@@ -103,6 +103,9 @@ func frontendNames() string {
 	sort.Strings(names)
 	return strings.Join(names, ", ")
 }
+
+// loadModule is modprobe; tests replace it.
+var loadModule = modprobe
 
 // modprobe loads a kernel module, ignoring failure: the caller checks
 // whether the device node it needs appeared.
