@@ -593,6 +593,9 @@ func TestInteropErrorsLikeCryptsetup(t *testing.T) {
 	plain := zeroFile(t, w.dir, "plain.img", 1<<20)
 	missing := w.path("missing")
 	exists := w.key("exists", "x")
+	empty := w.image("empty.img") // a LUKS2 header without keyslots
+	w.cs(nil, append([]string{"luksFormat", "-q", empty, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	w.cs(nil, "erase", "-q", empty).ok(t)
 	before, _ := os.ReadFile(img)
 	for _, args := range [][]string{
 		{"luksDump", missing},
@@ -623,6 +626,10 @@ func TestInteropErrorsLikeCryptsetup(t *testing.T) {
 		{"config", "--label", "x", plain},
 		{"luksDump", "--dump-volume-key", "-q", "-d", bad, img},
 		{"luksDump", "--type", "luks1", img},
+		{"luksAddKey", "-d", key, empty, key},
+		{"luksChangeKey", "-d", key, empty, key},
+		{"luksRemoveKey", "-d", key, empty},
+		{"open", "--test-passphrase", "-d", key, empty},
 		{"luksFormat", "-q", "--uuid", "bad", plain, key},
 		{"luksUUID", "--type", "luks1", img},
 		{"luksAddKey", "--type", "luks1", "-d", key, img, key},
@@ -684,7 +691,12 @@ func TestInteropVerboseLikeCryptsetup(t *testing.T) {
 		{"luksDump", "--dump-volume-key", "-q", "-v", "-d", kb, "IMG"},
 		append([]string{"luksChangeKey", "-v", "-d", kb, "IMG", kb}, pb...),
 		{"luksRemoveKey", "-v", "-d", kb, "IMG"},
-		{"luksKillSlot", "-v", "-d", key, "IMG", "0"},
+		append([]string{"luksAddKey", "-v", "-d", key, "IMG", kb, "-S", "7"}, pb...),
+		{"luksKillSlot", "-v", "-d", kb, "IMG", "0"},
+		{"luksKillSlot", "-v", "-d", kb, "IMG", "7", "-q"},
+		append([]string{"luksAddKey", "-v", "-d", kb, "IMG", key}, pb...),
+		{"erase", "-q", "-v", "IMG"},
+		{"luksErase", "-q", "-v", "IMG"},
 		{"isLuks", "-v", "IMG"},
 	}
 	for _, step := range steps {

@@ -44,6 +44,16 @@ func init() {
 			Action:    luksChangeKey,
 		},
 		&cli.Command{
+			Name:      "erase",
+			Aliases:   []string{"luksErase"},
+			Usage:     "wipe every keyslot",
+			ArgsUsage: "<device>",
+			Flags: flagSet(typeFlags, []cli.Flag{
+				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+			}),
+			Action: erase,
+		},
+		&cli.Command{
 			Name:      "luksKillSlot",
 			Usage:     "wipe a keyslot",
 			ArgsUsage: "<device> <key slot>",
@@ -114,6 +124,8 @@ func luksAddKey(c *cli.Context) error {
 	unlockSlot, newSlot := -1, c.Int("key-slot")
 	if c.IsSet("new-key-slot") {
 		unlockSlot, newSlot = c.Int("key-slot"), c.Int("new-key-slot")
+	} else if c.IsSet("key-slot") {
+		verbosef(c, "WARNING: The --key-slot parameter is used for new keyslot number.")
 	}
 	if newSlot >= 0 {
 		if err := checkSlot(h, newSlot, false); err != nil {
@@ -121,6 +133,9 @@ func luksAddKey(c *cli.Context) error {
 		}
 	}
 
+	if len(h.ActiveKeyslots()) == 0 {
+		return exitf(exitParams, "Cannot add key slot, all slots disabled and no volume key provided.")
+	}
 	vk, _, err := unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
 	if err != nil {
 		return err
@@ -313,4 +328,28 @@ func verifyRemaining(c *cli.Context, h *luks2.Header, f *os.File, src keyring.So
 		}
 	}
 	return exitf(exitPermission, "No key available with this passphrase.")
+}
+
+// erase wipes every keyslot: the volume key is gone for good.
+func erase(c *cli.Context) error {
+	dev, err := oneDevice(c)
+	if err != nil {
+		return err
+	}
+	h, f, err := readHeaderOfType(c, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if !confirm(c, fmt.Sprintf("This operation will erase all keyslots on device %s.\n"+
+		"Device will become unusable after this operation.", headerPath(c, dev))) {
+		return errAborted(exitPermission, "Operation aborted, keyslots were NOT wiped.")
+	}
+	for _, slot := range h.ActiveKeyslots() {
+		if err := h.KillSlot(f, slot); err != nil {
+			return headerError(headerPath(c, dev), err)
+		}
+		verbosef(c, "Key slot %d removed.", slot)
+	}
+	return syncHeader(f)
 }

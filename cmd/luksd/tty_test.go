@@ -250,6 +250,7 @@ func TestTTYDialogsDeclined(t *testing.T) {
 		{[]string{"luksKillSlot", img, "0"}, "This is the last keyslot. Device will become unusable after purging this key.", 2, "Operation aborted, the keyslot was NOT wiped."},
 		{[]string{"luksUUID", img, "--uuid", "12345678-9abc-def0-1234-56789abcdef0"}, "Do you really want to change UUID of device?", 2, "Operation aborted."},
 		{[]string{"luksHeaderRestore", img, "--header-backup-file", backup}, "Device " + img + " already contains LUKS2 header. Replacing header will destroy existing keyslots.", 1, ""},
+		{[]string{"erase", img}, "This operation will erase all keyslots on device " + img + ".\r\nDevice will become unusable after this operation.", 2, "Operation aborted, keyslots were NOT wiped."},
 		{[]string{"luksDump", "--dump-volume-key", img}, "The header dump with volume key is sensitive information\r\nthat allows access", 2, ""},
 	} {
 		s := startOnTTY(t, c.args...)

@@ -165,7 +165,8 @@ func headerError(path string, err error) error {
 // (retry: up to --tries times on a terminal, as open does). It returns the
 // volume key and the slot.
 func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.Source, prompt string, slot int, retry bool) (*keyring.Secret, int, error) {
-	if slot >= 0 && !slices.Contains(h.ActiveKeyslots(), slot) {
+	active := h.ActiveKeyslots()
+	if len(active) == 0 || slot >= 0 && !slices.Contains(active, slot) {
 		return nil, 0, exitf(exitParams, "No usable keyslot is available.")
 	}
 	tries := 1
