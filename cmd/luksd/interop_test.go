@@ -355,6 +355,26 @@ func TestInteropDetachedHeader(t *testing.T) {
 	if a != b {
 		t.Fatal("volume keys differ with a detached header")
 	}
+
+	// Edits and backups go to the header file, never the data device.
+	dataBefore, _ := os.ReadFile(img)
+	k2 := w.key("k2", "second")
+	w.luksd(nil, append([]string{"luksAddKey", "--header", hdr, "-d", key, img, k2}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	w.cs(nil, "open", "--test-passphrase", "--header", hdr, "-d", k2, img).ok(t)
+	w.luksd(nil, "config", "--header", hdr, "--label", "detached", img).ok(t)
+	if !strings.Contains(w.cs(nil, "luksDump", hdr).ok(t).stdout, "Label:         \tdetached") {
+		t.Fatal("config --header did not label the header file")
+	}
+	backup := w.path("hdr.backup")
+	w.luksd(nil, "luksHeaderBackup", "--header", hdr, img, "--header-backup-file", backup).ok(t)
+	h1, _ := os.ReadFile(hdr)
+	h2, _ := os.ReadFile(backup)
+	if !bytes.Equal(h1, h2) {
+		t.Fatal("the backup of a detached header is not the header file")
+	}
+	if dataAfter, _ := os.ReadFile(img); !bytes.Equal(dataBefore, dataAfter) {
+		t.Fatal("an edit with --header wrote to the data device")
+	}
 }
 
 func TestInteropExitCodes(t *testing.T) {
