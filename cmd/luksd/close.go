@@ -28,9 +28,13 @@ func closeAction(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return exitf(exitParams, "Command requires device name as argument.")
 	}
-	name := c.Args().First()
-	if err := validName(name); err != nil {
+	arg := c.Args().First()
+	name, ok, err := volumeName(arg)
+	if err != nil {
 		return err
+	}
+	if !ok {
+		return exitf(exitDevice, "Device %s is not active.", arg)
 	}
 	return closeVolume(name)
 }

@@ -313,3 +313,26 @@ func activeState(name string) (*volumeState, error) {
 	}
 	return s, err
 }
+
+// volumeName maps what status and close are given to a NAME: the NAME
+// itself, /dev/mapper/NAME (cryptsetup's spelling), or the kernel block
+// device of an active volume (/dev/nbd0). ok is false for a device no
+// active volume uses.
+func volumeName(arg string) (name string, ok bool, err error) {
+	if n, found := strings.CutPrefix(arg, "/dev/mapper/"); found {
+		return n, true, validName(n)
+	}
+	if !strings.HasPrefix(arg, "/dev/") {
+		return arg, true, validName(arg)
+	}
+	ents, _ := os.ReadDir(runDir())
+	for _, e := range ents {
+		if validName(e.Name()) != nil {
+			continue
+		}
+		if s, err := activeState(e.Name()); err == nil && s != nil && s.Device == arg {
+			return s.Name, true, nil
+		}
+	}
+	return "", false, nil
+}

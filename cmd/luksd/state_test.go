@@ -111,3 +111,28 @@ func TestClaimNameLockAndStaleFiles(t *testing.T) {
 		t.Fatal("release left the folder")
 	}
 }
+
+func TestVolumeName(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	lock, err := claimName("named")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseName("named", lock)
+	st := sampleState()
+	st.Name, st.Device = "named", "/dev/nbd9"
+	if err := writeState(st); err != nil {
+		t.Fatal(err)
+	}
+	for arg, want := range map[string]string{"named": "named", "/dev/mapper/named": "named", "/dev/nbd9": "named", "other": "other"} {
+		if got, ok, err := volumeName(arg); err != nil || !ok || got != want {
+			t.Errorf("volumeName(%q) = %q, %v, %v; want %q", arg, got, ok, err, want)
+		}
+	}
+	if _, ok, err := volumeName("/dev/nbd1"); ok || err != nil {
+		t.Errorf("volumeName of an unused device: ok %v, %v", ok, err)
+	}
+	if _, _, err := volumeName("/dev/mapper/a b"); exitCode(err) != exitParams {
+		t.Errorf("bad mapper name: %v", err)
+	}
+}

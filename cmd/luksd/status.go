@@ -24,9 +24,14 @@ func statusAction(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return exitf(exitParams, "Command requires device name as argument.")
 	}
-	name := c.Args().First()
-	if err := validName(name); err != nil {
+	arg := c.Args().First()
+	name, ok, err := volumeName(arg)
+	if err != nil {
 		return err
+	}
+	if !ok {
+		fmt.Printf("%s is inactive.\n", arg)
+		return exitf(exitDevice, "")
 	}
 	s, err := activeState(name)
 	if err != nil {

@@ -55,8 +55,16 @@ func TestStatusVerb(t *testing.T) {
 	}
 	luksd(t, nil, "status").expect(t, exitParams, "requires device name")
 	luksd(t, nil, "status", "a/b").expect(t, exitParams, "Invalid device name")
+	r = luksd(t, nil, "status", "/dev/nbd7")
+	if r.code != exitDevice || r.stdout != "/dev/nbd7 is inactive.\n" {
+		t.Fatalf("status of an unused device: exit %d, %q", r.code, r.stdout)
+	}
+	luksd(t, nil, "close", "/dev/nbd7").expect(t, exitDevice, "Device /dev/nbd7 is not active.")
 
 	_, _, done := startFake(t, "shown")
+	if r := luksd(t, nil, "status", "/dev/mapper/shown"); r.code != 0 || !strings.HasPrefix(r.stdout, "shown is active.") {
+		t.Fatalf("status /dev/mapper/shown: exit %d %q", r.code, r.stdout)
+	}
 	r = luksd(t, nil, "status", "shown")
 	if r.code != 0 {
 		t.Fatalf("status exit %d: %s", r.code, r.stderr)
