@@ -129,6 +129,11 @@ func openAction(c *cli.Context) error {
 			spec.Device = st.Device
 		}
 	}
+	if !spec.Recover {
+		// A fresh start: release what a dead daemon of NAME left behind
+		// (its /dev/nbdN would otherwise stay configured forever).
+		cleanStale(name)
+	}
 
 	v, err := unlockVolume(c, image, spec.ReadOnly)
 	if err != nil {

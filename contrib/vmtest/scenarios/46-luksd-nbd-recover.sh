@@ -8,6 +8,7 @@
 # umount, e2fsck -fn clean, synced data intact, close.
 # cleanup: after the kill, `luksd close NAME` disconnects the dead /dev/nbdN
 # (its /sys/block/nbdN/backend names the volume) and removes the state.
+# reopen: after the kill, a plain `luksd open NAME` does the same first.
 # requires: luksd-open-nbd luksd-recover-nbd
 . /vmtest/guest/lib.sh
 require_luksd
@@ -121,5 +122,21 @@ cleanup() {
 	rm -f "$img"
 }
 
+# reopen: after the kill, a plain `luksd open` of the same NAME releases the
+# dead daemon's /dev/nbdN and serves the volume again (data intact).
+reopen() {
+	setup "$1"
+	old=$dev
+	mkpattern "$SCRATCH/pattern" 2
+	write_at "$dev" "$SCRATCH/pattern" 1 || because "writing the pattern failed"
+	kill_daemon
+	new=$(luksd open --key-file "$key" --frontend nbd "$img" vol 2>"$SCRATCH/err") || because "reopen after the kill failed: $(tail -n1 "$SCRATCH/err")"
+	[ "$new" = "$old" ] || [ "$(cat /sys/block/"${old#/dev/}"/size)" = 0 ] || because "the dead daemon's $old is still connected"
+	[ "$(sum_at "$new" 1 2)" = "$(sum_of "$SCRATCH/pattern")" ] || because "the pattern reads back wrong after the reopen"
+	luksd close vol || because "close failed"
+	rm -f "$img"
+}
+
 check "$VMTEST_SCENARIO aes-xts-plain64/4096 takeover nbd" takeover "$(cipher_line aes-xts-plain64/4096)"
 check "$VMTEST_SCENARIO aes-xts-plain64/512 cleanup nbd" cleanup "$(cipher_line aes-xts-plain64/512)"
+check "$VMTEST_SCENARIO aes-xts-plain64/4096 reopen nbd" reopen "$(cipher_line aes-xts-plain64/4096)"
