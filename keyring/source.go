@@ -225,18 +225,8 @@ func readNoEcho(tty *os.File, out io.Writer, prompt string) (*Secret, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Error reading passphrase from terminal: %v", err)
 	}
-	noEcho := *orig
-	noEcho.Lflag &^= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHONL
-	noEcho.Lflag |= unix.ICANON
-	// TCSETSF: like TCSAFLUSH, drop input typed before the prompt.
-	if err := unix.IoctlSetTermios(fd, unix.TCSETSF, &noEcho); err != nil {
-		return nil, fmt.Errorf("Error reading passphrase from terminal: %v", err)
-	}
-	// Prompt only once echo is off, so nothing typed after it is echoed.
-	if _, err := io.WriteString(out, prompt); err != nil {
-		_ = unix.IoctlSetTermios(fd, unix.TCSETS, orig)
-		return nil, fmt.Errorf("Error writing prompt: %v", err)
-	}
+	// Catch the signals before echo goes off: a ^C typed the moment the
+	// prompt appears must still find the handler that restores the terminal.
 	sigs := make(chan os.Signal, 1)
 	done := make(chan struct{})
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
@@ -249,13 +239,27 @@ func readNoEcho(tty *os.File, out io.Writer, prompt string) (*Secret, error) {
 		case <-done:
 		}
 	}()
+	defer func() {
+		close(done)
+		signal.Stop(sigs)
+	}()
+	noEcho := *orig
+	noEcho.Lflag &^= unix.ECHO | unix.ECHOE | unix.ECHOK | unix.ECHONL
+	noEcho.Lflag |= unix.ICANON
+	// TCSETSF: like TCSAFLUSH, drop input typed before the prompt.
+	if err := unix.IoctlSetTermios(fd, unix.TCSETSF, &noEcho); err != nil {
+		return nil, fmt.Errorf("Error reading passphrase from terminal: %v", err)
+	}
+	// Prompt only once echo is off, so nothing typed after it is echoed.
+	if _, err := io.WriteString(out, prompt); err != nil {
+		_ = unix.IoctlSetTermios(fd, unix.TCSETS, orig)
+		return nil, fmt.Errorf("Error writing prompt: %v", err)
+	}
 	k, newline, rerr := readLimited(tty, 0, MaxKeyFileSize, true)
 	if rerr == nil && k.Len() == 0 && !newline {
 		k.Wipe()
 		rerr = ErrNoInput // end of input (^D) at the prompt
 	}
-	close(done)
-	signal.Stop(sigs)
 	_ = unix.IoctlSetTermios(fd, unix.TCSETS, orig)
 	io.WriteString(out, "\n")
 	if rerr != nil {
