@@ -61,8 +61,11 @@ run() {
 # The machine is shared: rounds interleave the servers and each keeps its
 # best run, so a burst of someone else's load does not decide the ratios.
 declare -A bw iops
+order=(luksd file luks)
 for round in $(seq "$ROUNDS"); do
-	for server in luksd file luks; do
+	# Rotate who goes first, so no server always follows the same one.
+	order=("${order[@]:1}" "${order[0]}")
+	for server in "${order[@]}"; do
 		read -r b i < <(run "$server-seq" "$work/$server.sock" read 1M)
 		[ "$b" -gt "${bw[$server-seq]:-0}" ] && bw[$server-seq]=$b
 		read -r b i < <(run "$server-rand" "$work/$server.sock" randread 4k)
