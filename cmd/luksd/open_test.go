@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/luksd/luksd/internal/testtool"
 	"github.com/luksd/luksd/keyring"
@@ -187,4 +189,23 @@ func hasCapability(n uint) bool {
 		}
 	}
 	return false
+}
+
+func TestSdNotify(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify")
+	l, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	sdNotify("READY=1")
+	buf := make([]byte, 64)
+	l.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := l.Read(buf)
+	if err != nil || string(buf[:n]) != "READY=1" {
+		t.Fatalf("systemd got %q, %v", buf[:n], err)
+	}
+	t.Setenv("NOTIFY_SOCKET", "")
+	sdNotify("READY=1") // no socket: nothing happens
 }
