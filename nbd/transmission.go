@@ -303,6 +303,11 @@ func (ss *session) doTrim(req request) uint32 {
 		return errInval
 	}
 	if err := t.Trim(int64(req.offset), int64(req.length)); err != nil {
+		if errors.Is(err, blockdev.ErrNotSupported) {
+			// A discard is a hint; a backend that cannot punch holes
+			// (some file systems) ignores it.
+			return ss.fua(req)
+		}
 		return errorCode(err, errNoSpc)
 	}
 	return ss.fua(req)
@@ -352,7 +357,7 @@ func errorCode(err error, outOfRange uint32) uint32 {
 	case errors.Is(err, blockdev.ErrOutOfRange):
 		return outOfRange
 	case errors.Is(err, blockdev.ErrNotSupported):
-		return errNotSup
+		return errInval // NBD_ENOTSUP is reserved for fast zeroes
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return errNoSpc
 	case errors.Is(err, syscall.ENOMEM):
