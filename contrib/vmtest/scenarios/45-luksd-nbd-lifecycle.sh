@@ -154,6 +154,24 @@ options() {
 	rc=0
 	wait "$fgpid" || rc=$?
 	[ "$rc" = 0 ] || because "foreground daemon exited $rc"
+
+	# SIGTERM to a foreground daemon: flush, disconnect, exit 0.
+	luksd open --foreground --key-file "$key" --frontend nbd "$img" fg >"$SCRATCH/fg.out" 2>"$SCRATCH/fg.err" &
+	fgpid=$!
+	i=0
+	until [ -e /run/luksd/fg/state ]; do
+		kill -0 "$fgpid" 2>/dev/null || because "second foreground open exited: $(cat "$SCRATCH/fg.err")"
+		i=$((i + 1))
+		[ $i -lt 300 ] || because "second foreground open made no device"
+		usleep 100000
+	done
+	fgdev=$(state_of fg device)
+	kill -TERM "$fgpid"
+	rc=0
+	wait "$fgpid" || rc=$?
+	[ "$rc" = 0 ] || because "foreground daemon exited $rc after SIGTERM"
+	[ "$(cat /sys/block/"${fgdev#/dev/}"/size)" = 0 ] || because "SIGTERM left $fgdev connected"
+	[ ! -e /run/luksd/fg ] || because "SIGTERM left /run/luksd/fg"
 	rm -f "$img"
 }
 
