@@ -55,6 +55,11 @@ func runServe(c *cli.Context) error {
 	}
 	defer dev.Close()
 
+	// From here on a signal stops the server cleanly (socket removed).
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
 	var l net.Listener
 	where := ""
 	if sock := c.String("socket"); sock != "" {
@@ -82,9 +87,6 @@ func runServe(c *cli.Context) error {
 	}
 	logger := log.New(os.Stderr, "luksd: ", log.LstdFlags)
 	srv := nbd.NewServer(dev, nbd.Config{Name: c.String("export-name"), ReadOnly: readOnly, Logf: logger.Printf})
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	mode := "read-write"
