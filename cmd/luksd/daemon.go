@@ -67,6 +67,12 @@ func runDaemon(cfg daemonConfig) error {
 // serveVolume runs the volume while runDaemon holds its name. It returns
 // the control connection that asked to close, if one did.
 func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
+	// Caught from the start: a SIGTERM while attaching stops the daemon
+	// right after, cleanly, instead of killing it with the device attached.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
 	name := cfg.Attach.Name
 	st := cfg.State
 	st.Name = name
@@ -114,10 +120,6 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 		att.Detach()
 		return nil, fmt.Errorf("cannot write the state file: %v", err)
 	}
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
 
 	done := make(chan struct{})
 	defer close(done)
