@@ -40,6 +40,7 @@ type Device struct {
 	locks      sectorLocks
 	closed     atomic.Bool
 	active     atomic.Int32 // requests in progress, to size their parallelism
+	procs      int          // GOMAXPROCS when the device was made
 }
 
 // chunkSize is the unit of work one goroutine encrypts or decrypts at a time.
@@ -85,6 +86,7 @@ func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*De
 		ivOffset:   opts.IVOffset,
 		discards:   opts.AllowDiscards,
 		readOnly:   ro,
+		procs:      runtime.GOMAXPROCS(0),
 	}, nil
 }
 
@@ -309,7 +311,7 @@ func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) er
 		e := min(off+length, (firstChunk+int64(i)+1)*chunkSize)
 		return s, e - s
 	}
-	workers := min(n, runtime.GOMAXPROCS(0)-active+1)
+	workers := min(n, d.procs-active+1)
 	if workers <= 1 {
 		for i := range n {
 			if err := fn(piece(i)); err != nil {
