@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,7 +48,10 @@ func startServe(t *testing.T, sock string, args ...string) *serveProc {
 		}
 	})
 	for {
-		if _, err := os.Stat(sock); err == nil {
+		// The socket file exists from bind(), before listen(): only a
+		// successful connection proves the server is accepting.
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
 			return p
 		}
 		select {
