@@ -82,7 +82,9 @@ data_offset_mib() {
 		END { exit !found }'
 }
 
-drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# drop_caches drops clean cached pages (callers have fsynced what they
+# wrote; a global sync could hang on a device an earlier check left dead).
+drop_caches() { echo 3 >/proc/sys/vm/drop_caches; }
 
 # cs_format IMAGE KEY LINE [ARGS...] formats IMAGE with cryptsetup for a
 # CIPHERS line, with extra luksFormat ARGS.
@@ -139,7 +141,7 @@ luksd_open() {
 	kill -0 "$_pid" 2>/dev/null && echo "$_pid" >"$_out.pid"
 	# the device is usable once the kernel knows its size
 	_i=0
-	while [ "$(blockdev --getsize64 "$_dev" 2>/dev/null || echo 0)" = 0 ]; do
+	while [ "$(timeout 10 blockdev --getsize64 "$_dev" 2>/dev/null || echo 0)" = 0 ]; do
 		_i=$((_i + 1))
 		if [ "$_i" -gt 300 ]; then
 			echo "$_dev still has size 0 after 30s" | tee "$_out.why" >&2

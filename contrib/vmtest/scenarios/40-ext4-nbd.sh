@@ -33,7 +33,7 @@ filesystem() {
 	done
 	(cd "$mnt" && find . -type f ! -path './lost+found/*' | sort | xargs sha256sum) >"$SCRATCH/manifest"
 	[ "$(wc -l <"$SCRATCH/manifest")" = 201 ] || because "wrote $(wc -l <"$SCRATCH/manifest") files, not 201"
-	sync
+	sync -f "$mnt" # syncfs: a global sync could hang on a dead device
 	umount "$mnt" || because "umount failed"
 	luksd_close vol || because "luksd close failed"
 

@@ -16,17 +16,36 @@ mkkey "$key"
 mnt=/mnt/vol
 mkdir -p "$mnt"
 
-# start_writer DIR: files written and fsynced one after another, in the
-# background (pid in $writer).
+# start_writer DIR: 512 KiB files written and fsynced one after another (16
+# names in turn, so the filesystem never fills up), in the background (pid
+# in $writer); $SCRATCH/written counts the files completed.
 start_writer() {
+	echo 0 >"$SCRATCH/written"
+	rm -f "$SCRATCH/stop"
 	(
+		set +e
 		i=0
-		while :; do
-			dd if=/dev/urandom of="$1/after.$i" bs=64k count=8 conv=fsync 2>/dev/null
-			i=$((i + 1))
+		while [ ! -e "$SCRATCH/stop" ]; do
+			if dd if=/dev/urandom of="$1/after.$((i % 16))" bs=64k count=8 conv=fsync 2>/dev/null; then
+				i=$((i + 1))
+				echo "$i" >"$SCRATCH/written"
+			fi
 		done
 	) >/dev/null 2>&1 &
 	writer=$!
+}
+
+written() { cat "$SCRATCH/written"; }
+
+# stop_writer: the writer ends after its current file (within 60 s).
+stop_writer() {
+	touch "$SCRATCH/stop"
+	_i=0
+	while kill -0 "$writer" 2>/dev/null; do
+		_i=$((_i + 1))
+		[ $_i -le 600 ] || because "the writer did not end within 60 s"
+		usleep 100000
+	done
 }
 
 # prepare LINE: image, luksd device ($dev), ext4 mounted on $mnt with synced
@@ -46,14 +65,15 @@ prepare() {
 		i=$((i + 1))
 	done
 	(cd "$mnt" && sha256sum before.bin keep/*) >"$SCRATCH/manifest"
-	sync
+	sync -f "$mnt" # syncfs: a global sync could hang on a dead device
+	say "files written and synced"
 }
 
 # kill_daemon_while_writing: start the writer, let it run, SIGKILL luksd.
 kill_daemon_while_writing() {
 	start_writer "$mnt"
 	sleep 3
-	[ -e "$mnt/after.1" ] || because "the writer wrote nothing in 3 s"
+	[ "$(written)" -ge 1 ] || because "the writer finished no file in 3 s"
 	pids=$(luksd_pids)
 	[ -n "$pids" ] || because "no luksd process to kill"
 	say "kill -9 $pids (daemon) while the writer runs"
@@ -62,6 +82,7 @@ kill_daemon_while_writing() {
 
 # check_after_replay: journal replay by mount, e2fsck clean, synced data intact.
 check_after_replay() {
+	say "mount (journal replay), umount, e2fsck -fn, compare"
 	mount -t ext4 "$dev" "$mnt" || because "mount after the crash (journal replay) failed"
 	umount "$mnt" || because "umount after journal replay failed"
 	e2fsck -fn "$dev" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn after journal replay: $(tail -n1 "$SCRATCH/fsck.out")"
@@ -75,6 +96,7 @@ replay() {
 	kill_daemon_while_writing
 	kill -9 "$writer" 2>/dev/null || true
 	umount -l "$mnt" || because "cannot detach the dead mount"
+	say "dead mount detached; opening the image again"
 	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open after kill -9 failed: $(open_failure vol)"
 	# ext4 marks itself needs_recovery while mounted: proof the crash was real
 	dumpe2fs -h "$dev" 2>/dev/null | grep -q '^Filesystem features:.*needs_recovery' ||

@@ -18,11 +18,21 @@ recover() {
 	new=$(luksd_open "$FRONTEND" "$img" vol "$key" --recover "--$FRONTEND-device" "$dev") ||
 		because "luksd open --recover failed: $(open_failure vol)"
 	[ "$new" = "$dev" ] || because "--recover attached $new, not $dev"
-	n=$(ls "$mnt" | grep -c '^after\.')
-	sleep 3
-	[ "$(ls "$mnt" | grep -c '^after\.')" -gt "$n" ] || because "the writer made no progress after the takeover"
-	kill -9 "$writer" 2>/dev/null || true
-	wait "$writer" 2>/dev/null || true
+	say "took over $dev; is the writer still going?"
+	n=$(written)
+	i=0
+	while [ "$(written)" -le $((n + 1)) ]; do
+		i=$((i + 1))
+		if [ $i -gt 30 ]; then
+			dmesg | tail -n 20
+			ps -o pid,stat,comm,args
+			because "the writer finished no file in 30 s after the takeover"
+		fi
+		sleep 1
+	done
+	say "the writer goes on: $(written) files (was $n)"
+	stop_writer
+	say "writer stopped; umount"
 	timeout 60 umount "$mnt" || because "umount after the takeover failed"
 	errors_after=$(dmesg | grep -c 'I/O error' || true)
 	[ "$errors_after" = "$errors_before" ] || because "the kernel logged I/O errors: $(dmesg | grep 'I/O error' | tail -n1)"
