@@ -46,10 +46,18 @@ stop_writer() {
 	return $rc
 }
 
+# kill_daemon: SIGKILL, then wait until the process is gone and its lock
+# released (its last thread may still be exiting when the leader is a zombie).
 kill_daemon() {
 	pid=$(state_of vol pid)
 	kill -9 "$pid"
 	while running "$pid"; do usleep 50000; done
+	_i=0
+	until [ "$(luksd status vol >/dev/null 2>&1; echo $?)" = 4 ]; do
+		_i=$((_i + 1))
+		[ $_i -lt 100 ] || because "the killed daemon's lock is still held after 5s"
+		usleep 50000
+	done
 }
 
 setup() {
@@ -86,7 +94,7 @@ takeover() {
 		t=0
 		until [ "$(ls "$mnt" | grep -c '^after\.')" -gt $((n + 1)) ]; do
 			t=$((t + 1))
-			[ $t -lt 45 ] || { dmesg | tail -n 8; because "the writer made no progress within 45s of the takeover ($how)"; }
+			[ $t -lt 60 ] || { dmesg | tail -n 8; because "the writer made no progress within 60s of the takeover ($how)"; }
 			sleep 1
 		done
 		note "$VMTEST_SCENARIO: the writer went on ${t}s after the takeover ($how)"
