@@ -82,7 +82,7 @@ func (q *queue) release() {
 	if q.ring != nil {
 		q.ring.close()
 	}
-	if q.wakeFD > 0 {
+	if q.wakeFD >= 0 {
 		unix.Close(q.wakeFD)
 	}
 	for _, b := range q.bufs {

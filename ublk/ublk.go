@@ -64,6 +64,8 @@ type Device struct {
 	queues   []*queue
 	running  bool // queue goroutines were launched
 	started  bool // the kernel device is live (START_DEV or END_USER_RECOVERY)
+	// recovering: the device belongs to a dead daemon being taken over
+	recovering bool
 
 	done chan struct{}
 	err  error
@@ -198,13 +200,14 @@ func recoverDevice(c *control, id uint32, dev blockdev.Device, opts Options) (*D
 	readOnly := opts.ReadOnly || p.basic.attrs&attrReadOnly != 0
 	discards := p.types&paramTypeDiscard != 0 && p.discard.maxDiscardSectors != 0
 	d := &Device{
-		ctrl:     c,
-		info:     info,
-		h:        newHandler(dev, readOnly, discards),
-		userCopy: info.flags&FeatureUserCopy != 0,
-		inline:   !opts.Workers,
-		charFD:   -1,
-		done:     make(chan struct{}),
+		ctrl:       c,
+		info:       info,
+		h:          newHandler(dev, readOnly, discards),
+		userCopy:   info.flags&FeatureUserCopy != 0,
+		inline:     !opts.Workers,
+		charFD:     -1,
+		done:       make(chan struct{}),
+		recovering: true,
 	}
 	timeout := opts.RecoverTimeout
 	if timeout == 0 {
@@ -308,10 +311,11 @@ func openChar(path string) (int, error) {
 }
 
 // abort undoes a failed Start or Recover: the queues stop, and a device
-// that was never started is deleted.
+// this daemon created and never started is deleted. A device being
+// recovered is left as it was, for another attempt.
 func (d *Device) abort() {
 	d.stopQueues(0)
-	if !d.started {
+	if !d.started && !d.recovering {
 		d.ctrl.simple(cmdDelDev, d.info.devID, 0)
 	}
 	d.ctrl.close()
@@ -376,7 +380,7 @@ func (d *Device) Stop() error {
 		if err := d.h.dev.Flush(); err != nil {
 			errs = append(errs, fmt.Errorf("flush: %w", err))
 		}
-		if err := d.ctrl.simple(cmdDelDev, d.info.devID, 0); err != nil && !isGone(err) {
+		if err := d.ctrl.deleteDev(d.info.devID); err != nil {
 			errs = append(errs, err)
 		}
 		d.ctrl.close()
@@ -418,10 +422,16 @@ func DeleteAbandoned(id int) error {
 	if err := c.simple(cmdStopDev, uint32(id), 0); err != nil && !isGone(err) {
 		return err
 	}
-	// DEL_DEV waits until every opener of /dev/ublkbN is gone; the async
-	// form does not, where the kernel has it.
+	return c.deleteDev(uint32(id))
+}
+
+// deleteDev removes a stopped device. DEL_DEV waits until every opener of
+// /dev/ublkbN is gone (a filesystem still mounted on it, say); the async
+// form, where the kernel has it, returns at once and the device number is
+// freed when the last opener leaves.
+func (c *control) deleteDev(id uint32) error {
 	if c.encoded {
-		err := c.simple(cmdDelDevAsync, uint32(id), 0)
+		err := c.simple(cmdDelDevAsync, id, 0)
 		var ce *CommandError
 		if err == nil || isGone(err) {
 			return nil
@@ -430,7 +440,7 @@ func DeleteAbandoned(id int) error {
 			return err
 		}
 	}
-	if err := c.simple(cmdDelDev, uint32(id), 0); err != nil && !isGone(err) {
+	if err := c.simple(cmdDelDev, id, 0); err != nil && !isGone(err) {
 		return err
 	}
 	return nil

@@ -53,3 +53,12 @@ func TestUblkRecoverNeedsID(t *testing.T) {
 		t.Fatal("recovery without a device number was accepted")
 	}
 }
+
+func TestCleanStaleUblkNeedsUblkState(t *testing.T) {
+	if err := cleanStaleUblk("/dev/nbd0", map[string]string{}); err == nil {
+		t.Error("an nbd device was taken for a ublk one")
+	}
+	if err := cleanStaleUblk("/dev/ublkb0", map[string]string{ublkStateKey: "x"}); err == nil {
+		t.Error("a malformed ublk-id line was accepted")
+	}
+}
