@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/keyring"
@@ -103,7 +104,7 @@ func openAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if daemonAlive(name) {
+	if daemonAlive(name) && !lockReleasedByDyingDaemon(name) {
 		return exitf(exitBusy, "Device %s already exists.", name)
 	}
 	if other := activeUserOf(image); other != "" {
@@ -151,6 +152,23 @@ func openAction(c *cli.Context) error {
 	}
 	fmt.Println(dev)
 	return nil
+}
+
+// lockReleasedByDyingDaemon waits a little for name's lock when the daemon
+// holding it is already dead (a zombie whose last threads are still
+// exiting, e.g. right after SIGKILL), and reports whether it was released.
+func lockReleasedByDyingDaemon(name string) bool {
+	st, err := readState(name)
+	if err != nil || st.PID <= 0 || processRunning(st.PID) {
+		return false
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if !daemonAlive(name) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
 }
 
 // deviceWish applies --nbd-device or --ublk-device to spec and returns the
