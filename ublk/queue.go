@@ -11,6 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// inlineMaxBytes is the largest request a queue thread serves itself;
+// larger ones go to a worker, so that several run on several cores while
+// the thread goes on fetching. Handing a request over costs about as much
+// as a few KiB of crypto.
+const inlineMaxBytes = 64 << 10
+
 // wakeTag is the user data of the eventfd read that wakes a queue's thread
 // when workers have finished requests; tags are below 4096.
 const wakeTag = 1 << 32
@@ -26,7 +32,7 @@ type queue struct {
 	charFD   int
 	encoded  bool
 	userCopy bool
-	inline   bool // serve requests on the queue thread, not on workers
+	inline   bool // serve small requests on the queue thread, not on workers
 	h        *handler
 	pool     *bufferPool
 	affinity *unix.CPUSet
@@ -181,7 +187,7 @@ func (q *queue) complete(ud uint64, res int32) {
 	switch {
 	case res == ioResOK:
 		d := *(*ioDesc)(unsafe.Pointer(&q.descs[tag*ioDescSize]))
-		if q.inline {
+		if q.inline && int64(d.nrSectors)<<9 <= inlineMaxBytes {
 			q.prepIO(ioCommitAndFetchReq, tag, q.handle(tag, d))
 			return
 		}
