@@ -126,7 +126,8 @@ func askDaemon(name, cmd string) (string, error) {
 
 // cleanStale removes what a daemon that died left of name: its state and,
 // for nbd, the kernel device still configured with dead connections (only
-// when /sys/block/nbdN/backend shows it is this volume's). It reports
+// when /sys/block/nbdN/backend shows it is this volume's); for ublk, the
+// device the kernel keeps waiting for recovery. It reports
 // whether there was anything to remove.
 func cleanStale(name string) bool {
 	st, err := readState(name)
@@ -138,7 +139,8 @@ func cleanStale(name string) bool {
 		return false
 	}
 	defer releaseName(name, lock)
-	if st.Frontend == "nbd" {
+	switch st.Frontend {
+	case "nbd":
 		if idx, err := nbd.ParseDevicePath(st.Device); err == nil {
 			b, err := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/backend", idx))
 			if err == nil && strings.TrimSpace(string(b)) == nbdBackendID(name) {
@@ -146,6 +148,12 @@ func cleanStale(name string) bool {
 					fmt.Fprintf(os.Stderr, "%v\n", err)
 				}
 			}
+		}
+	case "ublk":
+		// The kernel holds a dead daemon's I/O for recovery; deleting the
+		// device fails it, so a lazy unmount or a waiting sync can finish.
+		if err := cleanStaleUblk(st.Device, st.Extra); err != nil {
+			fmt.Fprintf(os.Stderr, "%v\n", err)
 		}
 	}
 	return true
