@@ -197,6 +197,23 @@ fio_bw() {
 	esac
 }
 
+# wait_gone PID... waits (up to 30 s) until each process has exited: gone
+# from /proc or a zombie. A SIGKILLed daemon takes a while to release its
+# kernel device (io_uring teardown).
+wait_gone() {
+	for _p in "$@"; do
+		_i=0
+		while [ -e "/proc/$_p/stat" ] && ! sed 's/.*) //' "/proc/$_p/stat" | grep -q '^Z'; do
+			_i=$((_i + 1))
+			if [ $_i -gt 300 ]; then
+				echo "process $_p still exists 30 s after SIGKILL" >&2
+				return 1
+			fi
+			usleep 100000
+		done
+	done
+}
+
 # luksd_pids prints the pids of all running luksd processes.
 luksd_pids() { pidof luksd || true; }
 

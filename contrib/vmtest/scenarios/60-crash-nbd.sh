@@ -78,6 +78,7 @@ kill_daemon_while_writing() {
 	[ -n "$pids" ] || because "no luksd process to kill"
 	say "kill -9 $pids (daemon) while the writer runs"
 	kill -9 $pids
+	wait_gone $pids || because "the killed daemon did not exit within 30 s"
 }
 
 # check_after_replay: journal replay by mount, e2fsck clean, synced data intact.

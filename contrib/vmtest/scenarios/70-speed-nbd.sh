@@ -8,7 +8,7 @@
 # requires: luksd-open-nbd
 . /vmtest/guest/lib.sh
 FRONTEND=${FRONTEND:-nbd}
-SECS=${VMTEST_SPEED_SECONDS:-3}
+SECS=${VMTEST_SPEED_SECONDS:-2}
 require_luksd
 
 key=$SCRATCH/key
