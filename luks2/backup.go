@@ -45,7 +45,10 @@ func backup(dev io.ReaderAt, size int64, w io.Writer) error {
 }
 
 func restore(dev Device, size int64, src io.ReaderAt, srcSize int64) error {
-	hd, err := readHeader(src, srcSize)
+	// The backup holds the header area only, not the data it describes (a
+	// LUKS1 backup ends at its last keyslot, before the payload offset):
+	// read it without a device size, then check it holds backupSize bytes.
+	hd, err := readHeader(src, 0)
 	if err != nil {
 		return fmt.Errorf("backup file does not contain a valid LUKS header: %w", err)
 	}
