@@ -25,7 +25,9 @@ recover() {
 	mkimage "$img" 40
 	cs_format "$img" "$key" "$1" || because "cryptsetup luksFormat failed"
 	dev=$(luksd_open ublk "$img" vol "$key") || because "luksd open failed: $(tail -n1 "$SCRATCH/luksd-open.vol.err" 2>/dev/null)"
-	fio_job "$dev" >"$SCRATCH/fio.out" 2>&1 &
+	# 1000 IOPS at most: the 6144 writes take at least 6 s, so fio is
+	# still writing when the daemon is killed however fast the host is.
+	fio_job "$dev" --rate_iops=1000 >"$SCRATCH/fio.out" 2>&1 &
 	fio=$!
 	sleep 3
 	kill -0 "$fio" 2>/dev/null || because "fio ended before the kill: $(tail -n2 "$SCRATCH/fio.out")"
