@@ -164,3 +164,12 @@ func (bh *binHeader) encode(secondary bool, jsonArea []byte) ([]byte, error) {
 	copy(raw[offCsum:], h.Sum(nil))
 	return raw, nil
 }
+
+// fitLabel cuts a label or subsystem to the 47 bytes its NUL-terminated
+// binary-header field holds, as cryptsetup does (it truncates silently).
+func fitLabel(s string) string {
+	if len(s) >= labelLen {
+		return s[:labelLen-1]
+	}
+	return s
+}

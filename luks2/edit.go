@@ -117,16 +117,10 @@ func (h *header) setLabel(dev Device, label, subsystem *string) error {
 	}
 	old := h.bin
 	if label != nil {
-		if len(*label) >= labelLen {
-			return errors.New("label longer than 47 bytes")
-		}
-		h.bin.label = *label
+		h.bin.label = fitLabel(*label)
 	}
 	if subsystem != nil {
-		if len(*subsystem) >= labelLen {
-			return errors.New("subsystem longer than 47 bytes")
-		}
-		h.bin.subsystem = *subsystem
+		h.bin.subsystem = fitLabel(*subsystem)
 	}
 	if err := h.write(dev); err != nil {
 		h.bin = old

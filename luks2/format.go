@@ -2,7 +2,6 @@ package luks2
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -127,9 +126,7 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 	} else if !uuidPattern.MatchString(opts.UUID) {
 		return nil, nil, fmt.Errorf("wrong LUKS UUID format provided: %q", opts.UUID)
 	}
-	if len(opts.Label) >= labelLen || len(opts.Subsystem) >= labelLen {
-		return nil, nil, errors.New("label or subsystem longer than 47 bytes")
-	}
+	opts.Label, opts.Subsystem = fitLabel(opts.Label), fitLabel(opts.Subsystem)
 	vk := opts.VolumeKey
 	if vk == nil {
 		vk = make([]byte, opts.KeySize)
