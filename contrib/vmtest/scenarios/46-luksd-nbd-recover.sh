@@ -26,18 +26,25 @@ running() {
 }
 
 # start_writer DIR: files written and fsynced one after another until
-# DIR/../stop exists (pid in $writer).
+# $SCRATCH/stop exists (pid in $writer). It keeps the newest 16 files, so a
+# fast host cannot fill the filesystem, and counts the files it finished in
+# $SCRATCH/written (on tmpfs, outside the volume).
 start_writer() {
 	rm -f "$SCRATCH/stop"
+	echo 0 >"$SCRATCH/written"
 	(
 		i=0
 		while [ ! -e "$SCRATCH/stop" ]; do
-			dd if=/dev/urandom of="$1/after.$i" bs=64k count=4 conv=fsync 2>/dev/null || exit 1
+			dd if=/dev/urandom of="$1/after.$i" bs=64k count=4 conv=fsync 2>"$SCRATCH/writer.err" || exit 1
+			rm -f "$1/after.$((i - 16))"
 			i=$((i + 1))
+			echo $i >"$SCRATCH/written"
 		done
 	) &
 	writer=$!
 }
+
+written() { cat "$SCRATCH/written"; }
 
 stop_writer() {
 	touch "$SCRATCH/stop"
@@ -90,15 +97,15 @@ takeover() {
 		# Requests the dead daemon never answered stay with the kernel
 		# until their timer fires (30s with no NBD request timeout); the
 		# kernel then re-sends them on the new connections.
-		n=$(ls "$mnt" | grep -c '^after\.')
+		n=$(written)
 		t=0
-		until [ "$(ls "$mnt" | grep -c '^after\.')" -gt $((n + 1)) ]; do
+		until [ "$(written)" -gt $((n + 1)) ]; do
 			t=$((t + 1))
 			[ $t -lt 60 ] || { dmesg | tail -n 8; because "the writer made no progress within 60s of the takeover ($how)"; }
 			sleep 1
 		done
 		note "$VMTEST_SCENARIO: the writer went on ${t}s after the takeover ($how)"
-		stop_writer || because "the writer failed after the takeover ($how)"
+		stop_writer || because "the writer failed after the takeover ($how): $(tail -n1 "$SCRATCH/writer.err")"
 	done
 	umount "$mnt" || because "umount after the takeovers failed"
 	errors_after=$(dmesg | grep -c 'I/O error' || true)
