@@ -110,15 +110,12 @@ func openAction(c *cli.Context) error {
 	if other := activeUserOf(image); other != "" {
 		return exitf(exitBusy, "Cannot use device %s which is in use (already mapped as %s).", image, other)
 	}
-	// Check the header type before asking for a passphrase.
-	h, f, err := readHeader(c, image, false)
+	// Check the header and its --type before asking for a passphrase.
+	_, f, err := readHeaderOfType(c, image, false)
 	if err != nil {
 		return err
 	}
 	f.Close()
-	if wantType != "luks" && wantType != fmt.Sprintf("luks%d", h.Version()) {
-		return exitf(exitParams, "Device %s is not a valid %s device.", image, strings.ToUpper(wantType))
-	}
 	fe, err := pickFrontend(frontendName)
 	if err != nil {
 		return withCode(exitParams, err)

@@ -65,7 +65,8 @@ func TestOpenTestPassphrase(t *testing.T) {
 	luksd(t, nil, "open", "--test-passphrase", "--key-file", key, img).expect(t, 0, "")
 	luksd(t, nil, "open", "--test-passphrase", "--key-file", bad, img).expect(t, exitPermission, "No key available with this passphrase.")
 	// A LUKS2 header is not LUKS1: refused before unlocking.
-	luksd(t, nil, "open", "--type", "luks1", "--key-file", key, img, "v").expect(t, exitParams, "is not a valid LUKS1 device")
+	luksd(t, nil, "open", "--type", "luks1", "--key-file", key, img, "v").expect(t, exitParams, "Device "+img+" is not a valid LUKS device.")
+	luksd(t, nil, "open", "--test-passphrase", "--type", "luks1", "--key-file", key, img).expect(t, exitParams, "Device "+img+" is not a valid LUKS device.")
 }
 
 func TestSpecPipeRoundTrip(t *testing.T) {

@@ -217,7 +217,7 @@ func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int, retr
 		}
 		d.Close()
 	}
-	h, f, err := readHeader(c, path, false)
+	h, f, err := readHeaderOfType(c, path, false)
 	if err != nil {
 		return nil, err
 	}
