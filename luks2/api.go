@@ -1,9 +1,9 @@
 // Package luks2 reads, validates, unlocks, creates and edits LUKS2 headers
 // (and reads and unlocks LUKS1 ones) byte-for-byte as cryptsetup does.
 //
-// CONTRACT (lead): the exported names in this file are what cmd/luksd and
-// the frontends call. The luks2 helper replaces the bodies and may add API,
-// but keeps these signatures.
+// This file is the package's API; each concern (binary headers, JSON
+// metadata, keyslots, PBKDFs, digests, dump, backup, LUKS1) lives in a file
+// of its own.
 package luks2
 
 import (
@@ -13,7 +13,8 @@ import (
 )
 
 var (
-	// ErrNotLUKS: the device has no LUKS header (isLuks fails, exit 4 in the CLI... cryptsetup uses 1 for isLuks).
+	// ErrNotLUKS: the device has no valid LUKS header (CLI exit 1, as
+	// cryptsetup's "is not a valid LUKS device").
 	ErrNotLUKS = errors.New("device is not a valid LUKS device")
 	// ErrWrongPassphrase: no keyslot opened with the passphrase (CLI exit 2).
 	ErrWrongPassphrase = errors.New("no key available with this passphrase")
