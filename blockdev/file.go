@@ -109,15 +109,7 @@ func (d *File) Trim(off, length int64) error {
 	if length == 0 {
 		return nil
 	}
-	var err error
-	if d.isBlock {
-		r := [2]uint64{uint64(off), uint64(length)}
-		err = ioctlPtr(d.f, unix.BLKDISCARD, unsafe.Pointer(&r))
-	} else {
-		err = ignoreEINTR(func() error {
-			return unix.Fallocate(int(d.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, length)
-		})
-	}
+	err := d.rangeCall(unix.BLKDISCARD, unix.FALLOC_FL_PUNCH_HOLE, off, length)
 	if err == unix.EOPNOTSUPP || err == unix.ENOTTY {
 		return d.opError("trim", off, int(length), ErrNotSupported)
 	}
@@ -137,15 +129,7 @@ func (d *File) WriteZeroes(off, length int64) error {
 	if length == 0 {
 		return nil
 	}
-	var err error
-	if d.isBlock {
-		r := [2]uint64{uint64(off), uint64(length)}
-		err = ioctlPtr(d.f, unix.BLKZEROOUT, unsafe.Pointer(&r))
-	} else {
-		err = ignoreEINTR(func() error {
-			return unix.Fallocate(int(d.f.Fd()), unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, length)
-		})
-	}
+	err := d.rangeCall(unix.BLKZEROOUT, unix.FALLOC_FL_ZERO_RANGE, off, length)
 	if err == nil {
 		return nil
 	}
@@ -162,6 +146,18 @@ func (d *File) WriteZeroes(off, length int64) error {
 		length -= n
 	}
 	return nil
+}
+
+// rangeCall asks the kernel to act on [off, off+length): the block-device
+// ioctl req, or fallocate with mode (size kept) on a regular file.
+func (d *File) rangeCall(req uint, mode uint32, off, length int64) error {
+	if d.isBlock {
+		r := [2]uint64{uint64(off), uint64(length)}
+		return ioctlPtr(d.f, req, unsafe.Pointer(&r))
+	}
+	return ignoreEINTR(func() error {
+		return unix.Fallocate(int(d.f.Fd()), mode|unix.FALLOC_FL_KEEP_SIZE, off, length)
+	})
 }
 
 // Close closes the descriptor.

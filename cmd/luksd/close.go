@@ -25,11 +25,7 @@ func init() {
 }
 
 func closeAction(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return exitf(exitParams, "Command requires device name as argument.")
-	}
-	arg := c.Args().First()
-	name, ok, err := volumeName(arg)
+	arg, name, ok, err := volumeArg(c)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 )
 
@@ -312,6 +313,17 @@ func activeState(name string) (*volumeState, error) {
 		return nil, exitf(exitBusy, "Device %s is being activated.", name)
 	}
 	return s, err
+}
+
+// volumeArg takes status's and close's one argument and maps it with
+// volumeName; arg is the argument as given, for messages.
+func volumeArg(c *cli.Context) (arg, name string, ok bool, err error) {
+	if c.NArg() != 1 {
+		return "", "", false, exitf(exitParams, "Command requires device name as argument.")
+	}
+	arg = c.Args().First()
+	name, ok, err = volumeName(arg)
+	return arg, name, ok, err
 }
 
 // volumeName maps what status and close are given to a NAME: the NAME
