@@ -264,6 +264,7 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	defer s.wg.Done()
 	ss := s.newSession(br, c, flags, structured)
 	ss.conn = c
+	growSendBuffer(c)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
