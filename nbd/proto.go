@@ -6,6 +6,8 @@
 // doc/proto.md; all integers are big-endian.
 package nbd
 
+import "fmt"
+
 // Handshake magics and flags.
 const (
 	magicInit      = 0x4e42444d41474943 // "NBDMAGIC"
@@ -96,6 +98,23 @@ const (
 	errNotSup   = 95
 	errShutdown = 108
 )
+
+// commandName names a request type for the log.
+func commandName(typ uint16) string {
+	switch typ {
+	case cmdRead:
+		return "read"
+	case cmdWrite:
+		return "write"
+	case cmdFlush:
+		return "flush"
+	case cmdTrim:
+		return "trim"
+	case cmdWriteZeroes:
+		return "write zeroes"
+	}
+	return fmt.Sprintf("command %d", typ)
+}
 
 // request is a parsed transmission-phase request header.
 type request struct {

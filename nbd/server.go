@@ -42,7 +42,8 @@ type Config struct {
 	// MaxConns bounds simultaneous connections (default 1024); more are
 	// accepted and closed at once.
 	MaxConns int
-	// Logf receives one line per connection; nil logs nothing.
+	// Logf receives one line per connection and one per backend failure
+	// (rate-limited); nil logs nothing.
 	Logf func(format string, args ...any)
 }
 
@@ -71,7 +72,8 @@ type Server struct {
 	closing   bool
 	wg        sync.WaitGroup
 	nextID    atomic.Uint64
-	budget    *semaphore // payload bytes in flight over all connections
+	budget    *semaphore    // payload bytes in flight over all connections
+	ioErrors  atomic.Uint64 // requests the backend failed, for the log
 }
 
 // NewServer returns a server for dev.

@@ -276,7 +276,7 @@ func (ss *session) doRead(req request) {
 	defer putBuffer(buf)
 	if len(buf) > 0 {
 		if _, err := ss.srv.dev.ReadAt(buf, int64(req.offset)); err != nil && !(errors.Is(err, io.EOF)) {
-			ss.reply(req, errorCode(err, errInval))
+			ss.reply(req, ss.failure(req, err, errInval))
 			return
 		}
 	}
@@ -285,14 +285,14 @@ func (ss *session) doRead(req request) {
 
 func (ss *session) doWrite(req request, buf []byte) uint32 {
 	if _, err := ss.srv.dev.WriteAt(buf, int64(req.offset)); err != nil {
-		return errorCode(err, errNoSpc)
+		return ss.failure(req, err, errNoSpc)
 	}
 	return ss.fua(req)
 }
 
-func (ss *session) doFlush(request) uint32 {
+func (ss *session) doFlush(req request) uint32 {
 	if err := ss.srv.dev.Flush(); err != nil {
-		return errorCode(err, errInval)
+		return ss.failure(req, err, errInval)
 	}
 	return 0
 }
@@ -308,7 +308,7 @@ func (ss *session) doTrim(req request) uint32 {
 			// (some file systems) ignores it.
 			return ss.fua(req)
 		}
-		return errorCode(err, errNoSpc)
+		return ss.failure(req, err, errNoSpc)
 	}
 	return ss.fua(req)
 }
@@ -320,7 +320,7 @@ func (ss *session) doWriteZeroes(req request) uint32 {
 	off, n := int64(req.offset), int64(req.length)
 	if z, ok := ss.srv.dev.(blockdev.ZeroWriter); ok {
 		if err := z.WriteZeroes(off, n); err != nil {
-			return errorCode(err, errNoSpc)
+			return ss.failure(req, err, errNoSpc)
 		}
 		return ss.fua(req)
 	}
@@ -328,7 +328,7 @@ func (ss *session) doWriteZeroes(req request) uint32 {
 	for n > 0 {
 		k := min(n, int64(len(zero)))
 		if _, err := ss.srv.dev.WriteAt(zero[:k], off); err != nil {
-			return errorCode(err, errNoSpc)
+			return ss.failure(req, err, errNoSpc)
 		}
 		off += k
 		n -= k
@@ -342,9 +342,22 @@ func (ss *session) fua(req request) uint32 {
 		return 0
 	}
 	if err := ss.srv.dev.Flush(); err != nil {
-		return errorCode(err, errInval)
+		return ss.failure(req, err, errInval)
 	}
 	return 0
+}
+
+// failure is errorCode for req's error, logged when the backend failed
+// (EIO, ENOMEM): the first few failures, then one in a thousand, so a dying
+// disk cannot flood the log.
+func (ss *session) failure(req request, err error, outOfRange uint32) uint32 {
+	code := errorCode(err, outOfRange)
+	if code == errIO || code == errNoMem {
+		if n := ss.srv.ioErrors.Add(1); n <= 10 || n%1000 == 0 {
+			ss.srv.logf("nbd: %s of %d bytes at %d failed (%d so far): %v", commandName(req.typ), req.length, req.offset, n, err)
+		}
+	}
+	return code
 }
 
 // errorCode maps a device error to the protocol's error numbers;

@@ -52,6 +52,11 @@ func runDaemon(cfg daemonConfig) error {
 	}
 	requester, err := serveVolume(cfg)
 	releaseName(name, lock)
+	if err != nil {
+		daemonLog.Printf("%s: stopped: %s", name, oneLine(err))
+	} else {
+		daemonLog.Printf("%s: closed", name)
+	}
 	// The closer hears back only once the state is gone.
 	if requester != nil {
 		if err != nil {
@@ -128,13 +133,15 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 	gone := make(chan error, 1)
 	go func() { gone <- att.Wait() }()
 
+	daemonLog.Printf("%s: %s %s active on %s (frontend %s, pid %d)", name, st.Type, st.Image, st.Device, st.Frontend, st.PID)
 	if cfg.Ready != nil {
 		cfg.Ready(st.Device)
 	}
 
 	for {
 		select {
-		case <-sigs:
+		case sig := <-sigs:
+			daemonLog.Printf("%s: %v, detaching", name, sig)
 			return nil, att.Detach()
 		case conn := <-closes:
 			if deviceBusy(st.Device) {
@@ -146,6 +153,7 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 		case werr := <-gone:
 			// The kernel side went away by itself (nbd-client -d, ublk
 			// device deleted): nothing is left to detach.
+			daemonLog.Printf("%s: %s went away", name, st.Device)
 			return nil, werr
 		}
 	}

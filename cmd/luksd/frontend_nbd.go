@@ -36,7 +36,7 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, 
 	if opts.Recover && index < 0 {
 		return nil, fmt.Errorf("--recover with the nbd frontend needs --nbd-device /dev/nbdN")
 	}
-	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly})
+	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly, Logf: daemonLog.Printf})
 	flags := srv.Flags()
 	if !opts.AllowDiscards {
 		flags &^= nbd.FlagSendTrim

@@ -405,6 +405,9 @@ func daemonAction(c *cli.Context) error {
 	if rfd := c.Int("ready-fd"); rfd >= 3 {
 		unix.CloseOnExec(rfd)
 		ready = os.NewFile(uintptr(rfd), "ready")
+		if err == nil {
+			err = logToFile(spec.Name)
+		}
 	}
 	reported := false
 	report := func(dev string, err error) {

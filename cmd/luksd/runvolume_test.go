@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/luksd/luksd/internal/testtool"
@@ -32,6 +33,9 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 	fe := &fakeFrontend{}
 	frontends["fake"] = fe
 	defer delete(frontends, "fake")
+	var logged bytes.Buffer
+	daemonLog.SetOutput(&logged)
+	defer daemonLog.SetOutput(os.Stderr)
 	spec := daemonSpec{Name: "e2e", Image: img, Header: img, Frontend: "fake", Slot: 0, KeyLen: len(vk)}
 	start := func() chan error {
 		key, err := keyring.FromBytes(bytes.Clone(vk))
@@ -97,5 +101,15 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 	}
 	if err := waitDaemon(t, done); err != nil {
 		t.Fatal(err)
+	}
+
+	// The daemon's log tells each activation and its end.
+	log := logged.String()
+	active := "e2e: LUKS2 " + img + " active on " + st.Device + " (frontend fake, pid "
+	if n := strings.Count(log, active); n != 2 {
+		t.Errorf("log has %d lines %q, want 2:\n%s", n, active, log)
+	}
+	if n := strings.Count(log, "e2e: closed\n"); n != 2 {
+		t.Errorf("log has %d lines \"e2e: closed\", want 2:\n%s", n, log)
 	}
 }

@@ -48,6 +48,7 @@ lifecycle() {
 	else
 		luksd_format "$img" "$key" "$line" || because "luksd luksFormat failed"
 	fi
+	rm -f /run/luksd/vol.log
 	# luksd open detaches by default: it prints the device once it exists
 	# and its exit code is the daemon's.
 	dev=$(luksd open --key-file "$key" --frontend nbd "$img" vol 2>"$SCRATCH/err") || because "luksd open failed: $(tail -n1 "$SCRATCH/err")"
@@ -93,6 +94,9 @@ lifecycle() {
 	e2fsck -fn "$dev" >"$SCRATCH/fsck" 2>&1 || because "e2fsck: $(tail -n1 "$SCRATCH/fsck")"
 	luksd close vol || because "close failed"
 	[ ! -e /run/luksd/vol ] || because "state left in /run/luksd/vol"
+	# The detached daemon's log outlives it.
+	grep -q "vol: LUKS[12] $img active on $dev (frontend nbd, pid $pid)\$" /run/luksd/vol.log || because "log lacks the activation: $(cat /run/luksd/vol.log)"
+	tail -n1 /run/luksd/vol.log | grep -q 'vol: closed$' || because "log does not end with the close: $(tail -n1 /run/luksd/vol.log)"
 	[ "$(cat /sys/block/nbd"$n"/size)" = 0 ] || because "$dev still has $(cat /sys/block/nbd"$n"/size) sectors after close"
 	running "$pid" && because "daemon $pid still running after close"
 	rc=0
@@ -154,6 +158,7 @@ options() {
 	rc=0
 	wait "$fgpid" || rc=$?
 	[ "$rc" = 0 ] || because "foreground daemon exited $rc"
+	grep -q 'fg: closed$' "$SCRATCH/fg.err" || because "foreground daemon did not log the close on stderr: $(cat "$SCRATCH/fg.err")"
 
 	# SIGTERM to a foreground daemon: flush, disconnect, exit 0.
 	luksd open --foreground --key-file "$key" --frontend nbd "$img" fg >"$SCRATCH/fg.out" 2>"$SCRATCH/fg.err" &
@@ -170,6 +175,7 @@ options() {
 	rc=0
 	wait "$fgpid" || rc=$?
 	[ "$rc" = 0 ] || because "foreground daemon exited $rc after SIGTERM"
+	grep -q 'fg: terminated, detaching$' "$SCRATCH/fg.err" || because "foreground daemon did not log SIGTERM: $(cat "$SCRATCH/fg.err")"
 	[ "$(cat /sys/block/"${fgdev#/dev/}"/size)" = 0 ] || because "SIGTERM left $fgdev connected"
 	[ ! -e /run/luksd/fg ] || because "SIGTERM left /run/luksd/fg"
 	rm -f "$img"

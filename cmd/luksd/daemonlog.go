@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// The daemon logs one line per event: the volume attached, each kernel
+// connection's end, backend I/O errors, the volume detached and why. In
+// the foreground (systemd) the lines go to standard error, i.e. the
+// journal. A detached daemon has no terminal: its standard error — where
+// the Go runtime would also write a crash — is the file logPath(name),
+// which outlives the daemon's state folder so the reason it stopped can
+// still be read after it is gone.
+var daemonLog = log.New(os.Stderr, "", log.LstdFlags)
+
+// logPath is the detached daemon's log file for volume name.
+func logPath(name string) string { return filepath.Join(runDir(), name+".log") }
+
+// logToFile points standard error (file descriptor 2) at the volume's log
+// file, appending.
+func logToFile(name string) error {
+	if err := validName(name); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(runDir(), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(logPath(name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Dup3(int(f.Fd()), 2, 0); err != nil {
+		return fmt.Errorf("cannot log to %s: %v", logPath(name), err)
+	}
+	return nil
+}

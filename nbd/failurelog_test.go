@@ -1,0 +1,48 @@
+package nbd
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Backend failures are logged with the request and the cause, the first
+// ten of them and then one in a thousand; client mistakes are not logged.
+func TestBackendFailuresLogged(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	logf := func(f string, a ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(f, a...))
+		mu.Unlock()
+	}
+	dev := &memDevice{data: make([]byte, 1<<20), failIO: true}
+	sock, _ := serveMem(t, dev, Config{Logf: logf})
+	c := dialGo(t, sock, "")
+	if _, code := c.read(t, 1<<20, 1); code != errInval {
+		t.Fatalf("read past the end: %d", code)
+	}
+	for i := range 15 {
+		if _, code := c.read(t, 4096, 10); code != errIO {
+			t.Fatalf("failing read %d: error %d, want EIO", i, code)
+		}
+	}
+	if code := c.write(t, 8192, []byte("x"), 0); code != errIO {
+		t.Fatalf("failing write: error %d, want EIO", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var failures []string
+	for _, l := range lines {
+		if strings.Contains(l, "failed") {
+			failures = append(failures, l)
+		}
+	}
+	if len(failures) != 10 {
+		t.Fatalf("%d failure lines, want 10 (the rest rate-limited):\n%s", len(failures), strings.Join(lines, "\n"))
+	}
+	if want := "read of 10 bytes at 4096 failed (1 so far): injected read failure"; !strings.Contains(failures[0], want) {
+		t.Errorf("first failure line %q, want it to contain %q", failures[0], want)
+	}
+}
