@@ -5,7 +5,8 @@
 # e2fsck; status while mounted says "in use" and close refuses (exit 5);
 # close, then status exit 4. Also: every daemon thread is an IO flusher
 # (PF_MEMALLOC_NOIO in /proc/PID/task/*/stat), exit 5 for an active NAME,
-# --nbd-device, --readonly, SIGTERM, --foreground.
+# --nbd-device, --readonly, the header's persistent allow-discards flag,
+# SIGTERM, --foreground.
 # requires: luksd-open-nbd
 . /vmtest/guest/lib.sh
 require_luksd
@@ -116,7 +117,8 @@ lifecycle() {
 	rm -f "$img"
 }
 
-# options: --nbd-device, --readonly, SIGTERM, --foreground.
+# options: --nbd-device, --readonly, persistent allow-discards, SIGTERM,
+# --foreground.
 options() {
 	line=$1
 	img=$SCRATCH/img
@@ -124,6 +126,7 @@ options() {
 	cs_format "$img" "$key" "$line" || because "cryptsetup luksFormat failed"
 	out=$(luksd open --key-file "$key" --frontend nbd --nbd-device /dev/nbd5 "$img" vol) || because "open --nbd-device failed"
 	[ "$out" = /dev/nbd5 ] || because "--nbd-device /dev/nbd5 gave $out"
+	[ "$(cat /sys/block/nbd5/queue/discard_max_bytes)" = 0 ] || because "discards offered without --allow-discards"
 	pid=$(state_of vol pid)
 	kill -TERM "$pid"
 	i=0
@@ -140,6 +143,20 @@ options() {
 	dd if=/dev/zero of="$out" bs=4096 count=1 oflag=direct 2>/dev/null && because "a write to the read-only $out succeeded"
 	luksd status ro | grep -qx '  mode:    readonly' || because "status does not say readonly"
 	luksd close ro || because "close ro failed"
+
+	# The header's persistent allow-discards flag, set by cryptsetup,
+	# turns discards on without the option, as in dm-crypt.
+	cryptsetup open --key-file "$key" --allow-discards --persistent "$img" pd || because "cryptsetup open --persistent failed"
+	cryptsetup close pd
+	cryptsetup luksDump "$img" | grep -q '^Flags:.*allow-discards' || because "cryptsetup did not store allow-discards"
+	out=$(luksd open --key-file "$key" --frontend nbd "$img" pd) || because "open of the allow-discards volume failed"
+	luksd status pd | grep -qx '  flags:   discards' || because "status does not show the persistent discards flag"
+	[ "$(cat /sys/block/"${out#/dev/}"/queue/discard_max_bytes)" -gt 0 ] || because "$out offers no discards though the header allows them"
+	dd if=/dev/zero of="$out" bs=1M count=8 oflag=direct 2>/dev/null || because "writing to $out failed"
+	blocks=$(stat -c %b "$img")
+	blkdiscard -o 1048576 -l 4194304 "$out" || because "blkdiscard on $out failed"
+	[ "$(stat -c %b "$img")" -lt "$blocks" ] || because "the discard punched no hole in the image ($blocks blocks before, $(stat -c %b "$img") after)"
+	luksd close pd || because "close pd failed"
 
 	# --foreground stays, prints the device once it exists, and exits 0
 	# after close.
