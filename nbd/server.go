@@ -266,7 +266,6 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	defer s.wg.Done()
 	ss := s.newSession(br, c, flags, structured)
 	ss.conn = c
-	growSendBuffer(c)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -274,7 +273,11 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 		return ErrServerClosed
 	}
 	s.sessions[ss] = struct{}{}
+	grow := len(s.sessions) <= maxGrownSendBuffers
 	s.mu.Unlock()
+	if grow {
+		growSendBuffer(c)
+	}
 	err := ss.serve()
 	c.Close()
 	s.mu.Lock()

@@ -15,6 +15,12 @@ import (
 // two cores: 2181 MiB/s with the default, 2814 MiB/s with this.
 const unixSendBuffer = 4 << 20
 
+// maxGrownSendBuffers is how many sessions at once get the large buffer.
+// The kernel holds up to twice unixSendBuffer of unread replies per
+// connection, outside the server's in-flight budget: this bounds what
+// clients that stop reading can pin there to 512 MiB.
+const maxGrownSendBuffers = 64
+
 // growSendBuffer enlarges c's send buffer when c is a unix socket (TCP
 // sizes its own buffers, and a fixed size would switch that off). A
 // privileged server (the open daemon) is not held to net.core.wmem_max;
