@@ -2,18 +2,20 @@
 # initramfs.sh builds the VM's initramfs (an uncompressed cpio: the kernel
 # unpacks it faster than it could decompress one under TCG).
 #
-#   initramfs.sh KDIR KVER LUKSD OUT.cpio
+#   initramfs.sh KDIR KVER LUKSD OUT.cpio [TESTS]
 #
 # KDIR/KVER come from kernel.sh, LUKSD is the luksd binary to test (may be
-# missing: scenarios that need it then fail with "luksd missing"). Contents:
+# missing: scenarios that need it then fail with "luksd missing"), TESTS a
+# folder of Go test binaries (*.test) put in /usr/local/lib/luksd-tests.
+# Contents:
 # busybox-static, the kernel modules the suite needs (decompressed, with an
 # ordered load list), cryptsetup, e2fsprogs, fio and blkid with their shared
 # libraries, luksd, and contrib/vmtest/guest + contrib/vmtest/scenarios.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
 
-[ $# -eq 4 ] || { echo "usage: initramfs.sh KDIR KVER LUKSD OUT.cpio" >&2; exit 2; }
-kdir=$1 kver=$2 luksd=$3 out=$4
+[ $# -eq 4 ] || [ $# -eq 5 ] || { echo "usage: initramfs.sh KDIR KVER LUKSD OUT.cpio [TESTS]" >&2; exit 2; }
+kdir=$1 kver=$2 luksd=$3 out=$4 tests=${5:-}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$out.root
 rm -rf "$root"
@@ -85,6 +87,12 @@ echo 'root:x:0:' >"$root/etc/group"
 
 if [ -x "$luksd" ]; then
 	cp "$luksd" "$root/usr/local/bin/luksd"
+fi
+if [ -n "$tests" ]; then
+	mkdir -p "$root/usr/local/lib/luksd-tests"
+	for t in "$tests"/*.test; do
+		[ -x "$t" ] && cp "$t" "$root/usr/local/lib/luksd-tests/"
+	done
 fi
 
 cp -r "$here/guest" "$root/vmtest/guest"

@@ -108,9 +108,19 @@ if [ -z "$luksd" ]; then
 		echo "vmtest: WARNING: go build ./cmd/luksd failed; the VM has no luksd" >&2
 fi
 
+# Go test binaries of the packages that drive the kernel directly; the
+# scenarios that run them fail when one is missing.
+tests=$out/tests
+rm -rf "$tests"
+mkdir -p "$tests"
+for pkg in ublk; do
+	(cd "$top" && CGO_ENABLED=0 GOFLAGS=-mod=mod go test -c -o "$tests/$pkg.test" "./$pkg") ||
+		echo "vmtest: WARNING: go test -c ./$pkg failed; the VM has no $pkg.test" >&2
+done
+
 eval "$("$here/kernel.sh")"
 echo "vmtest: kernel $KVER; building the initramfs" >&2
-"$here/initramfs.sh" "$KDIR" "$KVER" "$luksd" "$out/initrd.cpio"
+"$here/initramfs.sh" "$KDIR" "$KVER" "$luksd" "$out/initrd.cpio" "$tests"
 
 share=$out/results
 rm -rf "$share"
