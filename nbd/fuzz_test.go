@@ -38,14 +38,17 @@ func FuzzInfoRequest(f *testing.F) {
 }
 
 // FuzzTransmission feeds arbitrary requests to a session over a small
-// in-memory device, with and without structured replies.
+// in-memory device, with and without structured replies (with them,
+// base:allocation is selected too).
 func FuzzTransmission(f *testing.F) {
 	f.Add(append(requestBytes(cmdWrite, cmdFlagFUA, 1, 512, 4), "abcd"...), false)
 	f.Add(requestBytes(cmdRead, 0, 2, 0, 4096), true)
+	f.Add(requestBytes(cmdBlockStatus, 0, 3, 512, 4096), true)
 	f.Fuzz(func(t *testing.T, in []byte, structured bool) {
 		dev := &memDevice{data: make([]byte, 1<<16)}
 		srv := NewServer(dev, Config{MaxRequest: 1 << 16, MaxInFlightBytes: 1 << 17})
 		ss := srv.newSession(bufio.NewReader(bytes.NewReader(in)), io.Discard, srv.Flags(), structured)
+		ss.allocation = structured
 		ss.serve()
 	})
 }

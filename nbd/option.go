@@ -12,6 +12,7 @@ import (
 type handshakeResult struct {
 	export     string
 	structured bool
+	allocation bool // base:allocation selected (NBD_OPT_SET_META_CONTEXT)
 }
 
 // handshake runs the fixed newstyle negotiation: the server's greeting,
@@ -131,8 +132,10 @@ func (s *Server) handleOption(w io.Writer, opt uint32, data []byte, noZeroes boo
 			return true, nil
 		}
 		return false, nil
+	case optListMetaContext, optSetMetaContext:
+		return false, s.handleMetaContext(w, opt, data, res)
 	default:
-		// STARTTLS, meta contexts, extended headers and anything unknown.
+		// STARTTLS, extended headers and anything unknown.
 		return false, writeOptError(w, opt, repErrUnsup, "option not supported")
 	}
 }

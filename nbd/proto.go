@@ -36,6 +36,7 @@ const (
 	repAck              = 1
 	repServer           = 2
 	repInfo             = 3
+	repMetaContext      = 4
 	repErrUnsup         = 1<<31 + 1
 	repErrPolicy        = 1<<31 + 2
 	repErrInvalid       = 1<<31 + 3
@@ -75,6 +76,7 @@ const (
 	cmdFlush              = 3
 	cmdTrim               = 4
 	cmdWriteZeroes        = 6
+	cmdBlockStatus        = 7
 	cmdFlagFUA            = 1 << 0
 	cmdFlagNoHole         = 1 << 1
 	cmdFlagDF             = 1 << 2
@@ -82,6 +84,7 @@ const (
 	replyFlagDone         = 1 << 0
 	replyTypeNone         = 0
 	replyTypeOffsetData   = 1
+	replyTypeBlockStatus  = 5
 	replyTypeError        = 1<<15 + 1
 	structuredDataHdrLen  = 8 // offset before the data of an OFFSET_DATA chunk
 	structuredErrorLength = 6 // error code and empty message length
@@ -112,6 +115,8 @@ func commandName(typ uint16) string {
 		return "trim"
 	case cmdWriteZeroes:
 		return "write zeroes"
+	case cmdBlockStatus:
+		return "block status"
 	}
 	return fmt.Sprintf("command %d", typ)
 }

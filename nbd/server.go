@@ -243,7 +243,7 @@ func (s *Server) serveConn(c net.Conn) error {
 		return err
 	}
 	flags := s.Flags()
-	return s.runSession(c, br, who, flags, hs.structured, hs.export)
+	return s.runSession(c, br, who, flags, hs)
 }
 
 // ServeTransmission serves c, already past the handshake (the kernel NBD
@@ -259,12 +259,13 @@ func (s *Server) ServeTransmission(c net.Conn, flags uint16) error {
 	delete(s.conns, c)
 	s.mu.Unlock()
 	id := s.nextID.Add(1)
-	return s.runSession(c, bufio.NewReaderSize(c, 16<<10), describe(c, id), flags, false, s.cfg.Name)
+	return s.runSession(c, bufio.NewReaderSize(c, 16<<10), describe(c, id), flags, handshakeResult{export: s.cfg.Name})
 }
 
-func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint16, structured bool, export string) error {
+func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint16, hs handshakeResult) error {
 	defer s.wg.Done()
-	ss := s.newSession(br, c, flags, structured)
+	ss := s.newSession(br, c, flags, hs.structured)
+	ss.allocation = hs.allocation
 	ss.conn = c
 	s.mu.Lock()
 	if s.closing {
@@ -292,7 +293,7 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	case err != nil:
 		reason = err.Error()
 	}
-	s.logf("nbd: %s: export %q, %d requests, %s", who, export, ss.requests.Load(), reason)
+	s.logf("nbd: %s: export %q, %d requests, %s", who, hs.export, ss.requests.Load(), reason)
 	return err
 }
 

@@ -278,7 +278,9 @@ func TestHostileHandshakes(t *testing.T) {
 		{"list with data", optList, []byte("x"), repErrInvalid},
 		{"structured reply with data", optStructuredReply, []byte("x"), repErrInvalid},
 		{"starttls", optStartTLS, nil, repErrUnsup},
-		{"meta context", optSetMetaContext, []byte("0000base:allocation"), repErrUnsup},
+		{"meta context without structured replies", optSetMetaContext, metaData("vol", baseAllocation), repErrInvalid},
+		{"meta context garbage", optListMetaContext, []byte("0000base:allocation"), repErrInvalid},
+		{"extended headers", optExtendedHeaders, nil, repErrUnsup},
 		{"unknown option", 0x7777, bytes.Repeat([]byte("z"), 1000), repErrUnsup},
 	} {
 		types, _ := c.option(t, tc.opt, tc.data)

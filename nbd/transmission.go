@@ -25,6 +25,7 @@ type session struct {
 	w          io.Writer
 	flags      uint16
 	structured bool
+	allocation bool     // base:allocation was selected: BLOCK_STATUS is allowed
 	conn       net.Conn // for deadlines; nil when serving plain streams (fuzzing)
 
 	stopMu  sync.Mutex
@@ -180,6 +181,14 @@ func (ss *session) dispatch(req request) error {
 			return ss.replyError(req, errNoSpc)
 		}
 		ss.start(0, ss.then(req, ss.doWriteZeroes))
+	case cmdBlockStatus:
+		switch {
+		case !ss.structured || !ss.allocation:
+			return ss.replyError(req, errInval)
+		case req.length == 0 || !ss.inRange(req):
+			return ss.replyError(req, errInval)
+		}
+		ss.start(0, func() { ss.replyBlockStatus(req) })
 	default:
 		return ss.replyError(req, errInval)
 	}
@@ -389,10 +398,10 @@ func (ss *session) replyError(req request, code uint32) error {
 	return nil
 }
 
-// reply sends a reply without payload: simple, or for a READ under
-// structured replies an error chunk.
+// reply sends a reply without payload: simple, or for a READ or
+// BLOCK_STATUS under structured replies an error chunk.
 func (ss *session) reply(req request, code uint32) {
-	if ss.structured && req.typ == cmdRead && code != 0 {
+	if ss.structured && (req.typ == cmdRead || req.typ == cmdBlockStatus) && code != 0 {
 		var b [structuredHeaderLen + structuredErrorLength]byte
 		putStructuredHeader(b[:], replyFlagDone, replyTypeError, req.cookie, structuredErrorLength)
 		binary.BigEndian.PutUint32(b[structuredHeaderLen:], code)
