@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/dmcrypt"
+	"golang.org/x/sys/unix"
 )
 
 // openCryptDevice opens the data device of an unlocked volume and puts the
@@ -37,4 +39,25 @@ func openCryptDevice(v *volume, readOnly, allowDiscards bool) (*dmcrypt.Device, 
 		return nil, exitf(exitDevice, "Device %s: %v.", v.Path, err)
 	}
 	return d, nil
+}
+
+// claimExclusive makes sure nothing else uses path before luksFormat
+// overwrites it: a block device is reopened with O_EXCL, which the kernel
+// refuses while it is mounted, swapped on or held by dm/md (the returned
+// file keeps the claim; the caller closes it); an image file must not be
+// the image of an active luksd volume. The error is cryptsetup's.
+func claimExclusive(path string) (*os.File, error) {
+	busy := exitf(exitParams, "Cannot exclusively open %s, device in use.", path)
+	if activeUserOf(path) != "" {
+		return nil, busy
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_EXCL, 0)
+	if err != nil {
+		return nil, busy
+	}
+	return f, nil
 }

@@ -162,12 +162,8 @@ func isLuks(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
-	notLUKS := func() error {
-		if c.Bool("verbose") {
-			return exitf(exitParams, "Device %s is not a valid LUKS device.", hp)
-		}
-		return exitf(exitParams, "")
-	}
+	// cryptsetup 2.6.1 says nothing, with -v too (its status line only).
+	notLUKS := func() error { return exitf(exitParams, "") }
 	if !luks2.IsLUKS(f) {
 		return notLUKS()
 	}
@@ -192,6 +188,14 @@ func luksUUID(c *cli.Context) error {
 		return err
 	}
 	if !c.IsSet("uuid") {
+		// A device without a LUKS header: exit 1 silently, as cryptsetup.
+		if f, _, err := openDevice(headerPath(c, dev), false); err == nil {
+			isLUKS := luks2.IsLUKS(f)
+			f.Close()
+			if !isLUKS {
+				return exitf(exitParams, "")
+			}
+		}
 		h, f, err := readHeaderOfType(c, dev, false)
 		if err != nil {
 			return err

@@ -71,6 +71,7 @@ var formatFlags = []cli.Flag{
 	&cli.Int64Flag{Name: "luks2-keyslots-size", Usage: "LUKS2 keyslots area size in `BYTES`"},
 	&cli.StringFlag{Name: "volume-key-file", Usage: "use the volume key in `FILE`"},
 	&cli.BoolFlag{Name: "verify-passphrase", Aliases: []string{"y"}, Usage: "ask for the passphrase twice"},
+	&cli.Int64Flag{Name: "align-payload", Usage: "align the data offset to `SECTORS` of 512 bytes"},
 }
 
 func init() {
@@ -141,7 +142,53 @@ func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
 	if c.Int64("offset") < 0 || opts.MetadataSize < 0 || opts.KeyslotsSize < 0 {
 		return opts, exitf(exitParams, "Offsets and sizes must not be negative.")
 	}
+	if c.IsSet("key-slot") && opts.Keyslot != -1 {
+		if opts.Keyslot < 0 {
+			return opts, exitf(exitParams, "Key slot is invalid.")
+		}
+		if opts.Keyslot >= 32 {
+			return opts, exitf(exitParams, "Key slot %d is invalid, please select between 0 and 31.", opts.Keyslot)
+		}
+	}
+	if opts.DataOffset%4096 != 0 && !opts.DetachedData {
+		return opts, exitf(exitParams, "Data offset is not multiple of 4096 bytes.")
+	}
+	if align := c.Int64("align-payload"); align > 0 {
+		if c.IsSet("offset") {
+			return opts, exitf(exitParams, "Options --align-payload and --offset cannot be combined.")
+		}
+		if opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 {
+			// cryptsetup then shrinks the keyslots area to fit; luks2
+			// lays out only the default and explicit offsets.
+			return opts, exitf(exitParams, "Option --align-payload is not supported by luksd with --header or --luks2-*-size.")
+		}
+		// The default 16 MiB offset rounded up to the alignment, with
+		// the default keyslots area (cryptsetup does not grow it).
+		unit := align * 512
+		opts.DataOffset = (defaultDataOffset + unit - 1) / unit * unit
+		opts.KeyslotsSize = defaultDataOffset - 2*16<<10
+	}
 	return opts, nil
+}
+
+// defaultDataOffset is where LUKS2 data starts unless told otherwise.
+const defaultDataOffset = 16 << 20
+
+// growsToHeader reports whether formatting f (size bytes) needs the file
+// to grow: cryptsetup writes a header to an image file smaller than the
+// data offset (the file grows, as any write past its end does) and only
+// warns that no space is left for data. A block device cannot grow;
+// luks2.Format refuses it.
+func growsToHeader(f *os.File, size int64, opts luks2.FormatOptions) (dataOffset int64, ok bool) {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 && opts.DataOffset == 0 {
+		return 0, false
+	}
+	dataOffset = opts.DataOffset
+	if dataOffset == 0 {
+		dataOffset = defaultDataOffset
+	}
+	return dataOffset, size <= dataOffset
 }
 
 // luks2SecondaryOffsets are where a LUKS2 secondary binary header may
@@ -218,8 +265,20 @@ func luksFormat(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
+	for _, p := range []string{dev, hp} {
+		claim, err := claimExclusive(p)
+		if err != nil {
+			return err
+		}
+		if claim != nil {
+			defer claim.Close()
+		}
+		if hp == dev {
+			break
+		}
+	}
 
-	if luks2.IsLUKS(f) && stdinIsTerminal() && !c.Bool("batch-mode") {
+	if luks2.IsLUKS(f) && !c.Bool("batch-mode") {
 		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hp)
 	}
 	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hp)) {
@@ -247,16 +306,47 @@ func luksFormat(c *cli.Context) error {
 	if src.KeyFile == "" && c.NArg() > 1 {
 		src.KeyFile = c.Args().Get(1)
 	}
+	if c.Bool("verify-passphrase") && !stdinIsTerminal() {
+		fmt.Fprintln(os.Stderr, "Can't do passphrase verification on non-tty inputs.")
+	}
 	pass, err := readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", dev), true)
 	if err != nil {
 		return err
 	}
 	defer pass.Wipe()
 
-	h, key, err := luks2.Format(f, size, opts, pass.Bytes())
+	if c.Int64("align-payload") > 0 && opts.SectorSize == 0 {
+		// What cryptsetup picks for its default offset: 4096 where the
+		// data area is a multiple of it (luks2 would take the aligned
+		// offset for one given with --offset and pick 512).
+		opts.SectorSize = 512
+		if size > 0 && (size-opts.DataOffset)%4096 == 0 {
+			opts.SectorSize = 4096
+		}
+	}
+	formatSize := size
+	dataOffset, grows := growsToHeader(f, size, opts)
+	if grows {
+		// Format the header alone; the sector size is the one luks2
+		// would pick for an image of this size.
+		formatSize = 0
+		if opts.SectorSize == 0 {
+			opts.SectorSize = 512
+			if size%4096 == 0 && (opts.DataOffset/512)%4096 == 0 {
+				opts.SectorSize = 4096
+			}
+		}
+	}
+	h, key, err := luks2.Format(f, formatSize, opts, pass.Bytes())
 	clear(key)
 	if err != nil {
 		return formatError(err)
+	}
+	if grows {
+		if err := f.Truncate(dataOffset); err != nil {
+			return withCode(exitDevice, fmt.Errorf("Cannot write header to %s: %v", hp, err))
+		}
+		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hp)
 	}
 	if err := f.Sync(); err != nil {
 		return withCode(exitDevice, fmt.Errorf("Cannot write header to %s: %v", hp, err))

@@ -77,25 +77,23 @@ func register(cmds ...*cli.Command) {
 	}
 }
 
-// usageError turns a flag parsing error into cryptsetup's exit code 1.
+// usageError turns a flag parsing error into cryptsetup's exit code 1
+// (popt has already checked the line; this is for luksd's own flags).
 func usageError(_ *cli.Context, err error, _ bool) error {
+	if strings.HasPrefix(err.Error(), "invalid value") {
+		return exitf(exitParams, "invalid numeric value")
+	}
 	return exitf(exitParams, "%v", err)
 }
 
 func newApp() *cli.App {
-	// cryptsetup's -h is --hash; help stays reachable as --help.
+	// cryptsetup's -h is --hash; help stays reachable as --help and -?.
 	cli.HelpFlag = &cli.BoolFlag{Name: "help", Usage: "show help"}
 	return &cli.App{
-		Name:            "luksd",
-		Usage:           "userspace dm-crypt/LUKS2 volumes served over NBD and ublk",
-		Commands:        commands,
-		HideHelpCommand: true,
-		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return exitf(exitParams, "Unknown action.")
-			}
-			return cli.ShowAppHelp(c)
-		},
+		Name:                 "luksd",
+		Usage:                "userspace dm-crypt/LUKS2 volumes served over NBD and ublk",
+		Commands:             commands,
+		HideHelpCommand:      true,
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {},
 		OnUsageError:         usageError,
@@ -110,20 +108,21 @@ func main() {
 // exactly one line on stderr for a failure.
 func run(args []string) int {
 	app := newApp()
-	args = popt(app, args)
-	err := app.Run(args)
-	code := exitOK
+	line, err := popt(app, args)
 	if err != nil {
-		code = exitParams
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-		if msg := strings.TrimSpace(err.Error()); msg != "" {
-			fmt.Fprintln(os.Stderr, msg)
-		}
+		// Like cryptsetup, a line that does not parse ends without the
+		// -v status line.
+		return report(err)
 	}
-	if verboseFlag || verbose(args) {
+	switch {
+	case line.special != "":
+		return printSpecial(app, line, args[0])
+	case line.testRun:
+		fmt.Println("No action taken. Invoked with --test-args option.")
+		return exitOK
+	}
+	code := report(app.Run(line.args))
+	if verboseFlag || line.verbose {
 		// cryptsetup -v ends every command with its status on stdout.
 		if code == exitOK {
 			fmt.Println("Command successful.")
@@ -132,6 +131,44 @@ func run(args []string) int {
 		}
 	}
 	return code
+}
+
+// report prints err's message (one line) and returns its exit code.
+func report(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	code := exitParams
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	if msg := strings.TrimSpace(err.Error()); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+	}
+	return code
+}
+
+// printSpecial answers --version/-V, --help/-? and --usage, which popt
+// handles as it meets them: exit 0 whatever else the line holds.
+func printSpecial(app *cli.App, line parsedLine, prog string) int {
+	switch line.special {
+	case "version":
+		fmt.Printf("luksd %s\n", version)
+	case "usage":
+		// cryptsetup prints its usage on standard error.
+		fmt.Fprintln(os.Stderr, "Usage: luksd [-?Vqrvy] [-?|--help] [--usage] [-V|--version] [OPTION...] <action> <action-specific>")
+	case "help":
+		fmt.Printf("luksd %s\n", version)
+		helpArgs := []string{prog, "--help"}
+		if cmd := findCommand(app, line.verb); cmd != nil && !cmd.Hidden {
+			helpArgs = []string{prog, cmd.Name, "--help"}
+		}
+		if err := app.Run(helpArgs); err != nil {
+			return report(err)
+		}
+	}
+	return exitOK
 }
 
 // exitReasons are cryptsetup's texts for its exit codes.
@@ -145,89 +182,3 @@ var exitReasons = map[int]string{
 
 // verboseFlag is the parsed -v of the verb that ran.
 var verboseFlag bool
-
-// verbose reports whether -v/--verbose is among the options (for runs
-// whose options did not parse).
-func verbose(args []string) bool {
-	for _, a := range args[1:] {
-		switch a {
-		case "--":
-			return false
-		case "-v", "--verbose", "-v=true", "--verbose=true":
-			return true
-		}
-	}
-	return false
-}
-
-// popt rearranges args the way cryptsetup's popt accepts them: options may
-// stand anywhere, before the verb or after the device. The result has the
-// verb first, then every option, then the positional arguments in order, so
-// urfave/cli (which stops at the first positional) sees them all.
-func popt(app *cli.App, args []string) []string {
-	if len(args) < 2 {
-		return args
-	}
-	takesValue := map[string]bool{}
-	byVerb := map[string]*cli.Command{}
-	for _, c := range app.Commands {
-		byVerb[c.Name] = c
-		for _, a := range c.Aliases {
-			byVerb[a] = c
-		}
-		for _, f := range c.Flags {
-			_, isBool := f.(*cli.BoolFlag)
-			for _, n := range f.Names() {
-				takesValue[n] = !isBool
-			}
-		}
-	}
-	var flags, pos []string
-	verb := ""
-	rest := args[1:]
-	for i := 0; i < len(rest); i++ {
-		a := rest[i]
-		if a == "--" {
-			pos = append(pos, rest[i+1:]...)
-			break
-		}
-		if len(a) > 1 && a[0] == '-' {
-			name := strings.TrimLeft(a, "-")
-			if len(a) > 2 && a[1] != '-' && takesValue[a[1:2]] {
-				if _, known := takesValue[name]; !known {
-					// popt's -S5: a short option with its value attached.
-					flags = append(flags, a[:2], a[2:])
-					continue
-				}
-			}
-			flags = append(flags, a)
-			if !strings.Contains(name, "=") && takesValue[name] {
-				if i+1 == len(rest) {
-					// A value option without its value: leave the line
-					// as it is, so the verb reports it.
-					return args
-				}
-				i++
-				flags = append(flags, rest[i])
-			}
-			continue
-		}
-		if verb == "" {
-			if _, ok := byVerb[a]; ok {
-				verb = a
-				continue
-			}
-		}
-		pos = append(pos, a)
-	}
-	if verb == "" {
-		return args
-	}
-	out := []string{args[0], verb}
-	out = append(out, flags...)
-	if len(pos) > 0 {
-		out = append(out, "--")
-		out = append(out, pos...)
-	}
-	return out
-}

@@ -34,7 +34,8 @@ func statusAction(c *cli.Context) error {
 		return err
 	}
 	if s == nil {
-		fmt.Printf("%s is inactive.\n", name)
+		// As typed: "/dev/mapper/x is inactive." for /dev/mapper/x.
+		fmt.Printf("%s is inactive.\n", arg)
 		return exitf(exitDevice, "")
 	}
 	return writeStatus(os.Stdout, s, deviceInUse(s.Device))

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// compatCase is one command line run through cryptsetup and luksd.
+// Placeholders in args are replaced per tool: NEW is a new 20 MiB image,
+// SMALL a 1 MiB one, COPY a copy of the LUKS2 image (luksFormat writes
+// to its own file per tool).
+type compatCase struct {
+	args   []string
+	stdout bool // the whole stdout must be the same (paths as IMG)
+	// codeOnly: cryptsetup's message is about something luksd has not
+	// (dm, the kernel's integrity target); only the exit code is compared.
+	codeOnly bool
+	layout   bool // compare the formatted images' layout in luksDump
+}
+
+// TestCLILikeCryptsetup runs command lines a script may type through both
+// tools: exit code, the last line of stderr (cryptsetup prefixes some with
+// "cryptsetup: ", so luksd's must be its tail), and stdout where asked.
+func TestCLILikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("vol.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	plain := zeroFile(t, w.dir, "plain.img", 1<<20)
+	const uuid = "12345678-9abc-def0-1234-56789abcdef0"
+	pb := cheapPBKDF("pbkdf2")
+	format := func(extra ...string) []string {
+		return append(append([]string{"luksFormat"}, pb...), extra...)
+	}
+	cases := []compatCase{
+		// No action, unknown ones, unknown and malformed options.
+		{args: []string{}},
+		{args: []string{"frobnicate", img}},
+		{args: []string{"--frobnicate"}},
+		{args: []string{"luksDump", "--frobnicate", img}},
+		{args: []string{"luksDump", "--verb", img}}, // no prefix matching
+		{args: []string{"luksDump", "-Z", img}},
+		{args: []string{"luksDump", "-qZ", img}},
+		{args: []string{"luksDump", "-h"}},
+		{args: []string{"luksDump", img, "--header"}},
+		{args: []string{"luksDump", img, "-d"}},
+		{args: []string{"luksDump", "--batch-mode=1", img}},
+		{args: []string{"luksDump", "-S", "abc", img}},
+		{args: []string{"luksDump", "--key-slot=1x", img}},
+		{args: []string{"luksDump", "--timeout", "-5", img}},
+		// Missing arguments are counted before options are judged.
+		{args: []string{"luksDump"}},
+		{args: []string{"luksDump", "--label", "x"}},
+		{args: []string{"-v", "isLuks"}},
+		{args: []string{"luksKillSlot", img}},
+		{args: []string{"luksFormat"}},
+		{args: []string{"luksErase"}},
+		// Options an action refuses, under the action's own name.
+		{args: []string{"luksDump", "--uuid", uuid, img}},
+		{args: []string{"luksDump", "-s", "256", img}},
+		{args: []string{"luksOpen", "--label", "x", img, "n"}},
+		{args: []string{"isLuks", "--offset", "5", img}},
+		{args: []string{"luksErase", "--label", "x", img}},
+		{args: []string{"luksDump", "--allow-discards", img}},
+		{args: []string{"luksUUID", "-i", "100", img}},
+		// Options an action accepts and ignores, as scripts pass them.
+		{args: []string{"luksDump", "--disable-locks", img}, stdout: true},
+		{args: []string{"luksDump", "--disable-external-tokens", "--disable-keyring", img}, stdout: true},
+		{args: []string{"--debug-json", "isLuks", img}}, // cryptsetup debugs on stdout
+		{args: []string{"luksDump", "-r", "--timeout", "5", "-T", "2", img}, stdout: true},
+		{args: []string{"luksDump", "-h", "sha256", "-c", "aes", img}, stdout: true},
+		{args: []string{"luksUUID", "-d", key, img}, stdout: true},
+		{args: []string{"isLuks", "-y", "--cipher", "aes", "-v", img}, stdout: true},
+		{args: []string{"-q", "--disable-locks", "--perf-same_cpu_crypt", "isLuks", img}, stdout: true},
+		{args: []string{"luksDump", "-qv", img}, stdout: true},
+		// Old option names.
+		{args: []string{"luksDump", "--dump-master-key", "-q", "-d", key, img}, stdout: true},
+		{args: []string{"luksDump", "--dump-master-key", "-d", key, "-q", "-S0", img}, stdout: true},
+		// isLuks and luksUUID on something else: exit 1 and no message.
+		{args: []string{"isLuks", "-v", plain}, stdout: true},
+		{args: []string{"luksUUID", plain}, stdout: true},
+		{args: []string{"--test-args", "luksDump", img}, stdout: true},
+		// luksFormat: checks, refusals and what it prints.
+		{args: format("-q", "--key-slot", "32", "NEW", key)},
+		{args: format("-q", "--key-slot", "-2", "NEW", key)},
+		{args: format("-q", "--offset", "32769", "NEW", key)},
+		{args: format("-q", "--align-payload", "8", "--offset", "32768", "NEW", key)},
+		{args: format("-q", "-i", "100", "NEW", key)},
+		{args: format("-q", "--uuid", uuid, "--use-random", "NEW", key), layout: true},
+		{args: format("-q", "--uuid", uuid, "--use-urandom", "-y", "NEW", key), layout: true},
+		{args: format("-q", "--uuid", uuid, "--align-payload", "40000", "NEW", key), layout: true},
+		{args: format("-q", "--uuid", uuid, "--align-payload=65536", "NEW", key), layout: true},
+		{args: format("--uuid", uuid, "COPY", key), stdout: true, layout: true},
+		{args: format("-q", "--uuid", uuid, "SMALL", key), stdout: true, layout: true},
+		{args: format("-q", "--integrity", "hmac-sha256", "NEW", key), codeOnly: true},
+	}
+	orig, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		results := map[string]result{}
+		made := map[string]string{}
+		for _, tool := range []string{"cs", "luksd"} {
+			args := append([]string(nil), c.args...)
+			for j, a := range args {
+				var p string
+				switch a {
+				case "NEW":
+					p = zeroFile(t, w.dir, tool+"-new.img", 20<<20)
+				case "SMALL":
+					p = zeroFile(t, w.dir, tool+"-small.img", 1<<20)
+				case "COPY":
+					p = filepath.Join(w.dir, tool+"-copy.img")
+					if err := os.WriteFile(p, orig, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					continue
+				}
+				args[j], made[tool] = p, p
+			}
+			if tool == "cs" {
+				results[tool] = w.cs(nil, args...)
+			} else {
+				results[tool] = w.luksd(nil, args...)
+			}
+		}
+		want, got := results["cs"], results["luksd"]
+		name := strings.Join(c.args, " ")
+		if got.code != want.code {
+			t.Errorf("%d %q: luksd exit %d (%q), cryptsetup exit %d (%q)", i, name, got.code, lastLine(got.stderr), want.code, lastLine(want.stderr))
+			continue
+		}
+		if c.codeOnly {
+			continue
+		}
+		ws, gs := lastLine(want.stderr), lastLine(got.stderr)
+		if (ws == "") != (gs == "") || !strings.HasSuffix(ws, gs) {
+			t.Errorf("%d %q: luksd says %q, cryptsetup %q", i, name, gs, ws)
+		}
+		if c.stdout {
+			a := strings.ReplaceAll(want.stdout, made["cs"], "IMG")
+			b := strings.ReplaceAll(got.stdout, made["luksd"], "IMG")
+			if a != b {
+				t.Errorf("%d %q: stdout differs:\n--- cryptsetup\n%s--- luksd\n%s", i, name, a, b)
+			}
+		}
+		if c.layout && want.code == 0 {
+			a, b := layoutOf(t, w, made["cs"]), layoutOf(t, w, made["luksd"])
+			if a != b {
+				t.Errorf("%d %q: layouts differ:\n--- cryptsetup\n%s\n--- luksd\n%s", i, name, a, b)
+			}
+		}
+	}
+}
+
+var layoutLine = regexp.MustCompile(`(?m)^\s*(UUID|Metadata area|Keyslots area|offset|sector|length|cipher|Cipher|PBKDF|Iterations|AF hash|Hash):.*$`)
+
+// layoutOf is what cryptsetup's luksDump says about where things are,
+// with the file's size.
+func layoutOf(t *testing.T, w *workspace, img string) string {
+	t.Helper()
+	fi, err := os.Stat(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := w.cs(nil, "luksDump", img).ok(t).stdout
+	return strings.Join(layoutLine.FindAllString(dump, -1), "\n") + "\nsize " + strconv.FormatInt(fi.Size(), 10)
+}
+
+// TestVersionAndHelpLikeCryptsetup: --version and -V print "NAME VERSION"
+// and exit 0 wherever they stand, the first of --help/--version wins,
+// --usage exits 0, and -h stays --hash.
+func TestVersionAndHelpLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	shape := regexp.MustCompile(`^(cryptsetup|luksd) [0-9][^ \n]*( |\n)`)
+	for _, args := range [][]string{
+		{"--version"}, {"-V"}, {"-V", "-v"}, {"luksDump", "--version"}, {"frobnicate", "-V"},
+		{"--version", "--help"}, {"-qV"},
+	} {
+		for tool, r := range map[string]result{"cryptsetup": w.cs(nil, args...), "luksd": w.luksd(nil, args...)} {
+			if r.code != 0 || !shape.MatchString(r.stdout) || strings.Count(r.stdout, "\n") != 1 || r.stderr != "" {
+				t.Errorf("%s %q: exit %d, stdout %q, stderr %q", tool, args, r.code, r.stdout, r.stderr)
+			}
+		}
+	}
+	// An unknown option before --version is reported first, as popt does.
+	want, got := w.cs(nil, "--nosuch", "--version"), w.luksd(nil, "--nosuch", "--version")
+	if got.code != want.code || !strings.HasSuffix(lastLine(want.stderr), lastLine(got.stderr)) {
+		t.Errorf("--nosuch --version: luksd %d %q, cryptsetup %d %q", got.code, got.stderr, want.code, lastLine(want.stderr))
+	}
+	if r := w.luksd(nil, "version"); r.code != 0 || r.stdout != w.luksd(nil, "--version").stdout {
+		t.Errorf("luksd version: exit %d, %q", r.code, r.stdout)
+	}
+	for _, args := range [][]string{{"--help"}, {"-?"}, {"luksDump", "--help"}, {"--help", "--version"}} {
+		for tool, r := range map[string]result{"cryptsetup": w.cs(nil, args...), "luksd": w.luksd(nil, args...)} {
+			// Both start with the version line, then the help.
+			if r.code != 0 || !shape.MatchString(r.stdout) || strings.Count(r.stdout, "\n") < 5 {
+				t.Errorf("%s %q: exit %d, stdout %q", tool, args, r.code, r.stdout)
+			}
+		}
+	}
+	if r := w.luksd(nil, "luksFormat", "--help"); !strings.Contains(r.stdout, "--align-payload") {
+		t.Errorf("luksFormat --help does not show the verb's options: %q", r.stdout)
+	}
+	for tool, r := range map[string]result{"cryptsetup": w.cs(nil, "--usage"), "luksd": w.luksd(nil, "--usage")} {
+		if r.code != 0 || !strings.HasPrefix(r.stderr, "Usage: ") {
+			t.Errorf("%s --usage: exit %d, stderr %q", tool, r.code, r.stderr)
+		}
+	}
+}

@@ -1,0 +1,491 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// cryptsetup parses its options with popt before it looks at the action:
+// every option of every action is known on every command line, and the
+// action then refuses the ones it does not take ("Option --label is not
+// allowed with luksDump action.") or ignores them (luksDump --cipher).
+// Scripts pass such options freely, so luksd knows cryptsetup 2.6.1's whole
+// option table, not just the flags its verbs use.
+
+// flagKind is what an option takes.
+type flagKind int
+
+const (
+	flagNone   flagKind = iota // a switch
+	flagText                   // a string
+	flagNumber                 // an unsigned number
+	flagSigned                 // a signed number (key slots, token ids)
+)
+
+// csOption is one option of cryptsetup 2.6.1.
+type csOption struct {
+	kind  flagKind
+	short byte
+	// actions, when not nil, are the only actions (of those luksd has)
+	// that accept the option; the others refuse it.
+	actions []string
+}
+
+// cryptsetupOptions is cryptsetup 2.6.1's option table (`cryptsetup
+// --usage`), with the actions that accept each restricted option as
+// `cryptsetup --test-args ACTION --OPTION` reports them.
+var cryptsetupOptions = map[string]csOption{
+	"active-name":                 {kind: flagText},
+	"align-payload":               {kind: flagNumber, actions: []string{"luksFormat"}},
+	"allow-discards":              {kind: flagNone, actions: []string{"open"}},
+	"batch-mode":                  {kind: flagNone, short: 'q'},
+	"block-size":                  {kind: flagNumber, short: 'B'},
+	"cancel-deferred":             {kind: flagNone, actions: []string{"close"}},
+	"cipher":                      {kind: flagText, short: 'c'},
+	"debug":                       {kind: flagNone},
+	"debug-json":                  {kind: flagNone},
+	"decrypt":                     {kind: flagNone},
+	"deferred":                    {kind: flagNone, actions: []string{"close"}},
+	"device-size":                 {kind: flagNumber},
+	"disable-external-tokens":     {kind: flagNone},
+	"disable-keyring":             {kind: flagNone},
+	"disable-locks":               {kind: flagNone},
+	"disable-veracrypt":           {kind: flagNone, actions: []string{"open"}},
+	"dump-json-metadata":          {kind: flagNone},
+	"dump-master-key":             {kind: flagNone},
+	"dump-volume-key":             {kind: flagNone},
+	"encrypt":                     {kind: flagNone},
+	"force-offline-reencrypt":     {kind: flagNone, actions: []string{}},
+	"force-password":              {kind: flagNone},
+	"hash":                        {kind: flagText, short: 'h'},
+	"header":                      {kind: flagText},
+	"header-backup-file":          {kind: flagText},
+	"hotzone-size":                {kind: flagNumber, actions: []string{}},
+	"init-only":                   {kind: flagNone},
+	"integrity":                   {kind: flagText, short: 'I', actions: []string{"luksFormat"}},
+	"integrity-legacy-padding":    {kind: flagNone},
+	"integrity-no-journal":        {kind: flagNone},
+	"integrity-no-wipe":           {kind: flagNone, actions: []string{"luksFormat"}},
+	"iter-time":                   {kind: flagNumber, short: 'i', actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "benchmark"}},
+	"iv-large-sectors":            {kind: flagNone, actions: []string{"open"}},
+	"json-file":                   {kind: flagText},
+	"keep-key":                    {kind: flagNone, actions: []string{}},
+	"key-description":             {kind: flagText},
+	"key-file":                    {kind: flagText, short: 'd'},
+	"key-size":                    {kind: flagNumber, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
+	"key-slot":                    {kind: flagSigned, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config"}},
+	"keyfile-offset":              {kind: flagNumber},
+	"keyfile-size":                {kind: flagNumber, short: 'l'},
+	"keyslot-cipher":              {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey"}},
+	"keyslot-key-size":            {kind: flagNumber, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey"}},
+	"label":                       {kind: flagText, actions: []string{"luksFormat", "config"}},
+	"luks2-keyslots-size":         {kind: flagNumber, actions: []string{"luksFormat"}},
+	"luks2-metadata-size":         {kind: flagNumber, actions: []string{"luksFormat"}},
+	"master-key-file":             {kind: flagText},
+	"new":                         {kind: flagNone, short: 'N'},
+	"new-key-slot":                {kind: flagSigned, actions: []string{"luksAddKey"}},
+	"new-keyfile":                 {kind: flagText, actions: []string{"luksAddKey"}},
+	"new-keyfile-offset":          {kind: flagNumber},
+	"new-keyfile-size":            {kind: flagNumber},
+	"new-token-id":                {kind: flagSigned, actions: []string{"luksAddKey"}},
+	"offset":                      {kind: flagNumber, short: 'o', actions: []string{"luksFormat", "open"}},
+	"pbkdf":                       {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "benchmark"}},
+	"pbkdf-force-iterations":      {kind: flagNumber, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey"}},
+	"pbkdf-memory":                {kind: flagNumber},
+	"pbkdf-parallel":              {kind: flagNumber},
+	"perf-no_read_workqueue":      {kind: flagNone},
+	"perf-no_write_workqueue":     {kind: flagNone},
+	"perf-same_cpu_crypt":         {kind: flagNone},
+	"perf-submit_from_crypt_cpus": {kind: flagNone},
+	"persistent":                  {kind: flagNone, actions: []string{"open"}},
+	"priority":                    {kind: flagText, actions: []string{"config"}},
+	"progress-frequency":          {kind: flagNumber},
+	"progress-json":               {kind: flagNone, actions: []string{"luksFormat"}},
+	"readonly":                    {kind: flagNone, short: 'r'},
+	"reduce-device-size":          {kind: flagNumber},
+	"refresh":                     {kind: flagNone, actions: []string{"open"}},
+	"resilience":                  {kind: flagText},
+	"resilience-hash":             {kind: flagText},
+	"resume-only":                 {kind: flagNone},
+	"sector-size":                 {kind: flagNumber, actions: []string{"luksFormat", "open"}},
+	"serialize-memory-hard-pbkdf": {kind: flagNone, actions: []string{"open"}},
+	"shared":                      {kind: flagNone, actions: []string{"open"}},
+	"size":                        {kind: flagNumber, short: 'b', actions: []string{"open"}},
+	"skip":                        {kind: flagNumber, short: 'p', actions: []string{"open"}},
+	"subsystem":                   {kind: flagText, actions: []string{"luksFormat", "config"}},
+	"tcrypt-backup":               {kind: flagNone, actions: []string{"open"}},
+	"tcrypt-hidden":               {kind: flagNone, actions: []string{"open"}},
+	"tcrypt-system":               {kind: flagNone, actions: []string{"open"}},
+	"test-args":                   {kind: flagNone},
+	"test-passphrase":             {kind: flagNone, actions: []string{"open"}},
+	"timeout":                     {kind: flagNumber, short: 't'},
+	"token-id":                    {kind: flagSigned},
+	"token-only":                  {kind: flagNone},
+	"token-replace":               {kind: flagNone, actions: []string{}},
+	"token-type":                  {kind: flagText},
+	"tries":                       {kind: flagNumber, short: 'T'},
+	"type":                        {kind: flagText, short: 'M'},
+	"unbound":                     {kind: flagNone, actions: []string{"open", "luksDump", "luksAddKey"}},
+	"use-directio":                {kind: flagNone},
+	"use-fsync":                   {kind: flagNone},
+	"use-random":                  {kind: flagNone, actions: []string{"luksFormat"}},
+	"use-urandom":                 {kind: flagNone, actions: []string{"luksFormat"}},
+	"uuid":                        {kind: flagText, actions: []string{"luksFormat", "luksUUID"}},
+	"veracrypt":                   {kind: flagNone},
+	"veracrypt-pim":               {kind: flagNumber, actions: []string{"open"}},
+	"veracrypt-query-pim":         {kind: flagNone},
+	"verbose":                     {kind: flagNone, short: 'v'},
+	"verify-passphrase":           {kind: flagNone, short: 'y'},
+	"volume-key-file":             {kind: flagText},
+	"write-log":                   {kind: flagNone},
+}
+
+// optionAliases are cryptsetup's old option names.
+var optionAliases = map[string]string{
+	"dump-master-key": "dump-volume-key",
+	"master-key-file": "volume-key-file",
+}
+
+// verbAliases are cryptsetup's old action names; messages name the action.
+var verbAliases = map[string]string{
+	"luksOpen":  "open",
+	"luksClose": "close",
+	"luksErase": "erase",
+}
+
+// verbArgs are the positional arguments each action requires, in
+// cryptsetup's words ("luksDump: requires <device> as arguments"). open,
+// close and status check their own (open.go, state.go).
+var verbArgs = map[string]struct {
+	min   int
+	usage string
+}{
+	"luksFormat":        {1, "<device> [<new key file>]"},
+	"luksDump":          {1, "<device>"},
+	"isLuks":            {1, "<device>"},
+	"luksUUID":          {1, "<device>"},
+	"luksAddKey":        {1, "<device> [<new key file>]"},
+	"luksRemoveKey":     {1, "<device> [<key file>]"},
+	"luksChangeKey":     {1, "<device> [<key file>]"},
+	"luksKillSlot":      {2, "<device> <key slot>"},
+	"erase":             {1, "<device>"},
+	"config":            {1, "<device>"},
+	"luksHeaderBackup":  {1, "<device>"},
+	"luksHeaderRestore": {1, "<device>"},
+}
+
+// unsupported are options cryptsetup uses on an action and luksd cannot
+// honour there: ignoring them would do something else than asked, so they
+// are refused. An option leaves this list by the verb defining the flag.
+// Messages are cryptsetup's where it refuses the option for LUKS too.
+var unsupported = map[string]map[string]string{
+	"luksFormat": {
+		"integrity":         "",
+		"integrity-no-wipe": "Option --integrity-no-wipe can be used only for format action with integrity extension.",
+		"keyslot-cipher":    "",
+		"keyslot-key-size":  "",
+	},
+	"open": {
+		"persistent":        "",
+		"refresh":           "",
+		"size":              "",
+		"volume-key-file":   "",
+		"token-only":        "",
+		"offset":            "Option --offset with open action is only supported for plain and loopaes devices.",
+		"skip":              "Option --skip is supported only for open of plain and loopaes devices.",
+		"shared":            "Option --shared is allowed only for open of plain device.",
+		"sector-size":       "Sector size option with open action is supported only for plain devices.",
+		"iv-large-sectors":  "Large IV sectors option is supported only for opening plain type device with sector size larger than 512 bytes.",
+		"tcrypt-hidden":     "Option --tcrypt-hidden, --tcrypt-system or --tcrypt-backup is supported only for TCRYPT device.",
+		"tcrypt-system":     "Option --tcrypt-hidden, --tcrypt-system or --tcrypt-backup is supported only for TCRYPT device.",
+		"tcrypt-backup":     "Option --tcrypt-hidden, --tcrypt-system or --tcrypt-backup is supported only for TCRYPT device.",
+		"veracrypt":         "Option --veracrypt or --disable-veracrypt is supported only for TCRYPT device type.",
+		"disable-veracrypt": "Option --veracrypt or --disable-veracrypt is supported only for TCRYPT device type.",
+		"unbound":           "",
+	},
+	// Deferred removal is a device-mapper feature; a luksd volume closes
+	// when asked or not at all.
+	"close":         {"deferred": "", "cancel-deferred": ""},
+	"luksDump":      {"unbound": ""},
+	"luksAddKey":    {"volume-key-file": "", "keyslot-cipher": "", "keyslot-key-size": "", "unbound": "", "new-token-id": "", "token-only": ""},
+	"luksChangeKey": {"keyslot-cipher": "", "keyslot-key-size": ""},
+	"config":        {"priority": ""},
+}
+
+// Every other option of cryptsetup's table that a verb does not define is
+// accepted and ignored, because it changes nothing for luksd:
+//   - --debug-json, --disable-locks, --disable-external-tokens,
+//     --disable-keyring, --use-directio, --use-fsync: luksd has no
+//     metadata locks, token plugins or kernel keyring use, and syncs its
+//     header writes anyway;
+//   - --perf-*, --serialize-memory-hard-pbkdf: dm-crypt workqueue and
+//     OOM tuning; luksd runs its crypto on the request's goroutine;
+//   - --use-random, --use-urandom: luksd takes volume keys from the
+//     kernel's CSPRNG (getrandom), which is what both mean today;
+//   - --force-password, --timeout, --key-description, --token-id,
+//     --token-type: no password quality library, no tokens; a prompt
+//     without a timeout only waits;
+//   - options of actions luksd does not have (reencrypt, token, tcrypt,
+//     resize), and options an action takes but does not use for LUKS
+//     (open --cipher, luksDump --cipher, luksUUID --key-file), which
+//     cryptsetup ignores as well.
+
+// parsedLine is a command line in popt's reading.
+type parsedLine struct {
+	args    []string // for urfave/cli: luksd, verb, --flag=value..., --, positionals
+	verb    string   // the action as typed ("" when none)
+	special string   // "help", "usage" or "version": print it and exit 0
+	testRun bool     // --test-args: check the line, run nothing
+	verbose bool     // -v: end with cryptsetup's status line
+}
+
+// flagInfo is what the parser knows about one option name.
+type flagInfo struct {
+	kind flagKind
+	cs   bool // in cryptsetup's table
+}
+
+// knownFlags merges cryptsetup's options with the flags luksd's verbs
+// define (serve's --socket, open's --frontend, ...): names, and short
+// letters to names.
+func knownFlags(app *cli.App) (map[string]flagInfo, map[byte]string) {
+	names := map[string]flagInfo{}
+	shorts := map[byte]string{}
+	for n, o := range cryptsetupOptions {
+		names[n] = flagInfo{kind: o.kind, cs: true}
+		if o.short != 0 {
+			shorts[o.short] = n
+		}
+	}
+	for _, c := range app.Commands {
+		for _, f := range c.Flags {
+			fn := f.Names()
+			for _, n := range fn {
+				if len(n) == 1 {
+					if _, ok := shorts[n[0]]; !ok {
+						shorts[n[0]] = fn[0]
+					}
+					continue
+				}
+				if _, ok := names[n]; ok {
+					continue
+				}
+				kind := flagText
+				if _, isBool := f.(*cli.BoolFlag); isBool {
+					kind = flagNone
+				}
+				names[n] = flagInfo{kind: kind}
+			}
+		}
+	}
+	return names, shorts
+}
+
+// option is one option as found on the line.
+type option struct {
+	name  string // long name
+	typed string // as typed, for messages
+	value string
+	set   bool // value present
+}
+
+// popt reads args the way cryptsetup's popt does: options anywhere, before
+// the action or after the device; long options as --name value or
+// --name=value; short ones clustered (-qv) or with the value attached
+// (-S5, -S=5). It checks every option against cryptsetup's table and the
+// action, and returns the line urfave/cli should run: the verb, the
+// options that verb defines as --name=value, then -- and the positionals.
+func popt(app *cli.App, args []string) (parsedLine, error) {
+	names, shorts := knownFlags(app)
+	var line parsedLine
+	var opts []option
+	var pos []string
+	rest := args[1:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case a == "--":
+			pos = append(pos, rest[i+1:]...)
+			i = len(rest)
+		case strings.HasPrefix(a, "--"):
+			name, value, hasValue := strings.Cut(a[2:], "=")
+			switch name {
+			case "help", "usage", "version":
+				line.special = name
+				return line.withVerb(app, pos, rest[i+1:]), nil
+			}
+			info, ok := names[name]
+			if !ok {
+				return line, exitf(exitParams, "%s: unknown option", a)
+			}
+			o := option{name: name, typed: "--" + name, value: value, set: hasValue}
+			if info.kind == flagNone && hasValue {
+				return line, exitf(exitParams, "%s: option does not take an argument", a)
+			}
+			if info.kind != flagNone && !hasValue {
+				if i+1 == len(rest) {
+					return line, exitf(exitParams, "%s: missing argument", a)
+				}
+				i++
+				o.value, o.set = rest[i], true
+			}
+			opts = append(opts, o)
+		case len(a) > 1 && a[0] == '-':
+			for j := 1; j < len(a); j++ {
+				switch a[j] {
+				case '?':
+					line.special = "help"
+					return line.withVerb(app, pos, rest[i+1:]), nil
+				case 'V':
+					line.special = "version"
+					return line.withVerb(app, pos, rest[i+1:]), nil
+				}
+				name, ok := shorts[a[j]]
+				if !ok {
+					return line, exitf(exitParams, "%s: unknown option", a)
+				}
+				o := option{name: name, typed: "-" + a[j:j+1]}
+				if names[name].kind == flagNone {
+					opts = append(opts, o)
+					continue
+				}
+				// A value option ends the cluster: the rest (without a
+				// leading '=') is its value, else the next argument.
+				if v := a[j+1:]; v != "" {
+					o.value, o.set = strings.TrimPrefix(v, "="), true
+				} else if i+1 < len(rest) {
+					i++
+					o.value, o.set = rest[i], true
+				} else {
+					return line, exitf(exitParams, "%s: missing argument", o.typed)
+				}
+				opts = append(opts, o)
+				break
+			}
+		default:
+			pos = append(pos, a)
+		}
+	}
+	// Numbers are checked as popt reads them, before the action is known.
+	for _, o := range opts {
+		if err := checkNumber(names[o.name].kind, o.value); err != nil {
+			return line, err
+		}
+	}
+	if len(pos) == 0 {
+		return line, exitf(exitParams, "Argument <action> missing.")
+	}
+	line.verb, pos = pos[0], pos[1:]
+	cmd := findCommand(app, line.verb)
+	if cmd == nil {
+		return line, exitf(exitParams, "Unknown action.")
+	}
+	action := canonicalVerb(line.verb)
+	// cryptsetup checks the arguments' count before the options.
+	if want, ok := verbArgs[action]; ok && len(pos) < want.min {
+		return line, exitf(exitParams, "%s: requires %s as arguments", action, want.usage)
+	}
+	defined := map[string]bool{}
+	for _, f := range cmd.Flags {
+		for _, n := range f.Names() {
+			defined[n] = true
+		}
+	}
+	out := []string{args[0], line.verb}
+	for _, o := range opts {
+		name := o.name
+		if alias, ok := optionAliases[name]; ok {
+			name = alias
+		}
+		switch name {
+		case "test-args":
+			line.testRun = true
+			continue
+		case "verbose":
+			line.verbose = true
+		}
+		if defined[name] {
+			if names[name].kind == flagNone {
+				out = append(out, "--"+name)
+			} else {
+				out = append(out, "--"+name+"="+o.value)
+			}
+			continue
+		}
+		cs, isCS := cryptsetupOptions[name]
+		if !isCS || cs.actions != nil && !contains(cs.actions, action) {
+			return line, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
+		}
+		if msg, ok := unsupported[action][name]; ok {
+			if msg == "" {
+				msg = fmt.Sprintf("Option --%s is not supported by luksd.", name)
+			}
+			return line, exitf(exitParams, "%s", msg)
+		}
+		// Accepted and ignored: see the list above.
+	}
+	if len(pos) > 0 {
+		out = append(out, "--")
+		out = append(out, pos...)
+	}
+	line.args = out
+	return line, nil
+}
+
+// withVerb notes the verb (for --help VERB) among the positionals before
+// and the arguments after a help or version option.
+func (l parsedLine) withVerb(app *cli.App, before, after []string) parsedLine {
+	for _, a := range append(append([]string(nil), before...), after...) {
+		if findCommand(app, a) != nil {
+			l.verb = a
+			break
+		}
+	}
+	return l
+}
+
+// checkNumber is popt's check of a numeric option's value.
+func checkNumber(kind flagKind, v string) error {
+	var err error
+	switch kind {
+	case flagNumber:
+		_, err = strconv.ParseUint(v, 10, 64)
+	case flagSigned:
+		_, err = strconv.ParseInt(v, 10, 32)
+	}
+	if err != nil {
+		return exitf(exitParams, "invalid numeric value")
+	}
+	return nil
+}
+
+// findCommand returns the command named (or aliased) verb, hidden ones
+// included.
+func findCommand(app *cli.App, verb string) *cli.Command {
+	for _, c := range app.Commands {
+		if c.Name == verb || contains(c.Aliases, verb) {
+			return c
+		}
+	}
+	return nil
+}
+
+// canonicalVerb is the action name cryptsetup uses in messages.
+func canonicalVerb(verb string) string {
+	if v, ok := verbAliases[verb]; ok {
+		return v
+	}
+	return verb
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
