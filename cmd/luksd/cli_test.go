@@ -158,7 +158,7 @@ func TestPoptReordersEveryVerb(t *testing.T) {
 		{[]string{"luksUUID", "img", "--uuid", "u"}, []string{"luksUUID", "--uuid=u", "--", "img"}},
 		{[]string{"config", "img", "--label", "l"}, []string{"config", "--label=l", "--", "img"}},
 		// popt's attached short values and clusters.
-		{[]string{"luksKillSlot", "img", "-S5", "-qv", "2"}, []string{"luksKillSlot", "--key-slot=5", "--batch-mode", "--verbose", "--", "img", "2"}},
+		{[]string{"luksDump", "img", "-S5", "-qv"}, []string{"luksDump", "--key-slot=5", "--batch-mode", "--verbose", "--", "img"}},
 		{[]string{"-l32", "luksDump", "-d-", "img"}, []string{"luksDump", "--keyfile-size=32", "--key-file=-", "--", "img"}},
 		{[]string{"luksDump", "-qS=3", "img"}, []string{"luksDump", "--batch-mode", "--key-slot=3", "--", "img"}},
 		// A value option takes the next argument whatever it looks like.

@@ -2,11 +2,15 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
+	"golang.org/x/sys/unix"
 )
 
 // compatCase is one command line run through cryptsetup and luksd.
@@ -66,6 +70,17 @@ func TestCLILikeCryptsetup(t *testing.T) {
 		{args: []string{"luksErase", "--label", "x", img}},
 		{args: []string{"luksDump", "--allow-discards", img}},
 		{args: []string{"luksUUID", "-i", "100", img}},
+		// cryptsetup refuses these although luksd's verb shares the flag.
+		{args: []string{"luksKillSlot", "-S", "0", "-q", img, "0"}},
+		{args: []string{"luksRemoveKey", "-S", "0", "-d", key, img}},
+		{args: []string{"luksChangeKey", "--new-keyfile", key, "-d", key, img}},
+		// open --test-passphrase and --type.
+		{args: []string{"open", "--test-passphrase", "--type", "plain", "-d", key, img}},
+		{args: []string{"open", "--test-passphrase", "--type", "LUKS2", "-d", key, img}},
+		{args: []string{"open", "--test-passphrase", "--type", "luks3", "-d", key, img}},
+		{args: []string{"luksOpen", "--test-passphrase", "-M", "luks2", "-v", "-d", key, img}, stdout: true},
+		{args: []string{"open", "--test-passphrase", "--offset", "8", "-d", key, img}},
+		{args: []string{"open", "--test-passphrase", "-r", "--key-file=" + key, "-S0", img}, stdout: true},
 		// Options an action accepts and ignores, as scripts pass them.
 		{args: []string{"luksDump", "--disable-locks", img}, stdout: true},
 		{args: []string{"luksDump", "--disable-external-tokens", "--disable-keyring", img}, stdout: true},
@@ -83,6 +98,8 @@ func TestCLILikeCryptsetup(t *testing.T) {
 		{args: []string{"isLuks", "-v", plain}, stdout: true},
 		{args: []string{"luksUUID", plain}, stdout: true},
 		{args: []string{"--test-args", "luksDump", img}, stdout: true},
+		// benchmark of a hash that is not there.
+		{args: []string{"benchmark", "-h", "sha999"}, stdout: true},
 		// luksFormat: checks, refusals and what it prints.
 		{args: format("-q", "--key-slot", "32", "NEW", key)},
 		{args: format("-q", "--key-slot", "-2", "NEW", key)},
@@ -212,4 +229,73 @@ func TestVersionAndHelpLikeCryptsetup(t *testing.T) {
 			t.Errorf("%s --usage: exit %d, stderr %q", tool, r.code, r.stderr)
 		}
 	}
+}
+
+// TestFormatRefusesBusyDevice: luksFormat does not overwrite a block device
+// something holds (a mount, a dm/md user), nor the image of an active
+// luksd volume.
+func TestFormatRefusesBusyDevice(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	pb := cheapPBKDF("pbkdf2")
+
+	_, _, done := startFake(t, "fmtbusy")
+	st, err := activeState("fmtbusy")
+	if err != nil || st == nil {
+		t.Fatal(st, err)
+	}
+	w.luksd(nil, append([]string{"luksFormat", "-q", st.Image, key}, pb...)...).expect(t, exitBusy, "Cannot use device "+st.Image+" which is in use (already mapped or mounted).")
+	if err := closeVolume("fmtbusy"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDaemon(t, done); err != nil {
+		t.Fatal(err)
+	}
+
+	// A loop device held exclusively, as a mount holds it.
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP (not a pass): loop devices need root")
+	}
+	losetup := testtool.Need(t, "losetup")
+	img := w.image("loop.img")
+	out, err := exec.Command(losetup, "-f", "--show", img).Output()
+	if err != nil {
+		t.Skipf("SKIP (not a pass): no loop device: %v", err)
+	}
+	loop := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command(losetup, "-d", loop).Run() })
+	args := append([]string{"luksFormat", "-q", loop, key}, pb...)
+	sameRefusal := func(what string) {
+		t.Helper()
+		want, got := w.cs(nil, args...), w.luksd(nil, args...)
+		if want.code == 0 || got.code != want.code || lastLine(got.stderr) != lastLine(want.stderr) {
+			t.Errorf("%s %s: luksd exit %d %q, cryptsetup exit %d %q", what, loop, got.code, got.stderr, want.code, want.stderr)
+		}
+	}
+	hold, err := os.OpenFile(loop, os.O_RDWR|unix.O_EXCL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRefusal("held")
+	hold.Close()
+
+	// Mounted.
+	mkfs := testtool.Need(t, "mkfs.ext4")
+	if out, err := exec.Command(mkfs, "-q", "-F", loop).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", loop, mnt).CombinedOutput(); err != nil {
+		t.Skipf("SKIP (not a pass): cannot mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() }) // if a check below fails first
+	sameRefusal("mounted")
+	if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v: %s", err, out)
+	}
+
+	// Released, it formats.
+	w.luksd(nil, args...).ok(t)
+	w.cs(nil, "isLuks", loop).ok(t)
 }

@@ -45,19 +45,24 @@ func openCryptDevice(v *volume, readOnly, allowDiscards bool) (*dmcrypt.Device, 
 // overwrites it: a block device is reopened with O_EXCL, which the kernel
 // refuses while it is mounted, swapped on or held by dm/md (the returned
 // file keeps the claim; the caller closes it); an image file must not be
-// the image of an active luksd volume. The error is cryptsetup's.
+// the image of an active luksd volume. The errors are cryptsetup's: its
+// blkid probe fails first on a mounted or mapped device (exit 1), its own
+// exclusive open on one held otherwise (exit 5).
 func claimExclusive(path string) (*os.File, error) {
-	busy := exitf(exitParams, "Cannot exclusively open %s, device in use.", path)
+	inUse := exitf(exitBusy, "Cannot use device %s which is in use (already mapped or mounted).", path)
 	if activeUserOf(path) != "" {
-		return nil, busy
+		return nil, inUse
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
 		return nil, nil
 	}
+	if deviceInUse(path) {
+		return nil, exitf(exitParams, "Cannot exclusively open %s, device in use.", path)
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_EXCL, 0)
 	if err != nil {
-		return nil, busy
+		return nil, inUse
 	}
 	return f, nil
 }

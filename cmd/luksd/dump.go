@@ -13,7 +13,6 @@ import (
 
 var dumpFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "dump-volume-key", Usage: "print the volume key (asks for a passphrase)"},
-	&cli.BoolFlag{Name: "dump-master-key", Hidden: true, Usage: "old name of --dump-volume-key"},
 	&cli.BoolFlag{Name: "dump-json-metadata", Usage: "print the LUKS2 JSON metadata"},
 	&cli.StringFlag{Name: "volume-key-file", Usage: "with --dump-volume-key: write the key to `FILE` instead"},
 }
@@ -77,7 +76,8 @@ func luksDump(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if !c.Bool("dump-volume-key") && !c.Bool("dump-master-key") {
+	// popt turns --dump-master-key into --dump-volume-key.
+	if !c.Bool("dump-volume-key") {
 		h, f, err := readHeaderOfType(c, dev, false)
 		if err != nil {
 			return err

@@ -177,6 +177,20 @@ var verbArgs = map[string]struct {
 	"luksHeaderRestore": {1, "<device>"},
 }
 
+// refusesOptions reports whether action is one of cryptsetup's, whose
+// option restrictions apply; luksd's own verbs (serve, version) take what
+// they define.
+func refusesOptions(action string) bool {
+	_, ok := verbArgs[action]
+	return ok || action == "open" || action == "close" || action == "status" || action == "benchmark"
+}
+
+// luksdExtensions are options luksd takes on a cryptsetup action that
+// cryptsetup 2.6.1 refuses there.
+var luksdExtensions = map[string][]string{
+	"benchmark": {"sector-size"}, // luksd measures 4096-byte sectors too
+}
+
 // unsupported are options cryptsetup uses on an action and luksd cannot
 // honour there: ignoring them would do something else than asked, so they
 // are refused. An option leaves this list by the verb defining the flag.
@@ -407,6 +421,12 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 		case "verbose":
 			line.verbose = true
 		}
+		cs, isCS := cryptsetupOptions[name]
+		if isCS && cs.actions != nil && !contains(cs.actions, action) && refusesOptions(action) && !contains(luksdExtensions[action], name) {
+			// luksd defines it (the flag set is shared) but cryptsetup
+			// refuses it here: luksKillSlot -S, luksChangeKey --new-keyfile.
+			return line, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
+		}
 		if defined[name] {
 			if names[name].kind == flagNone {
 				out = append(out, "--"+name)
@@ -415,7 +435,6 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 			}
 			continue
 		}
-		cs, isCS := cryptsetupOptions[name]
 		if !isCS || cs.actions != nil && !contains(cs.actions, action) {
 			return line, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -12,10 +14,31 @@ func testPassphrase(c *cli.Context) error {
 	if dev == "" {
 		return requiresArgs(c, "<device>")
 	}
+	if err := checkOpenType(c.String("type"), true); err != nil {
+		return err
+	}
 	v, err := unlockVolume(c, dev, true)
 	if err != nil {
 		return err
 	}
 	v.Close()
 	return nil
+}
+
+// checkOpenType answers open --type T as cryptsetup would where luksd
+// cannot follow: types it does not know (case matters, as in cryptsetup),
+// and --test-passphrase of types without keyslots. Types cryptsetup opens
+// and luksd does not (plain, loopaes, tcrypt, bitlk, fvault2) get one line
+// saying so.
+func checkOpenType(t string, testPassphrase bool) error {
+	keyslots := strings.HasPrefix(t, "luks") || t == "tcrypt" || t == "bitlk" || t == "fvault2"
+	switch {
+	case t == "" || t == "luks" || t == "luks1" || t == "luks2":
+		return nil
+	case testPassphrase && !keyslots:
+		return exitf(exitParams, "Option --test-passphrase is allowed only for open of LUKS, TCRYPT, BITLK and FVAULT2 devices.")
+	case t == "plain" || t == "loopaes" || !strings.HasPrefix(t, "luks") && keyslots:
+		return exitf(exitParams, "Device type %s is not supported by luksd (it opens luks, luks1 and luks2).", t)
+	}
+	return exitf(exitParams, "Unrecognized metadata device type %s.", t)
 }
