@@ -299,3 +299,39 @@ func TestFormatRefusesBusyDevice(t *testing.T) {
 	w.luksd(nil, args...).ok(t)
 	w.cs(nil, "isLuks", loop).ok(t)
 }
+
+// TestPeerImagesLikeCryptsetup runs isLuks, luksUUID and luksDump on
+// cryptsetup's own test images, damaged headers included: the same exit
+// codes, and the same dump where there is one.
+func TestPeerImagesLikeCryptsetup(t *testing.T) {
+	corpus := testtool.PeerCorpus(t)
+	w := newWorkspace(t)
+	xz, tar := testtool.Need(t, "xz"), testtool.Need(t, "tar")
+	var images []string
+	for _, name := range []string{"compatimage.img.xz", "luks2_valid_hdr.img.xz", "luks2_keyslot_unassigned.img.xz",
+		"evil_hdr-keyslot_overlap.xz", "evil_hdr-luks_hdr_damage.xz", "evil_hdr-payload_overwrite.xz",
+		"evil_hdr-small_luks_device.xz", "evil_hdr-stripes_payload_dmg.xz"} {
+		dst := w.path(strings.TrimSuffix(name, ".xz"))
+		out, err := exec.Command(xz, "-dc", filepath.Join(corpus, name)).Output()
+		if err != nil {
+			t.Fatalf("xz -dc %s: %v", name, err)
+		}
+		if err := os.WriteFile(dst, out, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		images = append(images, dst)
+	}
+	if out, err := exec.Command(tar, "-xJf", filepath.Join(corpus, "luks1-images.tar.xz"), "-C", w.dir).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v: %s", err, out)
+	}
+	luks1, _ := filepath.Glob(filepath.Join(w.dir, "luks1-images", "luks1_*-sha256.img"))
+	images = append(images, luks1...)
+	for _, img := range images {
+		for _, verb := range []string{"isLuks", "luksUUID", "luksDump"} {
+			want, got := w.cs(nil, verb, img), w.luksd(nil, verb, img)
+			if got.code != want.code || want.code == 0 && got.stdout != want.stdout {
+				t.Errorf("%s %s: luksd exit %d %q, cryptsetup exit %d %q", verb, filepath.Base(img), got.code, lastLine(got.stderr), want.code, lastLine(want.stderr))
+			}
+		}
+	}
+}

@@ -167,13 +167,14 @@ func isLuks(c *cli.Context) error {
 	if !luks2.IsLUKS(f) {
 		return notLUKS()
 	}
-	want := strings.ToLower(c.String("type"))
-	if want == "" || want == "luks" {
-		return nil
-	}
+	// cryptsetup loads the header: a damaged one is not LUKS either.
 	size, _ := deviceSize(f)
 	h, err := luks2.Read(f, size)
-	if err != nil || "luks"+fmt.Sprint(h.Version()) != want {
+	if err != nil {
+		return notLUKS()
+	}
+	want := strings.ToLower(c.String("type"))
+	if want != "" && want != "luks" && "luks"+fmt.Sprint(h.Version()) != want {
 		return notLUKS()
 	}
 	return nil
