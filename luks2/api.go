@@ -20,6 +20,9 @@ var (
 	ErrWrongPassphrase = errors.New("no key available with this passphrase")
 	// ErrNoFreeSlot: every keyslot is taken (CLI exit 1).
 	ErrNoFreeSlot = errors.New("all key slots full")
+	// ErrVolumeKeyMismatch: a volume key given to AddKey does not match the
+	// volume's digest (CLI exit 2, "Volume key does not match the volume.").
+	ErrVolumeKeyMismatch = errors.New("volume key does not match the volume")
 	// ErrUnsupported: a header luksd refuses to use (reencryption in progress,
 	// unknown mandatory requirements, unsafe cipher). CLI exit 1.
 	ErrUnsupported = errors.New("unsupported LUKS header")
@@ -76,9 +79,10 @@ type DumpOptions struct {
 }
 
 // Header is a loaded and validated LUKS2 or LUKS1 header. Reading methods
-// may run concurrently; edits (AddKey, KillSlot, SetLabel, SetUUID) must not
-// run concurrently with anything else on the same Header. LUKS1 headers are
-// read-only: edits return ErrUnsupported.
+// may run concurrently; edits (AddKey, KillSlot, SetLabel, SetUUID, ...)
+// must not run concurrently with anything else on the same Header. LUKS1
+// headers take AddKey (PBKDF2 only), KillSlot and SetUUID; the LUKS2-only
+// edits return ErrUnsupported for them.
 type Header struct {
 	impl *header
 }
@@ -126,16 +130,45 @@ func (h *Header) Unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, i
 }
 
 // AddKey adds a keyslot for passphrase holding vk (slot -1 = first free).
+// vk must match the volume's digest (else ErrVolumeKeyMismatch). LUKS1:
+// PBKDF2 with the header's hash, p.Iterations or calibrated to p.IterTime
+// (at least 1000); other PBKDF types give ErrLUKS1PBKDF.
 func (h *Header) AddKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (int, error) {
 	return h.impl.addKey(dev, vk, passphrase, slot, p)
 }
 
-// KillSlot wipes keyslot slot and removes it from the metadata.
+// AddUnboundKey adds a keyslot for passphrase holding key, a key bound to
+// no segment with a digest of its own (luksAddKey --unbound; LUKS2 only).
+// Unlock without a named slot never tries it.
+func (h *Header) AddUnboundKey(dev Device, key, passphrase []byte, slot int, p PBKDF) (int, error) {
+	return h.impl.addUnboundKey(dev, key, passphrase, slot, p)
+}
+
+// VerifyVolumeKey checks vk against the data segment's digest: nil, or
+// ErrVolumeKeyMismatch.
+func (h *Header) VerifyVolumeKey(vk []byte) error { return h.impl.verifyVolumeKey(vk) }
+
+// KillSlot wipes keyslot slot and removes it from the metadata (LUKS1:
+// disables it in the header, then wipes its key material).
 func (h *Header) KillSlot(dev Device, slot int) error { return h.impl.killSlot(dev, slot) }
 
 // SetLabel changes label and/or subsystem (nil = keep).
 func (h *Header) SetLabel(dev Device, label, subsystem *string) error {
 	return h.impl.setLabel(dev, label, subsystem)
+}
+
+// Priority is a LUKS2 keyslot's priority (config --priority).
+type Priority int
+
+const (
+	PriorityIgnore Priority = 0 // tried only when named
+	PriorityNormal Priority = 1
+	PriorityPrefer Priority = 2 // tried before the normal ones
+)
+
+// SetPriority changes a LUKS2 keyslot's priority.
+func (h *Header) SetPriority(dev Device, slot int, p Priority) error {
+	return h.impl.setPriority(dev, slot, p)
 }
 
 // SetUUID changes the UUID.

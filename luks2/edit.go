@@ -1,17 +1,16 @@
 package luks2
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 )
 
-// errLUKS1ReadOnly: luksd reads and unlocks LUKS1 but never rewrites it.
-var errLUKS1ReadOnly = fmt.Errorf("%w: LUKS1 headers are read-only in luksd (convert with cryptsetup convert)", ErrUnsupported)
+// errLUKS1NoLabel: LUKS1 headers have no label or subsystem field.
+var errLUKS1NoLabel = fmt.Errorf("%w: LUKS1 headers have no label or subsystem", ErrUnsupported)
 
 func (h *header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (int, error) {
 	if h.v1 != nil {
-		return -1, errLUKS1ReadOnly
+		return h.v1.addKey(dev, vk, passphrase, slot, p)
 	}
 	if err := h.usable(); err != nil {
 		return -1, err
@@ -24,18 +23,10 @@ func (h *header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (i
 	if ok, err := d.verify(vk); err != nil {
 		return -1, err
 	} else if !ok {
-		return -1, errors.New("volume key does not match the volume")
+		return -1, ErrVolumeKeyMismatch
 	}
-	if slot < 0 {
-		for slot = 0; slot < maxKeyslots && h.meta.keyslots[slot] != nil; slot++ {
-		}
-		if slot == maxKeyslots {
-			return -1, ErrNoFreeSlot
-		}
-	} else if slot >= maxKeyslots {
-		return -1, fmt.Errorf("keyslot %d is out of range", slot)
-	} else if h.meta.keyslots[slot] != nil {
-		return -1, fmt.Errorf("keyslot %d is not free", slot)
+	if slot, err = h.freeSlot(slot); err != nil {
+		return -1, err
 	}
 	kn, err := h.newKeyslot(dev, vk, passphrase, slot, p)
 	if err != nil {
@@ -50,6 +41,26 @@ func (h *header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (i
 	arr.vals = append(arr.vals, v)
 	if err := h.replace(dev, root); err != nil {
 		return -1, err
+	}
+	return slot, nil
+}
+
+// freeSlot returns slot when it is free and in range, or the first free
+// keyslot when slot is -1.
+func (h *header) freeSlot(slot int) (int, error) {
+	if slot < 0 {
+		for slot = 0; slot < maxKeyslots && h.meta.keyslots[slot] != nil; slot++ {
+		}
+		if slot == maxKeyslots {
+			return -1, ErrNoFreeSlot
+		}
+		return slot, nil
+	}
+	if slot >= maxKeyslots {
+		return -1, fmt.Errorf("keyslot %d is out of range", slot)
+	}
+	if h.meta.keyslots[slot] != nil {
+		return -1, fmt.Errorf("keyslot %d is not free", slot)
 	}
 	return slot, nil
 }
@@ -72,7 +83,7 @@ func (h *header) replace(dev Device, root *node) error {
 
 func (h *header) killSlot(dev Device, slot int) error {
 	if h.v1 != nil {
-		return errLUKS1ReadOnly
+		return h.v1.killSlot(dev, slot)
 	}
 	k := h.meta.keyslots[slot]
 	if k == nil {
@@ -99,6 +110,16 @@ func (h *header) killSlot(dev Device, slot int) error {
 			arr.vals = kept
 		}
 	}
+	// As cryptsetup: a digest left with neither keyslots nor segments (an
+	// unbound key's) goes with its last keyslot.
+	digests := root.get("digests")
+	for i := 0; i < len(digests.vals); i++ {
+		d := digests.vals[i]
+		if ks, segs := d.get("keyslots"), d.get("segments"); ks != nil && segs != nil && len(ks.vals) == 0 && len(segs.vals) == 0 {
+			digests.del(digests.keys[i])
+			i--
+		}
+	}
 	if _, err := parseMetadata(root, h.bin.hdrSize); err != nil {
 		return fmt.Errorf("refusing to write: %w", err)
 	}
@@ -113,7 +134,7 @@ func (h *header) killSlot(dev Device, slot int) error {
 
 func (h *header) setLabel(dev Device, label, subsystem *string) error {
 	if h.v1 != nil {
-		return errLUKS1ReadOnly
+		return errLUKS1NoLabel
 	}
 	old := h.bin
 	if label != nil {
@@ -130,9 +151,6 @@ func (h *header) setLabel(dev Device, label, subsystem *string) error {
 }
 
 func (h *header) setUUID(dev Device, uuid string) error {
-	if h.v1 != nil {
-		return errLUKS1ReadOnly
-	}
 	if uuid == "" {
 		var err error
 		if uuid, err = newUUID(); err != nil {
@@ -142,6 +160,9 @@ func (h *header) setUUID(dev Device, uuid string) error {
 	if !uuidPattern.MatchString(uuid) {
 		return fmt.Errorf("wrong LUKS UUID format provided: %q", uuid)
 	}
+	if h.v1 != nil {
+		return h.v1.setUUID(dev, uuid)
+	}
 	old := h.bin
 	h.bin.uuid = uuid
 	if err := h.write(dev); err != nil {
@@ -149,4 +170,52 @@ func (h *header) setUUID(dev Device, uuid string) error {
 		return err
 	}
 	return nil
+}
+
+// verifyVolumeKey checks vk against the data segment's digest.
+func (h *header) verifyVolumeKey(vk []byte) error {
+	var ok bool
+	var err error
+	if h.v1 != nil {
+		ok, err = h.v1.checkVolumeKey(vk)
+	} else {
+		var seg *segment
+		if seg, err = h.meta.dataSegment(); err != nil {
+			return err
+		}
+		d := h.meta.segmentDigest(seg.id)
+		if d == nil {
+			return fmt.Errorf("segment %d has no digest", seg.id)
+		}
+		ok, err = d.verify(vk)
+	}
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrVolumeKeyMismatch
+	}
+	return nil
+}
+
+// setPriority stores a keyslot's priority as cryptsetup does: normal is
+// the absence of the field.
+func (h *header) setPriority(dev Device, slot int, p Priority) error {
+	if h.v1 != nil {
+		return fmt.Errorf("%w: LUKS1 keyslots have no priority", ErrUnsupported)
+	}
+	if p < PriorityIgnore || p > PriorityPrefer {
+		return fmt.Errorf("invalid keyslot priority %d", p)
+	}
+	if h.meta.keyslots[slot] == nil {
+		return fmt.Errorf("keyslot %d is not active", slot)
+	}
+	root := h.meta.root.clone()
+	k := root.get("keyslots").get(strconv.Itoa(slot))
+	if p == PriorityNormal {
+		k.del("priority")
+	} else {
+		k.set("priority", jInt(int64(p)))
+	}
+	return h.replace(dev, root)
 }

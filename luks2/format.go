@@ -254,9 +254,15 @@ func (h *header) newKeyslot(dev Device, vk, passphrase []byte, slot int, p PBKDF
 	if err != nil {
 		return nil, err
 	}
+	// The area key is as long as the volume key of the data segment, also
+	// for an unbound key of another size (cryptsetup's default).
+	areaKeySize := len(vk)
+	if n := h.segmentKeySize(); n > 0 {
+		areaKeySize = n
+	}
 	return storeKeyslot(dev, vk, passphrase, keyslotParams{
 		id: slot, areaOffset: off, areaSize: areaSize,
-		areaCipher: cipher, areaKeySize: len(vk),
+		areaCipher: cipher, areaKeySize: areaKeySize,
 		afHash: strings.ToLower(p.Hash), stripes: defaultStripes, kdf: kp,
 	})
 }

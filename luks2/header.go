@@ -209,12 +209,7 @@ func (h *header) segment() (Segment, error) {
 	if err != nil {
 		return Segment{}, err
 	}
-	d := h.meta.segmentDigest(s.id)
-	keySize := 0
-	for _, k := range d.keyslots {
-		keySize = h.meta.keyslots[k].keySize
-		break
-	}
+	keySize := h.segmentKeySize()
 	if s.ivTweak != 0 {
 		return Segment{}, fmt.Errorf("%w: segment iv_tweak %d", ErrUnsupported, s.ivTweak)
 	}
@@ -222,6 +217,26 @@ func (h *header) segment() (Segment, error) {
 		return Segment{}, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
 	return Segment{Offset: int64(s.offset), Size: int64(s.size), Cipher: s.cipher, SectorSize: s.sectorSize, KeySize: keySize}, nil
+}
+
+// segmentKeySize is the volume key size of the data segment, as its
+// keyslots record it; 0 when it has none (or is not LUKS2).
+func (h *header) segmentKeySize() int {
+	if h.meta == nil {
+		return 0
+	}
+	s, err := h.meta.dataSegment()
+	if err != nil {
+		return 0
+	}
+	d := h.meta.segmentDigest(s.id)
+	if d == nil {
+		return 0
+	}
+	for _, k := range d.keyslots {
+		return h.meta.keyslots[k].keySize
+	}
+	return 0
 }
 
 func (h *header) flags() []string {

@@ -308,8 +308,8 @@ func TestConvertedLUKS1(t *testing.T) {
 	if got, _, err := h1.Unlock(f1, pass, -1); err != nil || !bytes.Equal(got, vk) {
 		t.Fatalf("LUKS1 unlock: %v", err)
 	}
-	if _, err := h1.AddKey(f1, vk, pass, -1, cheapPBKDF2); !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("AddKey on LUKS1: %v, want ErrUnsupported", err)
+	if _, err := h1.AddKey(f1, vk, pass, -1, cheapArgon2id); !errors.Is(err, ErrLUKS1PBKDF) {
+		t.Fatalf("AddKey argon2id on LUKS1: %v, want ErrLUKS1PBKDF", err)
 	}
 	cryptsetup(t, "convert", "-q", "--type", "luks2", img)
 	h, f := readHdr(t, img)

@@ -43,6 +43,10 @@ type luks1Header struct {
 	mkDigestIter                     uint32
 	uuid                             string
 	slots                            [luks1NumKeys]luks1Keyslot
+
+	// raw is the header as read; edits patch the fields they change into
+	// a copy, so bytes luksd does not interpret are written back as found.
+	raw [luks1HeaderSize]byte
 }
 
 func luks1AFSectors(keyBytes uint32) uint32 {
@@ -65,6 +69,7 @@ func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 		mkDigestIter:  binary.BigEndian.Uint32(raw[164:]),
 		uuid:          cString(raw[168:208]),
 	}
+	copy(h.raw[:], raw)
 	copy(h.mkDigest[:], raw[112:132])
 	copy(h.mkDigestSalt[:], raw[132:164])
 	for i := range h.slots {
@@ -199,16 +204,33 @@ func (h *luks1Header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]by
 		if err != nil {
 			return nil, -1, err
 		}
-		sum, err := pbkdf2.Key(newHash, string(mk), h.mkDigestSalt[:], int(h.mkDigestIter), luks1DigestSize)
+		ok, err := h.checkVolumeKey(mk)
 		if err != nil {
+			clear(mk)
 			return nil, -1, err
 		}
-		if subtle.ConstantTimeCompare(sum, h.mkDigest[:]) == 1 {
+		if ok {
 			return mk, id, nil
 		}
 		clear(mk)
 	}
 	return nil, -1, ErrWrongPassphrase
+}
+
+// checkVolumeKey reports whether vk matches the header's volume key digest.
+func (h *luks1Header) checkVolumeKey(vk []byte) (bool, error) {
+	newHash, err := hashFunc(h.hashSpec)
+	if err != nil {
+		return false, err
+	}
+	if len(vk) != int(h.keyBytes) {
+		return false, nil
+	}
+	sum, err := pbkdf2.Key(newHash, string(vk), h.mkDigestSalt[:], int(h.mkDigestIter), luks1DigestSize)
+	if err != nil {
+		return false, err
+	}
+	return subtle.ConstantTimeCompare(sum, h.mkDigest[:]) == 1, nil
 }
 
 // dump prints luksDump's LUKS1 text.

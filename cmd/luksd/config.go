@@ -8,21 +8,37 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:      "config",
-		Usage:     "set persistent LUKS2 header attributes (--label, --subsystem)",
+		Usage:     "set persistent LUKS2 header attributes (--label, --subsystem, --priority with --key-slot)",
 		ArgsUsage: "<device>",
 		Flags: flagSet(typeFlags, []cli.Flag{
 			&cli.StringFlag{Name: "label", Usage: "new `LABEL`"},
 			&cli.StringFlag{Name: "subsystem", Usage: "new `SUBSYSTEM`"},
+			&cli.StringFlag{Name: "priority", Usage: "keyslot priority: `ignore`, normal or prefer"},
+			&cli.IntFlag{Name: "key-slot", Aliases: []string{"S"}, Value: -1, Usage: "the keyslot `NUM` whose priority is set"},
 			&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
 		}),
 		Action: config,
 	})
 }
 
+// priorities are config --priority's words.
+var priorities = map[string]luks2.Priority{
+	"ignore": luks2.PriorityIgnore,
+	"normal": luks2.PriorityNormal,
+	"prefer": luks2.PriorityPrefer,
+}
+
 func config(c *cli.Context) error {
 	dev, err := oneDevice(c)
 	if err != nil {
 		return err
+	}
+	prio, setPrio := priorities[c.String("priority")]
+	if c.IsSet("priority") && !setPrio {
+		return exitf(exitParams, "Option --priority can be only ignore/normal/prefer.")
+	}
+	if setPrio && c.Int("key-slot") < 0 {
+		return exitf(exitParams, "Keyslot specification is required.")
 	}
 	var label, subsystem *string
 	if c.IsSet("label") {
@@ -51,11 +67,21 @@ func config(c *cli.Context) error {
 	if h.Version() != 2 {
 		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", headerPath(c, dev))
 	}
-	if label == nil && subsystem == nil {
-		return nil
+	if !setPrio && label == nil && subsystem == nil {
+		return exitf(exitParams, "Option --priority, --label or --subsystem is missing.")
 	}
-	if err := h.SetLabel(f, label, subsystem); err != nil {
-		return headerError(headerPath(c, dev), err)
+	if setPrio {
+		if err := checkSlot(h, c.Int("key-slot"), true); err != nil {
+			return err
+		}
+		if err := h.SetPriority(f, c.Int("key-slot"), prio); err != nil {
+			return headerError(hp, err)
+		}
+	}
+	if label != nil || subsystem != nil {
+		if err := h.SetLabel(f, label, subsystem); err != nil {
+			return headerError(hp, err)
+		}
 	}
 	return syncHeader(f)
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -20,13 +22,20 @@ var newKeyFlags = []cli.Flag{
 	&cli.IntFlag{Name: "new-key-slot", Value: -1, Usage: "put the new key in slot `NUM` (then --key-slot selects the slot to unlock)"},
 }
 
+// addKeyFlags are luksAddKey's ways to add a key without unlocking one.
+var addKeyFlags = []cli.Flag{
+	&cli.StringFlag{Name: "volume-key-file", Usage: "take the volume key from `FILE` instead of an existing passphrase"},
+	&cli.BoolFlag{Name: "unbound", Usage: "add a new random key bound to no segment (LUKS2; needs --key-size)"},
+	&cli.IntFlag{Name: "key-size", Aliases: []string{"s"}, Usage: "key size in `BITS` (--unbound, or --volume-key-file without keyslots)"},
+}
+
 func init() {
 	register(
 		&cli.Command{
 			Name:      "luksAddKey",
 			Usage:     "add a passphrase to a free keyslot",
 			ArgsUsage: "<device> [<new key file>]",
-			Flags:     flagSet(keyFlags, newKeyFlags, pbkdfFlags, typeFlags),
+			Flags:     flagSet(keyFlags, newKeyFlags, pbkdfFlags, typeFlags, addKeyFlags),
 			Action:    luksAddKey,
 		},
 		&cli.Command{
@@ -89,9 +98,20 @@ func newKeySource(c *cli.Context, positional string) keyring.Source {
 	return src
 }
 
+// maxSlot is the highest keyslot number of h's LUKS version.
+func maxSlot(h *luks2.Header) int {
+	if h.Version() == 1 {
+		return 7
+	}
+	return 31
+}
+
 // checkSlot checks slot against the header: range and activity.
 func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
-	if slot < 0 || slot >= 32 || (h.Version() == 1 && slot >= 8) {
+	if slot < 0 || slot > maxSlot(h) {
+		if !wantActive {
+			return exitf(exitParams, "Key slot %d is invalid, please select between 0 and %d.", slot, maxSlot(h))
+		}
 		return exitf(exitParams, "Key slot %d is invalid.", slot)
 	}
 	active := slices.Contains(h.ActiveKeyslots(), slot)
@@ -100,6 +120,29 @@ func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
 	}
 	if !wantActive && active {
 		return exitf(exitParams, "Key slot %d is full, please select another one.", slot)
+	}
+	return nil
+}
+
+// checkPBKDF refuses PBKDF settings the header's LUKS version cannot take,
+// with cryptsetup's messages, before any passphrase is asked for.
+func checkPBKDF(h *luks2.Header, p luks2.PBKDF) error {
+	typ := p.Type
+	if h.Version() == 1 {
+		if typ != "" && typ != "pbkdf2" {
+			return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
+		}
+		typ = "pbkdf2"
+	}
+	if typ == "" {
+		typ = "argon2id"
+	}
+	low := 4
+	if typ == "pbkdf2" {
+		low = 1000
+	}
+	if p.Iterations > 0 && p.Iterations < low {
+		return exitf(exitParams, "Forced iteration count is too low for %s (minimum is %d).", typ, low)
 	}
 	return nil
 }
@@ -113,18 +156,30 @@ func luksAddKey(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.Bool("unbound") && c.Int("key-size") <= 0 {
+		return exitf(exitParams, "Key size is required with --unbound option.")
+	}
+	if c.Int("key-size")%8 != 0 || c.Int("key-size") < 0 {
+		return exitf(exitParams, "Key size must be a multiple of 8 bits")
+	}
 	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if c.Bool("unbound") && h.Version() != 2 {
+		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", headerPath(c, dev))
+	}
+	if err := checkPBKDF(h, p); err != nil {
+		return err
+	}
 
 	// cryptsetup 2.6: with --new-key-slot, --key-slot picks the slot to
 	// unlock; without it, --key-slot is the new slot.
 	unlockSlot, newSlot := -1, c.Int("key-slot")
 	if c.IsSet("new-key-slot") {
 		unlockSlot, newSlot = c.Int("key-slot"), c.Int("new-key-slot")
-	} else if c.IsSet("key-slot") {
+	} else if c.IsSet("key-slot") && !c.Bool("unbound") {
 		verbosef(c, "WARNING: The --key-slot parameter is used for new keyslot number.")
 	}
 	if newSlot >= 0 {
@@ -133,10 +188,7 @@ func luksAddKey(c *cli.Context) error {
 		}
 	}
 
-	if len(h.ActiveKeyslots()) == 0 {
-		return exitf(exitParams, "Cannot add key slot, all slots disabled and no volume key provided.")
-	}
-	vk, _, err := unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
+	vk, err := keyToAdd(c, h, f, unlockSlot)
 	if err != nil {
 		return err
 	}
@@ -147,12 +199,81 @@ func luksAddKey(c *cli.Context) error {
 		return err
 	}
 	defer pass.Wipe()
-	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+	var slot int
+	if c.Bool("unbound") {
+		slot, err = h.AddUnboundKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+	} else {
+		slot, err = h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+	}
 	if err != nil {
 		return headerError(headerPath(c, dev), err)
 	}
 	verbosef(c, "Key slot %d created.", slot)
 	return syncHeader(f)
+}
+
+// keyToAdd returns the key luksAddKey stores: a new random one with
+// --unbound, the checked content of --volume-key-file, or the volume key an
+// existing passphrase unlocks.
+func keyToAdd(c *cli.Context, h *luks2.Header, f *os.File, unlockSlot int) (*keyring.Secret, error) {
+	bits := c.Int("key-size")
+	if c.Bool("unbound") {
+		k, err := keyring.NewSecret(bits / 8)
+		if err != nil {
+			return nil, withCode(exitMemory, err)
+		}
+		if _, err := rand.Read(k.Bytes()); err != nil {
+			k.Wipe()
+			return nil, err
+		}
+		return k, nil
+	}
+	if path := c.String("volume-key-file"); path != "" {
+		n := 0
+		if seg, err := h.Segment(); err == nil {
+			n = seg.KeySize
+		}
+		// cryptsetup: LUKS2 takes --key-size over the keyslots' key size.
+		if bits > 0 && h.Version() == 2 {
+			n = bits / 8
+		}
+		if n == 0 {
+			return nil, exitf(exitParams, "Cannot determine volume key size for LUKS without keyslots, please use --key-size option.")
+		}
+		vk, err := readAddKeyVolumeKey(path, n)
+		if err != nil {
+			return nil, err
+		}
+		if err := h.VerifyVolumeKey(vk.Bytes()); err != nil {
+			vk.Wipe()
+			return nil, headerError(headerPath(c, ""), err)
+		}
+		return vk, nil
+	}
+	if len(h.ActiveKeyslots()) == 0 {
+		return nil, exitf(exitParams, "Cannot add key slot, all slots disabled and no volume key provided.")
+	}
+	vk, _, err := unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
+	return vk, err
+}
+
+// readAddKeyVolumeKey reads the first n bytes of a volume key file, with
+// cryptsetup's messages.
+func readAddKeyVolumeKey(path string, n int) (*keyring.Secret, error) {
+	kf, err := os.Open(path)
+	if err != nil {
+		return nil, exitf(exitParams, "Cannot read keyfile %s.", path)
+	}
+	defer kf.Close()
+	k, err := keyring.NewSecret(n)
+	if err != nil {
+		return nil, withCode(exitMemory, err)
+	}
+	if _, err := io.ReadFull(kf, k.Bytes()); err != nil {
+		k.Wipe()
+		return nil, exitf(exitParams, "Cannot read %d bytes from keyfile %s.", n, path)
+	}
+	return k, nil
 }
 
 func luksRemoveKey(c *cli.Context) error {
@@ -204,6 +325,9 @@ func luksChangeKey(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
+	if err := checkPBKDF(h, p); err != nil {
+		return err
+	}
 	vk, oldSlot, err := unlockWith(c, h, f, keySource(c), "Enter passphrase to be changed: ", c.Int("key-slot"), false)
 	if err != nil {
 		return err
@@ -215,7 +339,12 @@ func luksChangeKey(c *cli.Context) error {
 		return err
 	}
 	defer pass.Wipe()
-	newSlot, err := changeKey(h, f, vk, pass, oldSlot, c.Int("new-key-slot"), p)
+	var newSlot int
+	if h.Version() == 1 && !c.IsSet("key-slot") && c.Int("new-key-slot") < 0 {
+		newSlot, err = moveKey(h, f, vk, pass, oldSlot, p)
+	} else {
+		newSlot, err = changeKey(h, f, vk, pass, oldSlot, c.Int("new-key-slot"), p)
+	}
 	if err != nil {
 		return headerError(headerPath(c, dev), err)
 	}
@@ -223,13 +352,35 @@ func luksChangeKey(c *cli.Context) error {
 	return syncHeader(f)
 }
 
+// moveKey is cryptsetup's LUKS1 luksChangeKey without --key-slot: the new
+// passphrase goes to the first free keyslot and the old one is wiped; with
+// no free keyslot, oldSlot is rewritten in place.
+func moveKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot int, p luks2.PBKDF) (int, error) {
+	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), -1, p)
+	if errors.Is(err, luks2.ErrNoFreeSlot) {
+		return changeKey(h, f, vk, pass, oldSlot, -1, p)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return slot, h.KillSlot(f, oldSlot)
+}
+
 // changeKey replaces the passphrase of oldSlot, keeping its number as
-// cryptsetup does for LUKS2 (or moving it to newSlot >= 0). The new
-// passphrase is written to a free keyslot before the old one is wiped, so
-// an interruption never leaves the volume without a working keyslot; to
-// keep the number, that costs a second key derivation.
+// cryptsetup does for LUKS2 and for LUKS1 with --key-slot (or moving it to
+// newSlot >= 0). The new passphrase is written to a free keyslot before
+// the old one is wiped, so an interruption never leaves the volume without
+// a working keyslot; to keep the number, that costs a second key
+// derivation. With every keyslot taken, the old one is wiped first and
+// rewritten, which is as far as cryptsetup's in-place rewrite goes too.
 func changeKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot, newSlot int, p luks2.PBKDF) (int, error) {
 	tmp, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+	if errors.Is(err, luks2.ErrNoFreeSlot) && newSlot < 0 {
+		if err := h.KillSlot(f, oldSlot); err != nil {
+			return 0, err
+		}
+		return h.AddKey(f, vk.Bytes(), pass.Bytes(), oldSlot, p)
+	}
 	if err != nil {
 		return 0, err
 	}

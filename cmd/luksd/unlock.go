@@ -157,6 +157,10 @@ func headerError(path string, err error) error {
 		return exitf(exitPermission, "No key available with this passphrase.")
 	case errors.Is(err, luks2.ErrNoFreeSlot):
 		return exitf(exitParams, "All key slots full.")
+	case errors.Is(err, luks2.ErrVolumeKeyMismatch):
+		return exitf(exitPermission, "Volume key does not match the volume.")
+	case errors.Is(err, luks2.ErrLUKS1PBKDF):
+		return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
 	}
 	return withCode(exitParams, err)
 }

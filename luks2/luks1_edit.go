@@ -1,0 +1,184 @@
+package luks2
+
+import (
+	"bytes"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/luksd/luksd/dmcrypt"
+)
+
+// LUKS1 edits, made as cryptsetup 2.6.1 makes them. LUKS1 has one header
+// copy, 592 bytes at offset 0, and eight keyslots whose key material sits
+// at fixed offsets the header records; an edit rewrites the header in one
+// write after the key material it points to is on disk.
+
+// ErrLUKS1PBKDF: LUKS1 keyslots use PBKDF2 only.
+var ErrLUKS1PBKDF = fmt.Errorf("%w: requested PBKDF type is not supported for LUKS1", ErrUnsupported)
+
+// encode returns the header as read with the UUID and keyslots patched in.
+func (h *luks1Header) encode() []byte {
+	raw := h.raw
+	clear(raw[168:208])
+	copy(raw[168:207], h.uuid)
+	for i, s := range h.slots {
+		b := raw[luks1KeyblockBase+i*luks1KeyblockSize:]
+		binary.BigEndian.PutUint32(b, s.active)
+		binary.BigEndian.PutUint32(b[4:], s.iterations)
+		copy(b[8:40], s.salt[:])
+		binary.BigEndian.PutUint32(b[40:], s.offset)
+		binary.BigEndian.PutUint32(b[44:], s.stripes)
+	}
+	return raw[:]
+}
+
+// store validates next as a header cryptsetup would read, writes it over
+// the header in a single write, syncs, and makes it h.
+func (h *luks1Header) store(dev Device, next *luks1Header) error {
+	raw := next.encode()
+	if _, err := readLUKS1(bytes.NewReader(raw), 0); err != nil {
+		return fmt.Errorf("refusing to write: %w", err)
+	}
+	if _, err := dev.WriteAt(raw, 0); err != nil {
+		return fmt.Errorf("writing LUKS1 header: %w", err)
+	}
+	if err := syncDev(dev); err != nil {
+		return fmt.Errorf("writing LUKS1 header: %w", err)
+	}
+	copy(next.raw[:], raw)
+	*h = *next
+	return nil
+}
+
+// freeSlot returns slot when it is free and in range, or the first free
+// keyslot when slot is -1.
+func (h *luks1Header) freeSlot(slot int) (int, error) {
+	if slot < 0 {
+		for i, s := range h.slots {
+			if s.active != luks1KeyEnabled {
+				return i, nil
+			}
+		}
+		return -1, ErrNoFreeSlot
+	}
+	if slot >= luks1NumKeys {
+		return -1, fmt.Errorf("keyslot %d is out of range", slot)
+	}
+	if h.slots[slot].active == luks1KeyEnabled {
+		return -1, fmt.Errorf("keyslot %d is not free", slot)
+	}
+	return slot, nil
+}
+
+// slotIterations is the PBKDF2 iteration count of a new keyslot: forced,
+// or calibrated to p.IterTime with the header's hash and key size; never
+// below LUKS1's minimum of 1000.
+func (h *luks1Header) slotIterations(p PBKDF) (int, error) {
+	switch p.Type {
+	case "", "pbkdf2":
+	default:
+		return 0, ErrLUKS1PBKDF
+	}
+	if p.Iterations > 0 {
+		if p.Iterations < minPBKDF2Iterations {
+			return 0, fmt.Errorf("forced iteration count is too low for pbkdf2 (minimum is %d)", minPBKDF2Iterations)
+		}
+		return p.Iterations, nil
+	}
+	p.Hash = h.hashSpec
+	p.Type = "pbkdf2"
+	return calibratePBKDF2(h.hashSpec, int(h.keyBytes), p.withDefaults().IterTime), nil
+}
+
+// addKey writes vk's key material for passphrase into a free keyslot and
+// then enables the keyslot in the header.
+func (h *luks1Header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (int, error) {
+	if err := h.usable(); err != nil {
+		return -1, err
+	}
+	iterations, err := h.slotIterations(p)
+	if err != nil {
+		return -1, err
+	}
+	if ok, err := h.checkVolumeKey(vk); err != nil {
+		return -1, err
+	} else if !ok {
+		return -1, ErrVolumeKeyMismatch
+	}
+	if slot, err = h.freeSlot(slot); err != nil {
+		return -1, err
+	}
+	newHash, err := hashFunc(h.hashSpec)
+	if err != nil {
+		return -1, err
+	}
+	next := *h
+	s := &next.slots[slot]
+	if _, err := rand.Read(s.salt[:]); err != nil {
+		return -1, err
+	}
+	s.iterations = uint32(iterations)
+	key, err := pbkdf2.Key(newHash, string(passphrase), s.salt[:], iterations, int(h.keyBytes))
+	if err != nil {
+		return -1, err
+	}
+	c, err := dmcrypt.New(h.spec(), key)
+	clear(key)
+	if err != nil {
+		return -1, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	defer c.Wipe()
+	buf := make([]byte, afSize(int(h.keyBytes), int(s.stripes)))
+	defer clear(buf)
+	if err := afSplit(buf, vk, int(s.stripes), newHash); err != nil {
+		return -1, err
+	}
+	c.Encrypt(buf, 0, areaSectorSize)
+	// Key material first and durable: until the header names it, a crash
+	// leaves the keyslot disabled and the volume as it was.
+	if _, err := dev.WriteAt(buf, int64(s.offset)*512); err != nil {
+		return -1, fmt.Errorf("writing keyslot %d: %w", slot, err)
+	}
+	if err := syncDev(dev); err != nil {
+		return -1, fmt.Errorf("writing keyslot %d: %w", slot, err)
+	}
+	s.active = luks1KeyEnabled
+	if err := h.store(dev, &next); err != nil {
+		return -1, err
+	}
+	return slot, nil
+}
+
+// killSlot disables the keyslot in the header (its salt and iterations
+// zeroed, so the material left on disk cannot be used even before it is
+// wiped), then overwrites its key material with random bytes.
+func (h *luks1Header) killSlot(dev Device, slot int) error {
+	if slot < 0 || slot >= luks1NumKeys || h.slots[slot].active != luks1KeyEnabled {
+		return fmt.Errorf("keyslot %d is not active", slot)
+	}
+	next := *h
+	s := &next.slots[slot]
+	s.active = luks1KeyDisabled
+	s.iterations = 0
+	clear(s.salt[:])
+	if err := h.store(dev, &next); err != nil {
+		return err
+	}
+	if err := wipeArea(dev, uint64(s.offset)*512, uint64(afSize(int(h.keyBytes), int(s.stripes)))); err != nil {
+		return err
+	}
+	return syncDev(dev)
+}
+
+// setUUID rewrites the header with a new UUID.
+func (h *luks1Header) setUUID(dev Device, uuid string) error {
+	if len(uuid) >= uuidLen {
+		return errors.New("UUID too long")
+	}
+	next := *h
+	next.uuid = uuid
+	return h.store(dev, &next)
+}
