@@ -52,7 +52,7 @@ func benchPBKDFs(c *cli.Context, keyBits int) error {
 			Type:      typ,
 			IterTime:  time.Duration(c.Int("iter-time")) * time.Millisecond,
 			MemoryKiB: c.Int("pbkdf-memory"),
-			Parallel:  c.Int("pbkdf-parallel"),
+			Parallel:  benchParallel(c),
 		}, keyBits/8)
 		if err != nil {
 			fmt.Printf("%-10s N/A\n", typ)
@@ -62,4 +62,14 @@ func benchPBKDFs(c *cli.Context, keyBits int) error {
 			typ, p.Iterations, p.MemoryKiB, p.Parallel, keyBits, p.IterTime.Milliseconds())
 	}
 	return nil
+}
+
+// benchParallel is --pbkdf-parallel, else cryptsetup's default of 4
+// threads, which its benchmark measures with whatever the CPU count (a
+// volume's keyslot gets at most one per CPU).
+func benchParallel(c *cli.Context) int {
+	if c.IsSet("pbkdf-parallel") {
+		return c.Int("pbkdf-parallel")
+	}
+	return 4
 }

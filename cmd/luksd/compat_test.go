@@ -335,3 +335,22 @@ func TestPeerImagesLikeCryptsetup(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchmarkPBKDFLinesLikeCryptsetup: the PBKDF rows of benchmark read
+// the same but for the measured iteration counts.
+func TestBenchmarkPBKDFLinesLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	// Counts are right-aligned in a field: the padding varies with them.
+	counts := regexp.MustCompile(`(?m)^(PBKDF2-\S+|argon2i\S*)\s+\d+`)
+	for _, args := range [][]string{
+		{"benchmark", "--pbkdf", "argon2id", "--pbkdf-memory", "32", "--iter-time", "100"},
+		{"benchmark", "--pbkdf", "argon2i", "--pbkdf-memory", "64", "--pbkdf-parallel", "1", "-i", "100"},
+		{"benchmark", "--pbkdf", "pbkdf2", "-h", "sha256"},
+	} {
+		want, got := w.cs(nil, args...), w.luksd(nil, args...)
+		a, b := counts.ReplaceAllString(want.stdout, "$1 N"), counts.ReplaceAllString(got.stdout, "$1 N")
+		if got.code != want.code || a != b || !strings.Contains(a, " N ") {
+			t.Errorf("%q:\n--- cryptsetup (exit %d)\n%s--- luksd (exit %d)\n%s", args, want.code, a, got.code, b)
+		}
+	}
+}
