@@ -18,6 +18,10 @@ var (
 	ErrNotLUKS = errors.New("device is not a valid LUKS device")
 	// ErrWrongPassphrase: no keyslot opened with the passphrase (CLI exit 2).
 	ErrWrongPassphrase = errors.New("no key available with this passphrase")
+	// ErrNoUsableKeyslot: Unlock found no keyslot to try, or the last one
+	// it met is not bound to the data segment (CLI exit 1, cryptsetup's "No
+	// usable keyslot is available.").
+	ErrNoUsableKeyslot = errors.New("no usable keyslot is available")
 	// ErrNoFreeSlot: every keyslot is taken (CLI exit 1).
 	ErrNoFreeSlot = errors.New("all key slots full")
 	// ErrVolumeKeyMismatch: a volume key given to AddKey does not match the
@@ -122,9 +126,11 @@ func (h *Header) Flags() []string { return h.impl.flags() }
 // ActiveKeyslots returns the numbers of the keyslots in use, ascending.
 func (h *Header) ActiveKeyslots() []int { return h.impl.activeKeyslots() }
 
-// Unlock tries the keyslots (priority order; only keyslots bound to the data
-// segment unless slot >= 0 names one) and returns the volume key and the slot
-// that opened. ErrWrongPassphrase when none does.
+// Unlock tries the keyslots (priority order, then the metadata's order; only
+// keyslots bound to the data segment unless slot >= 0 names one) and returns
+// the volume key and the slot that opened. When none does:
+// ErrWrongPassphrase, or ErrNoUsableKeyslot as cryptsetup decides between
+// them (LUKS2).
 func (h *Header) Unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
 	return h.impl.unlock(dev, passphrase, slot)
 }

@@ -198,8 +198,12 @@ func TestKeyslotPriority(t *testing.T) {
 	cryptsetup(t, "config", "--priority", "ignore", "--key-slot", "1", img)
 	cryptsetup(t, "config", "--priority", "ignore", "--key-slot", "0", img)
 	h, f = readHdr(t, img)
-	if _, _, err := h.Unlock(f, pass, -1); err != ErrWrongPassphrase {
-		t.Fatalf("all slots ignored: %v, want ErrWrongPassphrase", err)
+	// cryptsetup: "No usable keyslot is available." (exit 1), not a wrong passphrase.
+	if _, _, err := h.Unlock(f, pass, -1); err != ErrNoUsableKeyslot {
+		t.Fatalf("all slots ignored: %v, want ErrNoUsableKeyslot", err)
+	}
+	if out, err := runCryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img); err == nil || !strings.Contains(out, "No usable keyslot is available.") {
+		t.Fatalf("cryptsetup with all slots ignored: %v %q", err, out)
 	}
 	if _, slot, err := h.Unlock(f, pass, 1); err != nil || slot != 1 {
 		t.Fatalf("ignored slot named: slot %d, %v; want 1", slot, err)

@@ -155,6 +155,8 @@ func headerError(path string, err error) error {
 		return exitf(exitParams, "Device %s is not a valid LUKS device.", path)
 	case errors.Is(err, luks2.ErrWrongPassphrase):
 		return exitf(exitPermission, "No key available with this passphrase.")
+	case errors.Is(err, luks2.ErrNoUsableKeyslot):
+		return exitf(exitParams, "No usable keyslot is available.")
 	case errors.Is(err, luks2.ErrNoFreeSlot):
 		return exitf(exitParams, "All key slots full.")
 	case errors.Is(err, luks2.ErrVolumeKeyMismatch):

@@ -1,0 +1,64 @@
+package luks2
+
+import (
+	"errors"
+	"os/exec"
+	"testing"
+)
+
+// TestUnlockOrderLikeCryptsetup: keyslots are tried in the metadata's
+// order within a priority, and a failed unlock is a wrong passphrase or
+// "no usable keyslot" exactly where cryptsetup says so (exit 2 or 1).
+func TestUnlockOrderLikeCryptsetup(t *testing.T) {
+	pass := []byte("same")
+	kf := keyFile(t, pass)
+	pb := cryptsetupPBKDFArgs(cheapPBKDF2)
+
+	// Keyslot 1 made first, then 0 with the same passphrase: the metadata
+	// lists 1 before 0, and both tools open keyslot 1.
+	img := image(t, 20<<20)
+	cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "-S", "1", "--key-file", kf}, pb...), img)...)
+	cryptsetup(t, append(append([]string{"luksAddKey", "-q", "-S", "0", "--key-file", kf}, pb...), img, kf)...)
+	h, f := readHdr(t, img)
+	if _, slot, err := h.Unlock(f, pass, -1); err != nil || slot != 1 {
+		t.Fatalf("Unlock: slot %d, %v; want 1 (listed first)", slot, err)
+	}
+	if s := opensSlot(t, img, pass); s != 1 {
+		t.Fatalf("cryptsetup opens slot %d, want 1", s)
+	}
+
+	// A bound keyslot 0 and an unbound keyslot 1 under each priority setting.
+	for _, prio := range [][2]string{{"", ""}, {"0", "prefer"}, {"1", "prefer"}, {"0", "ignore"}, {"1", "ignore"}} {
+		t.Run(prio[1]+prio[0], func(t *testing.T) {
+			img := image(t, 20<<20)
+			cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", kf}, pb...), img)...)
+			cryptsetup(t, append(append([]string{"luksAddKey", "-q", "--unbound", "-s", "256"}, pb...), img, keyFile(t, []byte("unbound")))...)
+			if prio[0] != "" {
+				cryptsetup(t, "config", "--priority", prio[1], "-S", prio[0], img)
+			}
+			h, f := readHdr(t, img)
+			for _, p := range []string{"same", "unbound", "wrong"} {
+				_, slot, err := h.Unlock(f, []byte(p), -1)
+				code := 0
+				switch {
+				case errors.Is(err, ErrWrongPassphrase):
+					code = 2
+				case errors.Is(err, ErrNoUsableKeyslot):
+					code = 1
+				case err != nil:
+					t.Fatalf("%s: %v", p, err)
+				}
+				_, csErr := runCryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, []byte(p)), img)
+				csCode := 0
+				var ee *exec.ExitError
+				if errors.As(csErr, &ee) {
+					csCode = ee.ExitCode()
+				}
+				if code != csCode {
+					t.Fatalf("passphrase %q: luksd %d (slot %d, %v), cryptsetup exit %d", p, code, slot, err, csCode)
+				}
+				t.Logf("passphrase %q: exit %d", p, code)
+			}
+		})
+	}
+}
