@@ -97,6 +97,7 @@ func TestCLILikeCryptsetup(t *testing.T) {
 		// isLuks and luksUUID on something else: exit 1 and no message.
 		{args: []string{"isLuks", "-v", plain}, stdout: true},
 		{args: []string{"luksUUID", plain}, stdout: true},
+		{args: []string{"luksUUID", "--type", "luks1", img}, stdout: true},
 		{args: []string{"--test-args", "luksDump", img}, stdout: true},
 		// benchmark of a hash that is not there.
 		{args: []string{"benchmark", "-h", "sha999"}, stdout: true},

@@ -189,16 +189,12 @@ func luksUUID(c *cli.Context) error {
 		return err
 	}
 	if !c.IsSet("uuid") {
-		// A device without a LUKS header: exit 1 silently, as cryptsetup.
-		if f, _, err := openDevice(headerPath(c, dev), false); err == nil {
-			isLUKS := luks2.IsLUKS(f)
-			f.Close()
-			if !isLUKS {
-				return exitf(exitParams, "")
-			}
-		}
 		h, f, err := readHeaderOfType(c, dev, false)
 		if err != nil {
+			// No LUKS header (of --type): exit 1 silently, as cryptsetup.
+			if err.Error() == fmt.Sprintf("Device %s is not a valid LUKS device.", headerPath(c, dev)) {
+				return exitf(exitParams, "")
+			}
 			return err
 		}
 		f.Close()
