@@ -150,6 +150,10 @@ func (h *Header) AddUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 	return h.impl.addUnboundKey(dev, key, passphrase, slot, p)
 }
 
+// Unbound reports whether keyslot slot exists and holds a key bound to no
+// segment (LUKS2 only).
+func (h *Header) Unbound(slot int) bool { return h.impl.unbound(slot) }
+
 // VerifyVolumeKey checks vk against the data segment's digest: nil, or
 // ErrVolumeKeyMismatch.
 func (h *Header) VerifyVolumeKey(vk []byte) error { return h.impl.verifyVolumeKey(vk) }

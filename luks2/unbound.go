@@ -46,3 +46,11 @@ func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 	}
 	return slot, nil
 }
+
+func (h *header) unbound(slot int) bool {
+	if h.v1 != nil || h.meta.keyslots[slot] == nil {
+		return false
+	}
+	d := h.meta.keyslotDigest(slot)
+	return d == nil || len(d.segments) == 0
+}

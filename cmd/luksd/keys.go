@@ -497,6 +497,11 @@ func erase(c *cli.Context) error {
 		return errAborted(exitPermission, "Operation aborted, keyslots were NOT wiped.")
 	}
 	for _, slot := range h.ActiveKeyslots() {
+		// As cryptsetup: erase destroys the volume key's keyslots and
+		// leaves unbound keys, which are not the volume key.
+		if h.Unbound(slot) {
+			continue
+		}
 		if err := h.KillSlot(f, slot); err != nil {
 			return headerError(headerPath(c, dev), err)
 		}

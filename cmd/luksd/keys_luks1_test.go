@@ -276,4 +276,8 @@ func TestInteropUnboundAndPriority(t *testing.T) {
 	tw.run("", "luksKillSlot", "-q", "IMG", "1")
 	w.sameOutput("luksDump", tw.mine)
 	w.sameOutput("luksDump", "--dump-json-metadata", tw.mine)
+	// erase leaves the unbound keyslot 7 and its key.
+	tw.run("", "erase", "-q", "IMG")
+	w.cs(nil, "open", "--test-passphrase", "--unbound", "-S", "7", "-d", k2, tw.mine).ok(t)
+	w.cs(nil, "open", "--test-passphrase", "-d", k0, tw.mine).expect(t, 1, "No usable keyslot is available.")
 }
