@@ -109,6 +109,8 @@ func TestCLIErrorsAndExitCodes(t *testing.T) {
 	luksd(t, nil, "luksHeaderBackup", plain).expect(t, 1, "Option --header-backup-file is required.")
 
 	luksd(t, nil, "frobnicate", plain).expect(t, 1, "Unknown action.")
+	luksd(t, nil, "repair", plain).expect(t, 1, "Action repair is not supported by luksd.")
+	luksd(t, nil, "help").expect(t, 1, "Unknown action.") // as cryptsetup help
 	luksd(t, nil).expect(t, 1, "Argument <action> missing.")
 
 	// isLuks: 1 quietly; -v adds cryptsetup's status line only.

@@ -149,6 +149,15 @@ var optionAliases = map[string]string{
 	"master-key-file": "volume-key-file",
 }
 
+// otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
+// not have: a script that uses one learns why it failed.
+var otherActions = []string{
+	"repair", "reencrypt", "resize", "luksConvertKey", "luksSuspend", "luksResume", "token", "convert",
+	"tcryptDump", "bitlkDump", "fvault2Dump", "create", "plainOpen", "loopaesOpen", "tcryptOpen",
+	"bitlkOpen", "fvault2Open", "remove", "plainClose", "loopaesClose", "tcryptClose", "bitlkClose",
+	"fvault2Close",
+}
+
 // verbAliases are cryptsetup's old action names; messages name the action.
 var verbAliases = map[string]string{
 	"luksOpen":  "open",
@@ -395,6 +404,9 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 	line.verb, pos = pos[0], pos[1:]
 	cmd := findCommand(app, line.verb)
 	if cmd == nil {
+		if contains(otherActions, line.verb) {
+			return line, exitf(exitParams, "Action %s is not supported by luksd.", line.verb)
+		}
 		return line, exitf(exitParams, "Unknown action.")
 	}
 	action := canonicalVerb(line.verb)
