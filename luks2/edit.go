@@ -3,6 +3,7 @@ package luks2
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // errLUKS1NoLabel: LUKS1 headers have no label or subsystem field.
@@ -160,6 +161,8 @@ func (h *header) setUUID(dev Device, uuid string) error {
 	if !uuidPattern.MatchString(uuid) {
 		return fmt.Errorf("wrong LUKS UUID format provided: %q", uuid)
 	}
+	// cryptsetup stores UUIDs in lower case.
+	uuid = strings.ToLower(uuid)
 	if h.v1 != nil {
 		return h.v1.setUUID(dev, uuid)
 	}

@@ -218,6 +218,10 @@ func luksAddKey(c *cli.Context) error {
 func keyToAdd(c *cli.Context, h *luks2.Header, f *os.File, unlockSlot int) (*keyring.Secret, error) {
 	bits := c.Int("key-size")
 	if c.Bool("unbound") {
+		if path := c.String("volume-key-file"); path != "" {
+			// cryptsetup: the unbound key is the file's, as it is.
+			return readAddKeyVolumeKey(path, bits/8)
+		}
 		k, err := keyring.NewSecret(bits / 8)
 		if err != nil {
 			return nil, withCode(exitMemory, err)

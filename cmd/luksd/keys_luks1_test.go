@@ -132,9 +132,12 @@ func TestInteropLUKS1KeysLikeCryptsetup(t *testing.T) {
 	}
 	tw.run("", add("-d", k0, "IMG", k3)...)
 	tw.run("", append([]string{"luksChangeKey", "-v", "-d", k5, "IMG", k2}, it...)...)
-	tw.run("", "luksUUID", "-q", "--uuid", "01234567-89ab-cdef-0123-456789abcdef", "IMG")
+	tw.run("", "luksUUID", "-q", "--uuid", "01234567-89AB-CDEF-0123-456789ABCDEF", "IMG")
 	tw.sameSlots()
 	w.sameOutput("luksUUID", tw.mine) // luksd reads what it wrote
+	if got := w.cs(nil, "luksUUID", tw.mine).ok(t).stdout; got != "01234567-89ab-cdef-0123-456789abcdef\n" {
+		t.Fatalf("UUID %q not stored in lower case as cryptsetup does", got)
+	}
 
 	for _, key := range []string{k0, k2, k3} {
 		if !w.opens(tw.mine, key) {
@@ -253,6 +256,14 @@ func TestInteropUnboundAndPriority(t *testing.T) {
 	tw.run("", add("--unbound", "-s", "256", "IMG", k1)...)
 	tw.run("two\n", add("--unbound", "--key-size", "128", "-S", "7", "IMG")...)
 	tw.run("", add("-d", k0, "IMG", k2)...)
+	// --unbound with --volume-key-file stores the file's key.
+	ukey := w.key("ukey", "0123456789abcdef0123456789abcdef")
+	tw.run("", add("--unbound", "-s", "256", "--volume-key-file", ukey, "-S", "9", "IMG", k1)...)
+	dump := w.cs(nil, "luksDump", "--unbound", "-S", "9", "-d", k1, tw.mine).ok(t).stdout
+	if !strings.Contains(dump, "30 31 32 33 34 35 36 37 38 39 61 62 63 64 65 66") {
+		t.Fatalf("the unbound key is not the file's:\n%s", dump)
+	}
+	tw.run("", "luksKillSlot", "-q", "IMG", "9")
 	// Neither opens the volume with the unbound passphrase.
 	for _, img := range []string{tw.cs, tw.mine} {
 		if w.opens(img, k1) {
