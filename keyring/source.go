@@ -89,8 +89,9 @@ var (
 
 // read applies --keyfile-offset and --keyfile-size to f, as cryptsetup's
 // keyfile reader does: line stops at a newline (piped passphrases); an
-// empty read is an empty passphrase from a regular file, but "Nothing to
-// read on input." from a pipe.
+// empty read is an empty passphrase from a key file named by path, but
+// "Nothing to read on input." from standard input, even when that is a
+// redirected regular file.
 func (s Source) read(f *os.File, line bool) (*Secret, error) {
 	if s.Offset < 0 || s.Size < 0 {
 		return nil, errors.New("Negative keyfile offset or size.")
@@ -124,7 +125,7 @@ func (s Source) read(f *os.File, line bool) (*Secret, error) {
 		k.Wipe()
 		return nil, errShort
 	}
-	if k.Len() == 0 && !newline && !regular {
+	if k.Len() == 0 && !newline && !(regular && !s.fromStdin()) {
 		k.Wipe()
 		return nil, ErrNoInput
 	}

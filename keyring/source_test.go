@@ -88,6 +88,19 @@ func TestKeyFileLimits(t *testing.T) {
 	if !errors.Is(err, ErrNoInput) {
 		t.Fatalf("empty pipe: err = %v", err)
 	}
+	// An empty regular file redirected to standard input is no input, as
+	// with cryptsetup (with and without --key-file -).
+	for _, kf := range []string{"", "-"} {
+		empty, err := os.Open(writeFile(t, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Source{KeyFile: kf, Stdin: empty}.Passphrase("", false)
+		empty.Close()
+		if !errors.Is(err, ErrNoInput) {
+			t.Fatalf("empty regular file on stdin (--key-file %q): err = %v", kf, err)
+		}
+	}
 	_, err = Source{KeyFile: filepath.Join(t.TempDir(), "absent")}.Passphrase("", false)
 	if err == nil || err.Error() != "Failed to open key file." {
 		t.Fatalf("missing key file: err = %v", err)
