@@ -62,6 +62,11 @@ func TestCLILikeCryptsetup(t *testing.T) {
 		{args: []string{"luksKillSlot", img}},
 		{args: []string{"luksFormat"}},
 		{args: []string{"luksErase"}},
+		{args: []string{"open"}},
+		{args: []string{"luksOpen", img}},
+		{args: []string{"close"}},
+		{args: []string{"status"}},
+		{args: []string{"open", "--type", "luks3", img, "n"}},
 		// Options an action refuses, under the action's own name.
 		{args: []string{"luksDump", "--uuid", uuid, img}},
 		{args: []string{"luksDump", "-s", "256", img}},

@@ -96,9 +96,8 @@ func openAction(c *cli.Context) error {
 		AllowDiscards: c.Bool("allow-discards"),
 		Recover:       c.Bool("recover"),
 	}
-	wantType := strings.ToLower(c.String("type"))
-	if !slices.Contains([]string{"luks", "luks1", "luks2"}, wantType) {
-		return exitf(exitParams, "Unsupported device type %s (luksd opens luks, luks1 and luks2).", c.String("type"))
+	if err := checkOpenType(c.String("type"), false); err != nil {
+		return err
 	}
 	frontendName, err := deviceWish(c, &spec)
 	if err != nil {

@@ -19,17 +19,17 @@ import (
 func TestOpenArguments(t *testing.T) {
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	img := zeroFile(t, t.TempDir(), "img", 1<<20)
-	luksd(t, nil, "open").expect(t, exitParams, "Command requires device and mapped name as arguments.")
+	luksd(t, nil, "open").expect(t, exitParams, "open: requires <device> [--type <type>] [<name>] as arguments")
 	luksd(t, nil, "open", img).expect(t, exitParams, "Command requires device and mapped name as arguments.")
 	luksd(t, nil, "open", img, "a/b").expect(t, exitParams, "Invalid device name")
-	luksd(t, nil, "open", "--type", "plain", img, "v").expect(t, exitParams, "Unsupported device type plain")
+	luksd(t, nil, "open", "--type", "plain", img, "v").expect(t, exitParams, "Device type plain is not supported by luksd")
 	luksd(t, nil, "open", "--nbd-device", "/dev/sda", img, "v").expect(t, exitParams, "is not an NBD device")
 	luksd(t, nil, "open", "--frontend", "ublk", "--nbd-device", "/dev/nbd0", img, "v").expect(t, exitParams, "--nbd-device needs --frontend nbd")
 	luksd(t, nil, "open", "--nbd-device", "/dev/nbd0", "--ublk-device", "0", img, "v").expect(t, exitParams, "exclude each other")
 	// Not a LUKS device: refused before any passphrase is asked for.
 	luksd(t, nil, "open", img, "v").expect(t, exitParams, "is not a valid LUKS device")
 	// Options after the positional arguments, as cryptsetup takes them.
-	luksd(t, nil, "luksOpen", img, "v", "--type", "luks3").expect(t, exitParams, "Unsupported device type luks3")
+	luksd(t, nil, "luksOpen", img, "v", "--type", "luks3").expect(t, exitParams, "Unrecognized metadata device type luks3.")
 }
 
 // TestOpenRefusesActiveName: exit 5 when NAME is active (a daemon in this

@@ -166,8 +166,9 @@ var verbAliases = map[string]string{
 }
 
 // verbArgs are the positional arguments each action requires, in
-// cryptsetup's words ("luksDump: requires <device> as arguments"). open,
-// close and status check their own (open.go, state.go).
+// cryptsetup's words ("luksDump: requires <device> as arguments"). open
+// also checks for its name itself (open.go): cryptsetup says something else
+// when only the name is missing.
 var verbArgs = map[string]struct {
 	min   int
 	usage string
@@ -184,6 +185,9 @@ var verbArgs = map[string]struct {
 	"config":            {1, "<device>"},
 	"luksHeaderBackup":  {1, "<device>"},
 	"luksHeaderRestore": {1, "<device>"},
+	"open":              {1, "<device> [--type <type>] [<name>]"},
+	"close":             {1, "<name>"},
+	"status":            {1, "<name>"},
 }
 
 // refusesOptions reports whether action is one of cryptsetup's, whose
@@ -191,7 +195,7 @@ var verbArgs = map[string]struct {
 // they define.
 func refusesOptions(action string) bool {
 	_, ok := verbArgs[action]
-	return ok || action == "open" || action == "close" || action == "status" || action == "benchmark"
+	return ok || action == "benchmark"
 }
 
 // luksdExtensions are options luksd takes on a cryptsetup action that

@@ -53,7 +53,7 @@ func TestStatusVerb(t *testing.T) {
 	if r.code != exitDevice || r.stdout != "nothere is inactive.\n" {
 		t.Fatalf("status of an inactive name: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
-	luksd(t, nil, "status").expect(t, exitParams, "requires device name")
+	luksd(t, nil, "status").expect(t, exitParams, "status: requires <name> as arguments")
 	luksd(t, nil, "status", "a/b").expect(t, exitParams, "Invalid device name")
 	r = luksd(t, nil, "status", "/dev/nbd7")
 	if r.code != exitDevice || r.stdout != "/dev/nbd7 is inactive.\n" {
