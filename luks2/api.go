@@ -72,7 +72,7 @@ type FormatOptions struct {
 	DataOffset   int64  // bytes (--offset is in 512-byte sectors; the CLI converts); 0 = default
 	Keyslot      int    // -1 = first free
 	VolumeKey    []byte // nil = random from crypto/rand
-	Version      int    // 2 (only LUKS2 is created)
+	Version      int    // 2 (default) or 1; LUKS1 takes PBKDF2 only, no label, subsystem, area sizes or sector size but 512
 	DetachedData bool   // --header given: data segment offset 0 on the data device
 }
 
@@ -97,8 +97,9 @@ func Read(dev io.ReaderAt, size int64) (*Header, error) { return readHeader(dev,
 // IsLUKS reports whether dev starts with a LUKS magic and a known version.
 func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }
 
-// Format writes a new LUKS2 header to dev and one keyslot for passphrase,
-// returning the header and the volume key (caller wipes it). size is the
+// Format writes a new LUKS2 (or, with Version 1, LUKS1) header to dev and
+// one keyslot for passphrase, returning the header and the volume key
+// (caller wipes it). size is the
 // size of the data device (with DetachedData, dev is the header file and
 // size still the data device's); as cryptsetup 2.6 does on image files,
 // the default sector size is 4096 when size is a multiple of 4096, else

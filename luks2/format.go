@@ -74,8 +74,12 @@ func layout(opts FormatOptions) (hdrSize int64, keyslotsSize uint64, dataOffset 
 }
 
 func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
-	if opts.Version != 0 && opts.Version != 2 {
-		return nil, nil, fmt.Errorf("%w: only LUKS2 headers are created", ErrUnsupported)
+	switch opts.Version {
+	case 1:
+		return formatLUKS1(dev, size, opts, passphrase)
+	case 0, 2:
+	default:
+		return nil, nil, fmt.Errorf("%w: LUKS version %d", ErrUnsupported, opts.Version)
 	}
 	if opts.Cipher == "" {
 		opts.Cipher = "aes-xts-plain64"

@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// formatLUKS1 has cryptsetup format a LUKS1 image with pass in keyslot 0.
-func formatLUKS1(t *testing.T, pass []byte, extra ...string) string {
+// csFormatLUKS1 has cryptsetup format a LUKS1 image with pass in keyslot 0.
+func csFormatLUKS1(t *testing.T, pass []byte, extra ...string) string {
 	t.Helper()
 	img := image(t, 8<<20)
 	args := append([]string{"luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--key-file", keyFile(t, pass)}, extra...)
@@ -63,7 +63,7 @@ func TestLUKS1EditsCryptsetupAccepts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p0, p1, p2 := []byte("first"), []byte("second"), []byte("third")
-			img := formatLUKS1(t, p0, "--cipher", tc.cipher, "--hash", tc.hash, "--key-size", tc.bits)
+			img := csFormatLUKS1(t, p0, "--cipher", tc.cipher, "--hash", tc.hash, "--key-size", tc.bits)
 			want := cryptsetupVolumeKey(t, img, keyFile(t, p0))
 			h, f := readHdr(t, img)
 			vk, _, err := h.Unlock(f, p0, -1)
@@ -157,7 +157,7 @@ func readAt(t *testing.T, path string, off int64, n int) []byte {
 // byte for byte as it was.
 func TestLUKS1EditRefusals(t *testing.T) {
 	pass := []byte("pw")
-	img := formatLUKS1(t, pass)
+	img := csFormatLUKS1(t, pass)
 	h, f := readHdr(t, img)
 	vk, _, err := h.Unlock(f, pass, -1)
 	if err != nil {
@@ -271,7 +271,7 @@ func (d *recordingDevice) Sync() error {
 // reads, where every old passphrase still opens.
 func TestLUKS1EditOrder(t *testing.T) {
 	pass := []byte("old")
-	img := formatLUKS1(t, pass)
+	img := csFormatLUKS1(t, pass)
 	f, size := openRW(t, img)
 	dev := &recordingDevice{f: f}
 	h, err := Read(dev, size)
@@ -301,7 +301,7 @@ func TestLUKS1EditOrder(t *testing.T) {
 
 	// Crash at each write of AddKey, then of KillSlot.
 	for failAt := 1; failAt <= 2; failAt++ {
-		img := formatLUKS1(t, pass)
+		img := csFormatLUKS1(t, pass)
 		f, size := openRW(t, img)
 		h, _ := Read(f, size)
 		vk, _, err := h.Unlock(f, pass, -1)

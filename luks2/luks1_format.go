@@ -1,0 +1,174 @@
+package luks2
+
+import (
+	"bytes"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/luksd/luksd/dmcrypt"
+)
+
+// cryptsetup 2.6.1's LUKS1 layout: keyslot areas start at 4 KiB, each
+// rounded up to 4 KiB; the payload starts at the next 1 MiB boundary.
+const (
+	luks1AreaAlign    = 8    // sectors
+	luks1PayloadAlign = 2048 // sectors
+)
+
+// luks1Layout returns the key material offsets and the default payload
+// offset (sectors) for a keyBytes-byte volume key.
+func luks1Layout(keyBytes int) (offsets [luks1NumKeys]uint32, payload uint32) {
+	stride := (luks1AFSectors(uint32(keyBytes)) + luks1AreaAlign - 1) / luks1AreaAlign * luks1AreaAlign
+	for i := range offsets {
+		offsets[i] = luks1AreaAlign + uint32(i)*stride
+	}
+	end := offsets[luks1NumKeys-1] + stride
+	return offsets, (end + luks1PayloadAlign - 1) / luks1PayloadAlign * luks1PayloadAlign
+}
+
+// formatLUKS1 writes a LUKS1 header as cryptsetup's luksFormat --type luks1
+// does: the header area zeroed, every keyslot area filled with random
+// bytes, the header with all keyslots disabled, then the passphrase's
+// keyslot (PBKDF2 with the header's hash).
+func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
+	if opts.Cipher == "" {
+		opts.Cipher = "aes-xts-plain64"
+	}
+	if err := safeCipher(opts.Cipher); err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	spec, err := dmcrypt.ParseSpec(opts.Cipher)
+	if err != nil {
+		return nil, nil, err
+	}
+	cipherName, cipherMode, _ := strings.Cut(opts.Cipher, "-")
+	if len(cipherName) >= 32 || len(cipherMode) >= 32 {
+		return nil, nil, fmt.Errorf("cipher %q does not fit a LUKS1 header", opts.Cipher)
+	}
+	switch {
+	case opts.SectorSize != 0 && opts.SectorSize != 512:
+		return nil, nil, fmt.Errorf("%w: LUKS1 has 512-byte sectors only", ErrUnsupported)
+	case opts.Label != "" || opts.Subsystem != "":
+		return nil, nil, fmt.Errorf("%w: LUKS1 has no label or subsystem", ErrUnsupported)
+	case opts.MetadataSize != 0 || opts.KeyslotsSize != 0:
+		return nil, nil, fmt.Errorf("%w: LUKS1 has no metadata or keyslots area sizes", ErrUnsupported)
+	case opts.Keyslot >= luks1NumKeys:
+		return nil, nil, fmt.Errorf("keyslot %d is out of range", opts.Keyslot)
+	case opts.DataOffset%512 != 0:
+		return nil, nil, fmt.Errorf("data offset %d is not a multiple of 512 bytes", opts.DataOffset)
+	}
+	p := opts.PBKDF
+	if p.Type != "" && p.Type != "pbkdf2" {
+		return nil, nil, ErrLUKS1PBKDF
+	}
+	hash := strings.ToLower(opts.Hash)
+	if hash == "" {
+		hash = strings.ToLower(p.Hash)
+	}
+	if hash == "" {
+		hash = "sha256"
+	}
+	newHash, err := hashFunc(hash)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(hash) >= 32 {
+		return nil, nil, fmt.Errorf("hash %q does not fit a LUKS1 header", hash)
+	}
+	if opts.KeySize == 0 {
+		opts.KeySize = len(opts.VolumeKey)
+	}
+	if opts.KeySize == 0 {
+		opts.KeySize = 32
+		if spec.Mode == "xts" {
+			opts.KeySize = 64
+		}
+	}
+	if err := spec.CheckKeySize(opts.KeySize); err != nil {
+		return nil, nil, err
+	}
+	if opts.VolumeKey != nil && len(opts.VolumeKey) != opts.KeySize {
+		return nil, nil, fmt.Errorf("volume key has %d bytes, the key size is %d", len(opts.VolumeKey), opts.KeySize)
+	}
+	offsets, payload := luks1Layout(opts.KeySize)
+	keyEnd := offsets[luks1NumKeys-1] + luks1AFSectors(uint32(opts.KeySize))
+	if opts.DataOffset != 0 || opts.DetachedData {
+		payload = uint32(opts.DataOffset / 512)
+		if payload != 0 && payload < keyEnd {
+			return nil, nil, fmt.Errorf("data offset %d is inside the %d-byte LUKS1 header", opts.DataOffset, int64(keyEnd)*512)
+		}
+	}
+	areaEnd := max(int64(payload), int64(keyEnd)) * 512
+	if !opts.DetachedData && size > 0 && size <= areaEnd {
+		return nil, nil, fmt.Errorf("device is too small: %d bytes, the LUKS1 header needs more than %d", size, areaEnd)
+	}
+	if opts.UUID == "" {
+		if opts.UUID, err = newUUID(); err != nil {
+			return nil, nil, err
+		}
+	} else if !uuidPattern.MatchString(opts.UUID) {
+		return nil, nil, fmt.Errorf("wrong LUKS UUID format provided: %q", opts.UUID)
+	}
+	vk := make([]byte, opts.KeySize)
+	if opts.VolumeKey != nil {
+		copy(vk, opts.VolumeKey)
+	} else if _, err := rand.Read(vk); err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*Header, []byte, error) {
+		clear(vk)
+		return nil, nil, err
+	}
+
+	raw := make([]byte, luks1HeaderSize)
+	copy(raw, magic1)
+	binary.BigEndian.PutUint16(raw[offVersion:], 1)
+	copy(raw[8:40], cipherName)
+	copy(raw[40:72], cipherMode)
+	copy(raw[72:104], hash)
+	binary.BigEndian.PutUint32(raw[104:], payload)
+	binary.BigEndian.PutUint32(raw[108:], uint32(opts.KeySize))
+	salt := raw[132:164]
+	if _, err := rand.Read(salt); err != nil {
+		return fail(err)
+	}
+	iter := digestIterations(p, hash, opts.KeySize)
+	sum, err := pbkdf2.Key(newHash, string(vk), salt, iter, luks1DigestSize)
+	if err != nil {
+		return fail(err)
+	}
+	copy(raw[112:132], sum)
+	binary.BigEndian.PutUint32(raw[164:], uint32(iter))
+	copy(raw[168:207], strings.ToLower(opts.UUID))
+	for i, off := range offsets {
+		b := raw[luks1KeyblockBase+i*luks1KeyblockSize:]
+		binary.BigEndian.PutUint32(b, luks1KeyDisabled)
+		binary.BigEndian.PutUint32(b[40:], off)
+		binary.BigEndian.PutUint32(b[44:], luks1Stripes)
+	}
+	next, err := readLUKS1(bytes.NewReader(raw), 0)
+	if err != nil {
+		return fail(fmt.Errorf("refusing to write: %w", err))
+	}
+
+	if err := zeroRange(dev, 0, areaEnd); err != nil {
+		return fail(err)
+	}
+	for _, off := range offsets {
+		if err := wipeArea(dev, uint64(off)*512, uint64(afSize(opts.KeySize, luks1Stripes))); err != nil {
+			return fail(err)
+		}
+	}
+	h := &luks1Header{}
+	if err := h.store(dev, next); err != nil {
+		return fail(err)
+	}
+	slot := max(opts.Keyslot, 0)
+	if _, err := h.addKey(dev, vk, passphrase, slot, p); err != nil {
+		return fail(err)
+	}
+	return &Header{impl: &header{v1: h}}, vk, nil
+}
