@@ -1,9 +1,9 @@
-// Package luks2 reads, validates, unlocks, creates and edits LUKS2 headers
-// (and reads and unlocks LUKS1 ones) byte-for-byte as cryptsetup does.
+// Package luks2 reads, validates, unlocks, creates and edits LUKS2 and
+// LUKS1 headers byte-for-byte as cryptsetup 2.6 does.
 //
 // This file is the package's API; each concern (binary headers, JSON
-// metadata, keyslots, PBKDFs, digests, dump, backup, LUKS1) lives in a file
-// of its own.
+// metadata, keyslots, unlock order, unbound keys, PBKDFs, digests, dump,
+// backup, LUKS1 reading, editing and formatting) lives in a file of its own.
 package luks2
 
 import (
