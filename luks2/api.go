@@ -136,6 +136,14 @@ func (h *Header) Unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, i
 	return h.impl.unlock(dev, passphrase, slot)
 }
 
+// UnlockUnbound is Unlock where keyslots bound to no segment count too, as
+// in cryptsetup's open --test-passphrase --unbound: it returns the key the
+// keyslot that opened holds, which is the volume key only for a bound one.
+// LUKS1 has no unbound keyslots: it is Unlock.
+func (h *Header) UnlockUnbound(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
+	return h.impl.unlockFor(dev, passphrase, slot, true)
+}
+
 // AddKey adds a keyslot for passphrase holding vk (slot -1 = first free).
 // vk must match the volume's digest (else ErrVolumeKeyMismatch). LUKS1:
 // PBKDF2 with the header's hash, p.Iterations or calibrated to p.IterTime

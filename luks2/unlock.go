@@ -12,6 +12,12 @@ import (
 // ones (ignored ones only when named), each in the order the metadata
 // lists them, not by number.
 func (h *header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
+	return h.unlockFor(dev, passphrase, slot, false)
+}
+
+// unlockFor is unlock; with anyKey, a keyslot bound to no segment counts as
+// well as the data segment's (open --test-passphrase --unbound).
+func (h *header) unlockFor(dev io.ReaderAt, passphrase []byte, slot int, anyKey bool) ([]byte, int, error) {
 	if h.v1 != nil {
 		return h.v1.unlock(dev, passphrase, slot)
 	}
@@ -33,11 +39,16 @@ func (h *header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, i
 		}
 		return vk, slot, nil
 	}
-	seg, err := h.meta.dataSegment()
-	if err != nil {
-		return nil, -1, err
+	var d *digest
+	if !anyKey {
+		seg, err := h.meta.dataSegment()
+		if err != nil {
+			return nil, -1, err
+		}
+		if d = h.meta.segmentDigest(seg.id); d == nil {
+			return nil, -1, fmt.Errorf("segment %d has no digest", seg.id)
+		}
 	}
-	d := h.meta.segmentDigest(seg.id)
 	vk, id, errPrefer := h.unlockPass(dev, passphrase, 2, d)
 	if errPrefer == nil {
 		return vk, id, nil
@@ -45,7 +56,7 @@ func (h *header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, i
 	if !errors.Is(errPrefer, ErrWrongPassphrase) && !errors.Is(errPrefer, ErrNoUsableKeyslot) {
 		return nil, -1, errPrefer
 	}
-	vk, id, err = h.unlockPass(dev, passphrase, 1, d)
+	vk, id, err := h.unlockPass(dev, passphrase, 1, d)
 	if err == nil {
 		return vk, id, nil
 	}
@@ -60,7 +71,8 @@ func (h *header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, i
 // unlockPass tries the keyslots of priority prio in metadata order. When
 // none opens, the error is the last keyslot's, as in cryptsetup:
 // ErrNoUsableKeyslot when it is not bound to the data segment's digest d
-// (or no keyslot has that priority), ErrWrongPassphrase when it is.
+// (or no keyslot has that priority), ErrWrongPassphrase when it is. A nil d
+// takes every keyslot with a digest.
 func (h *header) unlockPass(dev io.ReaderAt, passphrase []byte, prio int, d *digest) ([]byte, int, error) {
 	m := h.meta
 	res := ErrNoUsableKeyslot
@@ -69,11 +81,12 @@ func (h *header) unlockPass(dev io.ReaderAt, passphrase []byte, prio int, d *dig
 		if k.priority != prio {
 			continue
 		}
-		if k.typ != "luks2" || d == nil || m.keyslotDigest(id) != d {
+		kd := m.keyslotDigest(id)
+		if k.typ != "luks2" || kd == nil || d != nil && kd != d {
 			res = ErrNoUsableKeyslot
 			continue
 		}
-		vk, err := tryKeyslot(dev, k, d, passphrase)
+		vk, err := tryKeyslot(dev, k, kd, passphrase)
 		if err == nil {
 			return vk, id, nil
 		}

@@ -2,7 +2,9 @@ package luks2
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -37,8 +39,16 @@ func TestUnlockOrderLikeCryptsetup(t *testing.T) {
 				cryptsetup(t, "config", "--priority", prio[1], "-S", prio[0], img)
 			}
 			h, f := readHdr(t, img)
-			for _, p := range []string{"same", "unbound", "wrong"} {
-				_, slot, err := h.Unlock(f, []byte(p), -1)
+			for _, try := range []struct {
+				p       string
+				unbound bool
+			}{{"same", false}, {"unbound", false}, {"wrong", false}, {"same", true}, {"unbound", true}, {"wrong", true}} {
+				p := try.p
+				unlock, args := h.Unlock, []string{"open", "--test-passphrase", "-v"}
+				if try.unbound {
+					unlock, args = h.UnlockUnbound, append(args, "--unbound")
+				}
+				_, slot, err := unlock(f, []byte(p), -1)
 				code := 0
 				switch {
 				case errors.Is(err, ErrWrongPassphrase):
@@ -48,16 +58,16 @@ func TestUnlockOrderLikeCryptsetup(t *testing.T) {
 				case err != nil:
 					t.Fatalf("%s: %v", p, err)
 				}
-				_, csErr := runCryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, []byte(p)), img)
+				out, csErr := runCryptsetup(t, append(args, "--key-file", keyFile(t, []byte(p)), img)...)
 				csCode := 0
 				var ee *exec.ExitError
 				if errors.As(csErr, &ee) {
 					csCode = ee.ExitCode()
 				}
-				if code != csCode {
-					t.Fatalf("passphrase %q: luksd %d (slot %d, %v), cryptsetup exit %d", p, code, slot, err, csCode)
+				if code != csCode || code == 0 && !strings.Contains(out, fmt.Sprintf("Key slot %d unlocked.", slot)) {
+					t.Fatalf("passphrase %q (unbound %v): luksd %d (slot %d, %v), cryptsetup exit %d: %s", p, try.unbound, code, slot, err, csCode, out)
 				}
-				t.Logf("passphrase %q: exit %d", p, code)
+				t.Logf("passphrase %q (unbound %v): exit %d", p, try.unbound, code)
 			}
 		})
 	}

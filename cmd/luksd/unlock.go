@@ -184,7 +184,12 @@ func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.So
 		if err != nil {
 			return nil, 0, err
 		}
-		vk, got, err := h.Unlock(dev, pass.Bytes(), slot)
+		unlock := h.Unlock
+		if c.Bool("unbound") {
+			// open --test-passphrase --unbound: unbound keys count too.
+			unlock = h.UnlockUnbound
+		}
+		vk, got, err := unlock(dev, pass.Bytes(), slot)
 		pass.Wipe()
 		if err == nil {
 			key, err := keyring.FromBytes(vk)
