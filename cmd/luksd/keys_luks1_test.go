@@ -292,3 +292,42 @@ func TestInteropUnboundAndPriority(t *testing.T) {
 	w.cs(nil, "open", "--test-passphrase", "--unbound", "-S", "7", "-d", k2, tw.mine).ok(t)
 	w.cs(nil, "open", "--test-passphrase", "-d", k0, tw.mine).expect(t, 1, "No usable keyslot is available.")
 }
+
+// TestInteropLUKS1DetachedHeader: keys of a LUKS1 volume whose header
+// lives in its own file (payload offset 0) are edited through --header.
+func TestInteropLUKS1DetachedHeader(t *testing.T) {
+	w := newWorkspace(t)
+	data, hdr := w.image("data.img"), zeroFile(t, w.dir, "hdr.img", 4<<20)
+	k0, k1 := w.key("k0", "zero"), w.key("k1", "one")
+	w.cs(nil, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--header", hdr, data, k0).ok(t)
+	w.luksd(nil, "luksAddKey", "--header", hdr, "-d", k0, "--pbkdf-force-iterations", "1000", data, k1).ok(t)
+	w.luksd(nil, "luksKillSlot", "-q", "--header", hdr, data, "0").ok(t)
+	w.cs(nil, "open", "--test-passphrase", "--header", hdr, "-d", k1, data).ok(t)
+	w.cs(nil, "open", "--test-passphrase", "--header", hdr, "-d", k0, data).expect(t, 2, "No key available with this passphrase.")
+	if !strings.Contains(w.cs(nil, "luksDump", hdr).ok(t).stdout, "Payload offset:\t0\n") {
+		t.Fatal("the detached header's payload offset changed")
+	}
+}
+
+// TestInteropChangeKeyAllSlotsFull: with every LUKS2 keyslot taken,
+// luksChangeKey rewrites the passphrase's own keyslot, as cryptsetup does.
+func TestInteropChangeKeyAllSlotsFull(t *testing.T) {
+	w := newWorkspace(t)
+	k0, k1, k2 := w.key("k0", "zero"), w.key("k1", "one"), w.key("k2", "two")
+	pb := cheapPBKDF("pbkdf2")
+	tw := newTwin(w, k0, append([]string{"--type", "luks2"}, pb...)...)
+	for _, img := range []string{tw.cs, tw.mine} {
+		for i := 1; i < 32; i++ {
+			key := k0
+			if i == 17 {
+				key = k1
+			}
+			w.cs(nil, append([]string{"luksAddKey", "-q", "-d", k0, img, key}, pb...)...).ok(t)
+		}
+	}
+	tw.run("", append([]string{"luksAddKey", "-v", "-d", k0, "IMG", k2}, pb...)...)
+	tw.run("", append([]string{"luksChangeKey", "-v", "-d", k1, "IMG", k2}, pb...)...)
+	if !w.opens(tw.mine, k2) || w.opens(tw.mine, k1) {
+		t.Fatal("the changed passphrase does not replace the old one")
+	}
+}
