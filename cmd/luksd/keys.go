@@ -254,7 +254,7 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f *os.File, unlockSlot int) (*key
 		}
 		return vk, nil
 	}
-	if len(h.ActiveKeyslots()) == 0 {
+	if len(boundKeyslots(h)) == 0 {
 		return nil, exitf(exitParams, "Cannot add key slot, all slots disabled and no volume key provided.")
 	}
 	vk, _, err := unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
@@ -304,7 +304,7 @@ func luksRemoveKey(c *cli.Context) error {
 	vk.Wipe()
 	verbosef(c, "Key slot %d unlocked.", slot)
 	verbosef(c, "Keyslot %d is selected for deletion.", slot)
-	if len(h.ActiveKeyslots()) == 1 && src.Interactive() && !confirm(c,
+	if len(boundKeyslots(h)) == 1 && src.Interactive() && !confirm(c,
 		"This is the last keyslot. Device will become unusable after purging this key.") {
 		return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
 	}
@@ -427,7 +427,7 @@ func luksKillSlot(c *cli.Context) error {
 	// cryptsetup asks for a remaining passphrase: one that opens another
 	// keyslot, or this one when it is the last.
 	if !c.Bool("batch-mode") || c.IsSet("key-file") || !stdinIsTerminal() {
-		last := len(h.ActiveKeyslots()) == 1
+		last := !h.Unbound(slot) && len(boundKeyslots(h)) == 1
 		if last && !c.IsSet("key-file") && !confirm(c,
 			"This is the last keyslot. Device will become unusable after purging this key.") {
 			return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
@@ -448,8 +448,21 @@ func luksKillSlot(c *cli.Context) error {
 	return syncHeader(f)
 }
 
-// verifyRemaining asks for a passphrase that opens a keyslot other than
-// slot (or slot itself when it is the last).
+// boundKeyslots are the keyslots holding the volume key (every active one
+// for LUKS1): cryptsetup counts only those for "the last keyslot" and for a
+// remaining passphrase, not unbound ones.
+func boundKeyslots(h *luks2.Header) []int {
+	var ids []int
+	for _, s := range h.ActiveKeyslots() {
+		if !h.Unbound(s) {
+			ids = append(ids, s)
+		}
+	}
+	return ids
+}
+
+// verifyRemaining asks for a passphrase that opens a bound keyslot other
+// than slot (or slot itself when it is the last).
 func verifyRemaining(c *cli.Context, h *luks2.Header, f *os.File, src keyring.Source, slot int, last bool) error {
 	pass, err := src.Passphrase("Enter any remaining passphrase: ", false)
 	if err != nil {
@@ -468,10 +481,15 @@ func verifyRemaining(c *cli.Context, h *luks2.Header, f *os.File, src keyring.So
 		verbosef(c, "Key slot %d unlocked.", slot)
 		return nil
 	}
-	for _, s := range h.ActiveKeyslots() {
-		if s == slot {
-			continue
-		}
+	others := slices.DeleteFunc(boundKeyslots(h), func(s int) bool { return s == slot })
+	if len(others) == 0 {
+		// Killing an unbound keyslot where no bound one is left: cryptsetup
+		// 2.6.1 has nothing to check the passphrase against, goes ahead and
+		// names the end of its keyslot loop.
+		verbosef(c, "Key slot %d unlocked.", maxSlot(h)+1)
+		return nil
+	}
+	for _, s := range others {
 		vk, _, err := h.Unlock(f, pass.Bytes(), s)
 		clear(vk)
 		if err == nil {

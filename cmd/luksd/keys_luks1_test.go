@@ -331,3 +331,37 @@ func TestInteropChangeKeyAllSlotsFull(t *testing.T) {
 		t.Fatal("the changed passphrase does not replace the old one")
 	}
 }
+
+// TestInteropUnboundKeyslotsDoNotCount: for "the last keyslot" and "any
+// remaining passphrase", cryptsetup counts only keyslots bound to the
+// volume; so does luksd.
+func TestInteropUnboundKeyslotsDoNotCount(t *testing.T) {
+	w := newWorkspace(t)
+	k0, k1, k2 := w.key("k0", "zero"), w.key("k1", "one"), w.key("k2", "two")
+	pb := cheapPBKDF("pbkdf2")
+	fresh := func() *twin {
+		tw := newTwin(w, k0, append([]string{"--type", "luks2"}, pb...)...)
+		for _, img := range []string{tw.cs, tw.mine} {
+			w.cs(nil, append([]string{"luksAddKey", "-q", "--unbound", "-s", "256", img, k1}, pb...)...).ok(t)
+		}
+		return tw
+	}
+	// Slot 0 is the last bound keyslot: only its own passphrase kills it.
+	tw := fresh()
+	tw.run("", "luksKillSlot", "-v", "-d", k1, "IMG", "0")
+	tw.run("", "luksKillSlot", "-v", "-d", k0, "IMG", "0")
+	// Only the unbound keyslot is left: nothing to add from, nothing to
+	// remove by passphrase, and killing it asks nothing of the passphrase.
+	tw.run("", append([]string{"luksAddKey", "-v", "-d", k1, "IMG", k2}, pb...)...)
+	tw.run("", "luksRemoveKey", "-v", "-d", k1, "IMG")
+	tw.run("", "luksKillSlot", "-v", "-d", k2, "IMG", "1")
+	// With a second bound keyslot, the unbound passphrase is no remaining one.
+	tw = fresh()
+	for _, img := range []string{tw.cs, tw.mine} {
+		w.cs(nil, append([]string{"luksAddKey", "-q", "-d", k0, img, k2}, pb...)...).ok(t)
+	}
+	tw.run("", "luksKillSlot", "-v", "-d", k1, "IMG", "2")
+	tw.run("", "luksKillSlot", "-v", "-d", k1, "IMG", "1")
+	tw.run("", "luksKillSlot", "-v", "-d", k0, "IMG", "1")
+	tw.run("", "luksKillSlot", "-v", "-d", k0, "IMG", "2")
+}
