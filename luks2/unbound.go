@@ -9,7 +9,9 @@ import (
 
 // addUnboundKey stores key in a keyslot bound to no segment, with a digest
 // of its own (luksAddKey --unbound): cryptsetup 2.6 keeps such keys for
-// other uses than opening the volume, and open ignores them.
+// other uses than opening the volume, and open ignores them. A key another
+// unbound keyslot holds already (a passphrase change) joins that keyslot's
+// digest.
 func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p PBKDF) (int, error) {
 	if h.v1 != nil {
 		return -1, fmt.Errorf("%w: LUKS1 has no unbound keyslots", ErrUnsupported)
@@ -25,22 +27,35 @@ func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 		return -1, err
 	}
 	p = p.withDefaults()
-	hash := strings.ToLower(p.Hash)
-	dn, err := newDigestNode(key, hash, digestIterations(p, hash, len(key)), []int{slot}, nil)
+	same, err := h.unboundDigest(key)
 	if err != nil {
 		return -1, err
+	}
+	var dn *node
+	if same == nil {
+		hash := strings.ToLower(p.Hash)
+		if dn, err = newDigestNode(key, hash, digestIterations(p, hash, len(key)), []int{slot}, nil); err != nil {
+			return -1, err
+		}
 	}
 	kn, err := h.newKeyslot(dev, key, passphrase, slot, p)
 	if err != nil {
 		return -1, err
 	}
-	id := 0
-	for h.meta.digests[id] != nil {
-		id++
-	}
 	root := h.meta.root.clone()
 	root.get("keyslots").set(strconv.Itoa(slot), kn)
-	root.get("digests").set(strconv.Itoa(id), dn)
+	if same != nil {
+		arr := root.get("digests").get(strconv.Itoa(same.id)).get("keyslots")
+		v := jString(strconv.Itoa(slot))
+		v.parent = arr
+		arr.vals = append(arr.vals, v)
+	} else {
+		id := 0
+		for h.meta.digests[id] != nil {
+			id++
+		}
+		root.get("digests").set(strconv.Itoa(id), dn)
+	}
 	if err := h.replace(dev, root); err != nil {
 		return -1, err
 	}
@@ -53,4 +68,23 @@ func (h *header) unbound(slot int) bool {
 	}
 	d := h.meta.keyslotDigest(slot)
 	return d == nil || len(d.segments) == 0
+}
+
+// unboundDigest returns the digest of unbound keyslots that key matches,
+// or nil.
+func (h *header) unboundDigest(key []byte) (*digest, error) {
+	for _, id := range sortedIDs(h.meta.digests) {
+		d := h.meta.digests[id]
+		if len(d.segments) > 0 || len(d.keyslots) == 0 || h.meta.keyslots[d.keyslots[0]].keySize != len(key) {
+			continue
+		}
+		ok, err := d.verify(key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return d, nil
+		}
+	}
+	return nil, nil
 }

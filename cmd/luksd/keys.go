@@ -257,7 +257,12 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f *os.File, unlockSlot int) (*key
 	if len(boundKeyslots(h)) == 0 {
 		return nil, exitf(exitParams, "Cannot add key slot, all slots disabled and no volume key provided.")
 	}
-	vk, _, err := unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
+	vk, slot, err := unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
+	if err == nil && h.Unbound(slot) {
+		// cryptsetup fails here (exit 1) without a word.
+		vk.Wipe()
+		return nil, exitf(exitParams, "Key slot %d holds an unbound key, not the volume key.", slot)
+	}
 	return vk, err
 }
 
@@ -378,12 +383,17 @@ func moveKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot int,
 // derivation. With every keyslot taken, the old one is wiped first and
 // rewritten, which is as far as cryptsetup's in-place rewrite goes too.
 func changeKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot, newSlot int, p luks2.PBKDF) (int, error) {
-	tmp, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+	add := h.AddKey
+	if h.Unbound(oldSlot) {
+		// An unbound key (luksChangeKey -S N) stays unbound.
+		add = h.AddUnboundKey
+	}
+	tmp, err := add(f, vk.Bytes(), pass.Bytes(), newSlot, p)
 	if errors.Is(err, luks2.ErrNoFreeSlot) && newSlot < 0 {
 		if err := h.KillSlot(f, oldSlot); err != nil {
 			return 0, err
 		}
-		return h.AddKey(f, vk.Bytes(), pass.Bytes(), oldSlot, p)
+		return add(f, vk.Bytes(), pass.Bytes(), oldSlot, p)
 	}
 	if err != nil {
 		return 0, err
@@ -394,7 +404,7 @@ func changeKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot, n
 	if newSlot >= 0 {
 		return tmp, nil
 	}
-	if _, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), oldSlot, p); err != nil {
+	if _, err := add(f, vk.Bytes(), pass.Bytes(), oldSlot, p); err != nil {
 		// The new passphrase still opens keyslot tmp.
 		return 0, fmt.Errorf("new passphrase stored in key slot %d, not %d: %w", tmp, oldSlot, err)
 	}

@@ -364,4 +364,37 @@ func TestInteropUnboundKeyslotsDoNotCount(t *testing.T) {
 	tw.run("", "luksKillSlot", "-v", "-d", k1, "IMG", "1")
 	tw.run("", "luksKillSlot", "-v", "-d", k0, "IMG", "1")
 	tw.run("", "luksKillSlot", "-v", "-d", k0, "IMG", "2")
+
+	// luksChangeKey -S of an unbound keyslot keeps it unbound, with its
+	// key and digest; luksAddKey cannot add from an unbound key.
+	tw = fresh()
+	unboundKey := func(key string) string {
+		out := w.cs(nil, "luksDump", "--unbound", "-S", "1", "-d", key, tw.mine).ok(t).stdout
+		return out[strings.Index(out, "Unbound Key:"):]
+	}
+	before := unboundKey(k1)
+	tw.run("", append([]string{"luksAddKey", "-v", "-S", "1", "--new-key-slot", "5", "-d", k1, "IMG", k2}, pb...)...)
+	tw.run("", append([]string{"luksChangeKey", "-v", "-S", "1", "-d", k1, "IMG", k2}, pb...)...)
+	if after := unboundKey(k2); after != before {
+		t.Fatalf("the unbound key changed:\n%s\n%s", before, after)
+	}
+	w.sameOutput("luksDump", "--dump-json-metadata", tw.mine)
+	if a, b := w.cs(nil, "luksDump", tw.mine).ok(t).stdout, w.cs(nil, "luksDump", tw.cs).ok(t).stdout; normalizeSalts(a) != normalizeSalts(b) {
+		t.Fatalf("luksDump after changing the unbound passphrase:\n--- cryptsetup\n%s--- luksd\n%s", b, a)
+	}
+}
+
+// normalizeSalts drops the hex lines (salts, digests), the UUID and the
+// epoch of a LUKS2 luksDump (luksd's crash-safe luksChangeKey writes the
+// metadata more often than cryptsetup's).
+func normalizeSalts(s string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && (f[0] == "UUID:" || f[0] == "Epoch:" || f[0] == "Salt:" || f[0] == "Digest:" || len(f[0]) == 2 && strings.Trim(f[0], "0123456789abcdef") == "") {
+			continue
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
 }
