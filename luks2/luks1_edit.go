@@ -167,6 +167,7 @@ func (h *luks1Header) killSlot(dev Device, slot int) error {
 	if err := h.store(dev, &next); err != nil {
 		return err
 	}
+	// Exactly the key material, as cryptsetup wipes it.
 	if err := wipeArea(dev, uint64(s.offset)*512, uint64(afSize(int(h.keyBytes), int(s.stripes)))); err != nil {
 		return err
 	}

@@ -417,3 +417,45 @@ func TestPeerCompatImagesEdited(t *testing.T) {
 		})
 	}
 }
+
+// TestLUKS1KillWipesLikeCryptsetup: KillSlot overwrites what cryptsetup's
+// luksKillSlot overwrites: the key material, not the padding after it.
+func TestLUKS1KillWipesLikeCryptsetup(t *testing.T) {
+	for _, bits := range []string{"512", "256"} {
+		t.Run(bits, func(t *testing.T) {
+			pass := []byte("wipe")
+			kf := keyFile(t, pass)
+			mine, theirs := csFormatLUKS1(t, pass, "--key-size", bits), csFormatLUKS1(t, pass, "--key-size", bits)
+			for _, img := range []string{mine, theirs} {
+				cryptsetup(t, "luksAddKey", "-q", "--pbkdf-force-iterations", "1000", "--key-file", kf, img, keyFile(t, []byte("one")))
+			}
+			h, f := readHdr(t, mine)
+			v1 := h.impl.v1
+			from := int64(v1.slots[1].offset) * 512
+			to := from + int64(afSize(int(v1.keyBytes), luks1Stripes))
+			changed := func(img string, kill func()) (last int64) {
+				before, _ := os.ReadFile(img)
+				kill()
+				after, _ := os.ReadFile(img)
+				for i := from; i < int64(len(after)); i += 512 {
+					if !bytes.Equal(before[i:i+512], after[i:i+512]) {
+						last = i
+					}
+				}
+				if !bytes.Equal(before[:from][luks1HeaderSize:], after[:from][luks1HeaderSize:]) {
+					t.Fatal("bytes before the keyslot area changed")
+				}
+				return last
+			}
+			csLast := changed(theirs, func() { cryptsetup(t, "luksKillSlot", "-q", theirs, "1") })
+			myLast := changed(mine, func() {
+				if err := h.KillSlot(f, 1); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if csLast != myLast || myLast != to-512 {
+				t.Fatalf("last sector wiped: luksd %d, cryptsetup %d, the area ends at %d", myLast, csLast, to)
+			}
+		})
+	}
+}
