@@ -88,8 +88,6 @@ func (h *luks1Header) slotIterations(p PBKDF) (int, error) {
 		}
 		return p.Iterations, nil
 	}
-	p.Hash = h.hashSpec
-	p.Type = "pbkdf2"
 	return calibratePBKDF2(h.hashSpec, int(h.keyBytes), p.withDefaults().IterTime), nil
 }
 
@@ -99,16 +97,20 @@ func (h *luks1Header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKD
 	if err := h.usable(); err != nil {
 		return -1, err
 	}
-	iterations, err := h.slotIterations(p)
-	if err != nil {
-		return -1, err
+	if p.Type != "" && p.Type != "pbkdf2" {
+		return -1, ErrLUKS1PBKDF
 	}
 	if ok, err := h.checkVolumeKey(vk); err != nil {
 		return -1, err
 	} else if !ok {
 		return -1, ErrVolumeKeyMismatch
 	}
-	if slot, err = h.freeSlot(slot); err != nil {
+	slot, err := h.freeSlot(slot)
+	if err != nil {
+		return -1, err
+	}
+	iterations, err := h.slotIterations(p)
+	if err != nil {
 		return -1, err
 	}
 	newHash, err := hashFunc(h.hashSpec)
