@@ -196,6 +196,12 @@ func (h *Header) SetUUID(dev Device, uuid string) error { return h.impl.setUUID(
 // Dump writes luksDump's text, identical in layout to cryptsetup 2.6's.
 func (h *Header) Dump(w io.Writer, opts DumpOptions) error { return h.impl.dump(w, opts) }
 
+// DumpUnbound writes luksDump --unbound -S slot's text for key, the key
+// UnlockUnbound found in that unbound keyslot (device as cryptsetup names it).
+func (h *Header) DumpUnbound(w io.Writer, device string, slot int, key []byte) error {
+	return h.impl.dumpUnbound(w, device, slot, key)
+}
+
 // JSON returns the metadata exactly as luksDump --dump-json-metadata prints
 // it (json-c's pretty form, no trailing newline). nil for LUKS1.
 func (h *Header) JSON() []byte { return h.impl.json() }

@@ -3,6 +3,7 @@ package luks2
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -87,4 +88,24 @@ func (h *header) unboundDigest(key []byte) (*digest, error) {
 		}
 	}
 	return nil, nil
+}
+
+// dumpUnbound writes luksDump --unbound -S slot's text for the unbound key
+// that keyslot holds.
+func (h *header) dumpUnbound(w io.Writer, device string, slot int, key []byte) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "LUKS header information for %s\n", device)
+	fmt.Fprintf(&b, "UUID:    \t%s\n", h.uuid())
+	fmt.Fprintf(&b, "Keyslot: \t%d\n", slot)
+	fmt.Fprintf(&b, "Key bits:\t%d\n", len(key)*8)
+	b.WriteString("Unbound Key:\t")
+	for i, c := range key {
+		if i > 0 && i%16 == 0 {
+			b.WriteString("\n\t\t")
+		}
+		fmt.Fprintf(&b, "%02x ", c)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
 }

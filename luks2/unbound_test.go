@@ -78,6 +78,16 @@ func TestUnboundKeyLikeCryptsetup(t *testing.T) {
 	if !strings.Contains(out, "Key bits:\t256") || !strings.Contains(strings.ReplaceAll(out, " ", ""), hex.EncodeToString(key[:16])) {
 		t.Fatalf("cryptsetup's luksDump --unbound does not show the key:\n%s", out)
 	}
+	var dump strings.Builder
+	if err := h.DumpUnbound(&dump, mine, 1, key); err != nil {
+		t.Fatal(err)
+	}
+	sameLines(t, "luksDump --unbound", dump.String(), out)
+	dump.Reset()
+	if err := h.DumpUnbound(&dump, mine, 2, key[:16]); err != nil {
+		t.Fatal(err)
+	}
+	sameLines(t, "luksDump --unbound 128 bits", dump.String(), cryptsetup(t, "luksDump", "--unbound", "-S", "2", "--key-file", ukf, mine))
 
 	// The bound keyslot is untouched, and the bound key still opens.
 	cryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, pass), mine)
