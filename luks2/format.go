@@ -234,7 +234,6 @@ func defaultSectorSize(size, requestedOffset, dataOffset int64) int {
 // newKeyslot places, derives and writes a keyslot area for vk and returns
 // its JSON object (not yet in the tree).
 func (h *header) newKeyslot(dev Device, vk, passphrase []byte, slot int, p PBKDF) (*node, error) {
-	p = p.withDefaults()
 	s, err := h.meta.dataSegment()
 	var cipher string
 	if err == nil {
@@ -245,6 +244,18 @@ func (h *header) newKeyslot(dev Device, vk, passphrase []byte, slot int, p PBKDF
 	if cipher == "" || strings.HasPrefix(cipher, "capi:") {
 		return nil, fmt.Errorf("%w: no usable keyslot cipher (segment cipher %q)", ErrUnsupported, cipher)
 	}
+	// The area key is as long as the volume key of the data segment, also
+	// for an unbound key of another size (cryptsetup's default).
+	areaKeySize := len(vk)
+	if n := h.segmentKeySize(); n > 0 {
+		areaKeySize = n
+	}
+	return h.newKeyslotIn(dev, vk, passphrase, slot, p, cipher, areaKeySize)
+}
+
+// newKeyslotIn is newKeyslot with the area's cipher and key size given.
+func (h *header) newKeyslotIn(dev Device, vk, passphrase []byte, slot int, p PBKDF, cipher string, areaKeySize int) (*node, error) {
+	p = p.withDefaults()
 	areaSize := keyslotAreaSize(len(vk))
 	off, err := h.areaGap(areaSize)
 	if err != nil {
@@ -257,12 +268,6 @@ func (h *header) newKeyslot(dev Device, vk, passphrase []byte, slot int, p PBKDF
 	kp, err := p.params(salt, len(vk))
 	if err != nil {
 		return nil, err
-	}
-	// The area key is as long as the volume key of the data segment, also
-	// for an unbound key of another size (cryptsetup's default).
-	areaKeySize := len(vk)
-	if n := h.segmentKeySize(); n > 0 {
-		areaKeySize = n
 	}
 	return storeKeyslot(dev, vk, passphrase, keyslotParams{
 		id: slot, areaOffset: off, areaSize: areaSize,

@@ -8,6 +8,12 @@ import (
 	"strings"
 )
 
+// cryptsetup 2.6's keyslot encryption where the volume key size is unknown.
+const (
+	defaultKeyslotCipher  = "aes-xts-plain64"
+	defaultKeyslotKeySize = 64
+)
+
 // addUnboundKey stores key in a keyslot bound to no segment, with a digest
 // of its own (luksAddKey --unbound): cryptsetup 2.6 keeps such keys for
 // other uses than opening the volume, and open ignores them. A key another
@@ -39,7 +45,14 @@ func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 			return -1, err
 		}
 	}
-	kn, err := h.newKeyslot(dev, key, passphrase, slot, p)
+	var kn *node
+	if h.segmentKeySize() == 0 {
+		// No bound keyslot tells the volume key size: cryptsetup encrypts
+		// the area with its default keyslot cipher.
+		kn, err = h.newKeyslotIn(dev, key, passphrase, slot, p, defaultKeyslotCipher, defaultKeyslotKeySize)
+	} else {
+		kn, err = h.newKeyslot(dev, key, passphrase, slot, p)
+	}
 	if err != nil {
 		return -1, err
 	}

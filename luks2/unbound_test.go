@@ -165,3 +165,26 @@ func TestPriorityLikeCryptsetup(t *testing.T) {
 		t.Fatal("SetPriority 3 succeeded")
 	}
 }
+
+// TestUnboundKeyWithoutBoundKeyslots: with no keyslot telling the volume
+// key size (an erased volume), cryptsetup encrypts an unbound keyslot with
+// aes-xts-plain64 and a 512-bit key, whatever the segment cipher.
+func TestUnboundKeyWithoutBoundKeyslots(t *testing.T) {
+	pass := []byte("erased")
+	mine, theirs := image(t, 20<<20), image(t, 20<<20)
+	for _, img := range []string{mine, theirs} {
+		cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "--cipher", "aes-cbc-essiv:sha256", "--key-size", "256",
+			"--key-file", keyFile(t, pass)}, cryptsetupPBKDFArgs(cheapPBKDF2)...), img)...)
+		cryptsetup(t, "erase", "-q", img)
+	}
+	upass := []byte("unbound")
+	cryptsetup(t, append(append([]string{"luksAddKey", "-q", "--unbound", "--key-size", "128"}, cryptsetupPBKDFArgs(cheapPBKDF2)...), theirs, keyFile(t, upass))...)
+	h, f := readHdr(t, mine)
+	key := make([]byte, 16)
+	rand.Read(key)
+	if _, err := h.AddUnboundKey(f, key, upass, -1, cheapPBKDF2); err != nil {
+		t.Fatal(err)
+	}
+	sameEdits(t, "unbound on an erased volume", h, mine, theirs)
+	cryptsetup(t, "open", "--test-passphrase", "--unbound", "-S", "0", "--key-file", keyFile(t, upass), mine)
+}
