@@ -74,6 +74,9 @@ type FormatOptions struct {
 	VolumeKey    []byte // nil = random from crypto/rand
 	Version      int    // 2 (default) or 1; LUKS1 takes PBKDF2 only, no label, subsystem, area sizes or sector size but 512
 	DetachedData bool   // --header given: data segment offset 0 on the data device
+	// PayloadAlign (LUKS1, --align-payload in bytes): the payload starts at
+	// the end of the keyslot areas rounded up to it; 0 = 1 MiB.
+	PayloadAlign int64
 }
 
 // DumpOptions select luksDump's output.

@@ -18,15 +18,19 @@ const (
 	luks1PayloadAlign = 2048 // sectors
 )
 
-// luks1Layout returns the key material offsets and the default payload
-// offset (sectors) for a keyBytes-byte volume key.
-func luks1Layout(keyBytes int) (offsets [luks1NumKeys]uint32, payload uint32) {
+// luks1Layout returns the key material offsets and the payload offset
+// (sectors) for a keyBytes-byte volume key: the end of the last keyslot
+// area rounded up to align sectors (0: 1 MiB), as cryptsetup places it.
+func luks1Layout(keyBytes int, align uint32) (offsets [luks1NumKeys]uint32, payload uint32) {
 	stride := (luks1AFSectors(uint32(keyBytes)) + luks1AreaAlign - 1) / luks1AreaAlign * luks1AreaAlign
 	for i := range offsets {
 		offsets[i] = luks1AreaAlign + uint32(i)*stride
 	}
+	if align == 0 {
+		align = luks1PayloadAlign
+	}
 	end := offsets[luks1NumKeys-1] + stride
-	return offsets, (end + luks1PayloadAlign - 1) / luks1PayloadAlign * luks1PayloadAlign
+	return offsets, (end + align - 1) / align * align
 }
 
 // formatLUKS1 writes a LUKS1 header as cryptsetup's luksFormat --type luks1
@@ -59,10 +63,18 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 		return nil, nil, fmt.Errorf("keyslot %d is out of range", opts.Keyslot)
 	case opts.DataOffset%512 != 0:
 		return nil, nil, fmt.Errorf("data offset %d is not a multiple of 512 bytes", opts.DataOffset)
+	case opts.PayloadAlign < 0 || opts.PayloadAlign%512 != 0 || opts.PayloadAlign/512 > 1<<31:
+		return nil, nil, fmt.Errorf("payload alignment %d is not a multiple of 512 bytes", opts.PayloadAlign)
+	case opts.PayloadAlign != 0 && (opts.DataOffset != 0 || opts.DetachedData):
+		return nil, nil, fmt.Errorf("payload alignment and data offset cannot be combined")
 	}
 	p := opts.PBKDF
 	if p.Type != "" && p.Type != "pbkdf2" {
 		return nil, nil, ErrLUKS1PBKDF
+	}
+	if p.Iterations > 0 && p.Iterations < minPBKDF2Iterations {
+		// Refused before anything is written, not by the keyslot after.
+		return nil, nil, fmt.Errorf("forced iteration count is too low for pbkdf2 (minimum is %d)", minPBKDF2Iterations)
 	}
 	hash := strings.ToLower(opts.Hash)
 	if hash == "" {
@@ -93,7 +105,7 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 	if opts.VolumeKey != nil && len(opts.VolumeKey) != opts.KeySize {
 		return nil, nil, fmt.Errorf("volume key has %d bytes, the key size is %d", len(opts.VolumeKey), opts.KeySize)
 	}
-	offsets, payload := luks1Layout(opts.KeySize)
+	offsets, payload := luks1Layout(opts.KeySize, uint32(opts.PayloadAlign/512))
 	keyEnd := offsets[luks1NumKeys-1] + luks1AFSectors(uint32(opts.KeySize))
 	if opts.DataOffset != 0 || opts.DetachedData {
 		payload = uint32(opts.DataOffset / 512)

@@ -51,6 +51,8 @@ func TestFormatLUKS1LikeCryptsetup(t *testing.T) {
 			[]string{"--cipher", "aes-cbc-essiv:sha256", "--key-size", "256", "--hash", "sha1"}},
 		{"cbc-128-sha512-offset", FormatOptions{Cipher: "aes-cbc-plain64", KeySize: 16, Hash: "sha512", DataOffset: 3000 * 512},
 			[]string{"--cipher", "aes-cbc-plain64", "--key-size", "128", "--hash", "sha512", "--offset", "3000"}},
+		{"align-1", FormatOptions{KeySize: 32, PayloadAlign: 512}, []string{"--key-size", "256", "--align-payload", "1"}},
+		{"align-3000", FormatOptions{PayloadAlign: 3000 * 512}, []string{"--align-payload", "3000"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,6 +176,19 @@ func TestFormatLUKS1Refusals(t *testing.T) {
 		}
 		if now, _ := os.ReadFile(img); !isZero(now) {
 			t.Fatalf("case %d: a refused format wrote to the device", i)
+		}
+	}
+	for i, opts := range []FormatOptions{
+		{PBKDF: PBKDF{Type: "pbkdf2", Iterations: 999}},
+		{PayloadAlign: 100},
+		{PayloadAlign: 4096, DataOffset: 4096 * 512},
+	} {
+		opts.Version = 1
+		if _, _, err := Format(f, size, opts, []byte("x")); err == nil {
+			t.Errorf("case %d (%+v): formatted", i, opts)
+		}
+		if now, _ := os.ReadFile(img); !isZero(now) {
+			t.Fatalf("case %d (%+v): a refused format wrote to the device", i, opts)
 		}
 	}
 	if _, _, err := Format(f, 1<<20, FormatOptions{Version: 1, PBKDF: cheapPBKDF2}, []byte("x")); err == nil {

@@ -59,7 +59,7 @@ func flagSet(groups ...[]cli.Flag) []cli.Flag {
 }
 
 var formatFlags = []cli.Flag{
-	&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "header `TYPE`: luks2 (luks1 is read-only in luksd)"},
+	&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "header `TYPE`: luks2 (default) or luks1"},
 	&cli.StringFlag{Name: "cipher", Aliases: []string{"c"}, Usage: "cipher `SPEC`, e.g. aes-xts-plain64, or auto to measure this CPU"},
 	&cli.IntFlag{Name: "key-size", Aliases: []string{"s"}, Usage: "volume key size in `BITS`"},
 	&cli.IntFlag{Name: "sector-size", Usage: "encryption sector size in `BYTES`"},
@@ -77,26 +77,28 @@ var formatFlags = []cli.Flag{
 func init() {
 	register(&cli.Command{
 		Name:      "luksFormat",
-		Usage:     "format a LUKS2 device",
+		Usage:     "format a LUKS2 (or --type luks1) device",
 		ArgsUsage: "<device> [<new key file>]",
 		Flags:     flagSet(keyFlags, pbkdfFlags, formatFlags),
 		Action:    luksFormat,
 	})
 }
 
-// checkType accepts --type values naming LUKS2 (cryptsetup's default).
-func checkType(c *cli.Context) error {
+// formatVersion is the LUKS version --type asks for: 2 (cryptsetup's
+// default) or 1; cryptsetup reads the type without regard to case.
+func formatVersion(c *cli.Context) (int, error) {
 	switch strings.ToLower(c.String("type")) {
 	case "", "luks", "luks2":
-		return nil
+		return 2, nil
 	case "luks1":
-		return exitf(exitParams, "luksd creates LUKS2 headers only (LUKS1 volumes can be opened and read).")
+		return 1, nil
 	}
-	return exitf(exitParams, "Unsupported device type %s.", c.String("type"))
+	return 0, exitf(exitParams, "Unsupported device type %s.", c.String("type"))
 }
 
-// formatOptions turns the flags into luks2.FormatOptions.
-func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
+// formatOptions turns the flags into luks2.FormatOptions for a header of
+// LUKS version.
+func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	opts := luks2.FormatOptions{
 		Cipher:       c.String("cipher"),
 		SectorSize:   c.Int("sector-size"),
@@ -108,11 +110,19 @@ func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
 		KeyslotsSize: c.Int64("luks2-keyslots-size"),
 		DataOffset:   c.Int64("offset") * 512,
 		Keyslot:      c.Int("key-slot"),
-		Version:      2,
+		Version:      version,
 		DetachedData: c.String("header") != "",
 	}
 	var err error
 	if opts.PBKDF, err = pbkdfFromFlags(c); err != nil {
+		return opts, err
+	}
+	if version == 1 {
+		if err := luks1FormatOptions(c, &opts); err != nil {
+			return opts, err
+		}
+	}
+	if err := checkPBKDF(version, opts.PBKDF); err != nil {
 		return opts, err
 	}
 	bits := c.Int("key-size")
@@ -129,7 +139,7 @@ func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
 		if opts.KeySize == 0 {
 			opts.KeySize = autoBits / 8
 		}
-		if opts.SectorSize == 0 {
+		if opts.SectorSize == 0 && version == 2 {
 			opts.SectorSize = sector
 		}
 	}
@@ -146,8 +156,8 @@ func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
 		if opts.Keyslot < 0 {
 			return opts, exitf(exitParams, "Key slot is invalid.")
 		}
-		if opts.Keyslot >= 32 {
-			return opts, exitf(exitParams, "Key slot %d is invalid, please select between 0 and 31.", opts.Keyslot)
+		if last := luksKeyslots(version) - 1; opts.Keyslot > last {
+			return opts, exitf(exitParams, "Key slot %d is invalid, please select between 0 and %d.", opts.Keyslot, last)
 		}
 	}
 	if opts.DataOffset%4096 != 0 && !opts.DetachedData {
@@ -156,6 +166,13 @@ func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
 	if align := c.Int64("align-payload"); align > 0 {
 		if c.IsSet("offset") {
 			return opts, exitf(exitParams, "Options --align-payload and --offset cannot be combined.")
+		}
+		if version == 1 {
+			// LUKS1's payload follows the keyslot areas, aligned.
+			if !opts.DetachedData {
+				opts.PayloadAlign = align * 512
+			}
+			return opts, nil
 		}
 		if opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 {
 			// cryptsetup then shrinks the keyslots area to fit; luks2
@@ -169,6 +186,34 @@ func formatOptions(c *cli.Context) (luks2.FormatOptions, error) {
 		opts.KeyslotsSize = defaultDataOffset - 2*16<<10
 	}
 	return opts, nil
+}
+
+// luksKeyslots is the number of keyslots of a LUKS version's header.
+func luksKeyslots(version int) int {
+	if version == 1 {
+		return 8
+	}
+	return 32
+}
+
+// luks1FormatOptions adjusts opts for luksFormat --type luks1 as cryptsetup
+// 2.6.1 does: LUKS2 area sizes and sector sizes other than 512 are refused,
+// a label or subsystem is dropped without a word, and an argon2 PBKDF is
+// reported and replaced by PBKDF2 with its defaults (the requested timing
+// and forced iterations go with it; the hash stays).
+func luks1FormatOptions(c *cli.Context, opts *luks2.FormatOptions) error {
+	if c.IsSet("luks2-metadata-size") || c.IsSet("luks2-keyslots-size") {
+		return exitf(exitParams, "Unsupported LUKS2 metadata size options.")
+	}
+	if opts.SectorSize != 0 && opts.SectorSize != 512 {
+		return exitf(exitParams, "Unsupported encryption sector size.")
+	}
+	opts.Label, opts.Subsystem = "", ""
+	if t := opts.PBKDF.Type; t != "" && t != "pbkdf2" {
+		fmt.Fprintln(os.Stderr, "Requested PBKDF type is not supported for LUKS1.")
+		opts.PBKDF = luks2.PBKDF{Type: "pbkdf2", Hash: opts.PBKDF.Hash}
+	}
+	return nil
 }
 
 // defaultDataOffset is where LUKS2 data starts unless told otherwise.
@@ -189,6 +234,12 @@ func growsToHeader(f *os.File, size int64, opts luks2.FormatOptions) (dataOffset
 		dataOffset = defaultDataOffset
 	}
 	return dataOffset, size <= dataOffset
+}
+
+// isRegularFile reports whether f is a regular (image) file.
+func isRegularFile(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // luks2SecondaryOffsets are where a LUKS2 secondary binary header may
@@ -240,10 +291,11 @@ func luksFormat(c *cli.Context) error {
 	if c.NArg() > 2 {
 		return exitf(exitParams, "Unknown argument %s.", c.Args().Get(2))
 	}
-	if err := checkType(c); err != nil {
+	version, err := formatVersion(c)
+	if err != nil {
 		return err
 	}
-	opts, err := formatOptions(c)
+	opts, err := formatOptions(c, version)
 	if err != nil {
 		return err
 	}
@@ -315,7 +367,7 @@ func luksFormat(c *cli.Context) error {
 	}
 	defer pass.Wipe()
 
-	if c.Int64("align-payload") > 0 && opts.SectorSize == 0 {
+	if c.Int64("align-payload") > 0 && opts.SectorSize == 0 && version == 2 {
 		// What cryptsetup picks for its default offset: 4096 where the
 		// data area is a multiple of it (luks2 would take the aligned
 		// offset for one given with --offset and pick 512).
@@ -326,6 +378,11 @@ func luksFormat(c *cli.Context) error {
 	}
 	formatSize := size
 	dataOffset, grows := growsToHeader(f, size, opts)
+	if version == 1 && isRegularFile(f) && !opts.DetachedData {
+		// The payload offset is known once the header is laid out: format
+		// the header alone and grow the file to the offset after.
+		formatSize, grows = 0, false
+	}
 	if grows {
 		// Format the header alone; the sector size is the one luks2
 		// would pick for an image of this size.
@@ -341,6 +398,11 @@ func luksFormat(c *cli.Context) error {
 	clear(key)
 	if err != nil {
 		return formatError(err)
+	}
+	if version == 1 && formatSize == 0 && !opts.DetachedData {
+		if seg, err := h.Segment(); err == nil && size <= seg.Offset {
+			dataOffset, grows = seg.Offset, true
+		}
 	}
 	if grows {
 		if err := f.Truncate(dataOffset); err != nil {

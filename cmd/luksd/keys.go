@@ -124,11 +124,11 @@ func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
 	return nil
 }
 
-// checkPBKDF refuses PBKDF settings the header's LUKS version cannot take,
+// checkPBKDF refuses PBKDF settings a header of LUKS version cannot take,
 // with cryptsetup's messages, before any passphrase is asked for.
-func checkPBKDF(h *luks2.Header, p luks2.PBKDF) error {
+func checkPBKDF(version int, p luks2.PBKDF) error {
 	typ := p.Type
-	if h.Version() == 1 {
+	if version == 1 {
 		if typ != "" && typ != "pbkdf2" {
 			return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
 		}
@@ -170,7 +170,7 @@ func luksAddKey(c *cli.Context) error {
 	if c.Bool("unbound") && h.Version() != 2 {
 		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", headerPath(c, dev))
 	}
-	if err := checkPBKDF(h, p); err != nil {
+	if err := checkPBKDF(h.Version(), p); err != nil {
 		return err
 	}
 
@@ -334,7 +334,7 @@ func luksChangeKey(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
-	if err := checkPBKDF(h, p); err != nil {
+	if err := checkPBKDF(h.Version(), p); err != nil {
 		return err
 	}
 	vk, oldSlot, err := unlockWith(c, h, f, keySource(c), "Enter passphrase to be changed: ", c.Int("key-slot"), false)

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// luks1DumpRandom are the lines of a LUKS1 luksDump that differ between
+// two formats with the same options: the digest, the salts, their hex
+// continuation lines and the UUID.
+var luks1DumpRandom = regexp.MustCompile(`(?m)^(MK digest:|MK salt:|UUID:|\tSalt:|\s+\t([0-9a-f]{2} )+).*\n`)
+
+// luks1Calibrated are the iteration counts a calibration picks.
+var luks1Calibrated = regexp.MustCompile(`(?m)^(MK iterations:|\tIterations:)\s*(\d+)`)
+
+// normalizeLUKS1Dump blanks what a second format could not reproduce;
+// calibrated: the iteration counts too.
+func normalizeLUKS1Dump(dump, img string, calibrated bool) string {
+	dump = strings.ReplaceAll(dump, img, "IMG")
+	dump = luks1DumpRandom.ReplaceAllString(dump, "")
+	if calibrated {
+		dump = luks1Calibrated.ReplaceAllString(dump, "$1 N")
+	}
+	return dump
+}
+
+// TestLuksFormatLUKS1LikeCryptsetup runs luksFormat --type luks1 command lines
+// through cryptsetup and luksd on twin images: the same exit code, stdout,
+// last line of stderr, header (cryptsetup's luksDump but for random
+// fields) and file size.
+func TestLuksFormatLUKS1LikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "luks1 pass")
+	const uuid = "12345678-9abc-def0-1234-56789abcdef0"
+	forced := []string{"--pbkdf-force-iterations", "1000"}
+	f1 := func(extra ...string) []string {
+		return append([]string{"luksFormat", "-q", "--type", "luks1"}, extra...)
+	}
+	cases := []struct {
+		args       []string
+		size       int64
+		calibrated bool // iteration counts are measured, not compared
+	}{
+		// cryptsetup's LUKS1 defaults: aes-xts-plain64, 512 bits, sha256, PBKDF2.
+		{args: f1(append(forced, "--uuid", uuid)...)},
+		{args: f1(append(forced, "--pbkdf", "pbkdf2", "-v")...)},
+		{args: f1(append(forced, "--type", "LUKS1")...)},
+		{args: f1(append(forced, "-c", "aes-cbc-essiv:sha256")...)},
+		{args: f1(append(forced, "-c", "aes-xts-plain64", "-s", "256", "-h", "sha512")...)},
+		// A label and a subsystem are dropped without a word; 512-byte
+		// sectors are LUKS1's, others are refused.
+		{args: f1(append(forced, "--label", "L", "--subsystem", "S", "-v")...)},
+		{args: f1(append(forced, "--sector-size", "512")...)},
+		{args: f1(append(forced, "--sector-size", "4096")...)},
+		{args: f1(append(forced, "--luks2-metadata-size", "65536")...)},
+		{args: f1(append(forced, "--luks2-keyslots-size", "1048576")...)},
+		// Keyslots 0..7.
+		{args: f1(append(forced, "-S", "7", "-v")...)},
+		{args: f1(append(forced, "-S", "8")...)},
+		// The payload: aligned after the keyslot areas, or where told.
+		{args: f1(append(forced, "--align-payload", "1", "-s", "256")...)},
+		{args: f1(append(forced, "--align-payload", "3000")...)},
+		{args: f1(append(forced, "--offset", "5000")...)},
+		{args: f1(append(forced, "--offset", "100")...)},
+		// An image smaller than the header grows to the payload offset.
+		{args: f1(forced...), size: 1 << 20},
+		// PBKDF2 only, at least 1000 iterations.
+		{args: f1("--pbkdf-force-iterations", "999")},
+		{args: f1("--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "999")},
+		// argon2 is reported, and PBKDF2 with its defaults (calibrated to
+		// 2 s, whatever was forced) formats the volume; the hash stays.
+		{args: f1("--pbkdf", "argon2id", "--pbkdf-force-iterations", "4", "-h", "sha512"), calibrated: true},
+	}
+	for i, c := range cases {
+		name := strings.Join(c.args, " ")
+		size := c.size
+		if size == 0 {
+			size = 20 << 20
+		}
+		cs := zeroFile(t, w.dir, "cs.img", size)
+		mine := zeroFile(t, w.dir, "luksd.img", size)
+		want := w.cs(nil, append(c.args, cs, key)...)
+		got := w.luksd(nil, append(c.args, mine, key)...)
+		want.stdout = strings.ReplaceAll(want.stdout, cs, "IMG")
+		got.stdout = strings.ReplaceAll(got.stdout, mine, "IMG")
+		if got.code != want.code || got.stdout != want.stdout {
+			t.Errorf("%d %q: luksd exit %d stdout %q stderr %q; cryptsetup exit %d stdout %q stderr %q",
+				i, name, got.code, got.stdout, got.stderr, want.code, want.stdout, want.stderr)
+			continue
+		}
+		// cryptsetup adds "Failed to set pbkdf parameters." under the
+		// reason; luksd's one line is the reason.
+		if ws, gs := strings.TrimSpace(want.stderr), strings.TrimSpace(got.stderr); (ws == "") != (gs == "") || strings.Contains(gs, "\n") || !strings.Contains(ws, gs) {
+			t.Errorf("%d %q: luksd says %q, cryptsetup %q", i, name, gs, ws)
+		}
+		if want.code != 0 {
+			if b, _ := os.ReadFile(mine); !bytes.Equal(b, make([]byte, len(b))) {
+				t.Errorf("%d %q: a refused format wrote to the image", i, name)
+			}
+			continue
+		}
+		a := normalizeLUKS1Dump(w.cs(nil, "luksDump", cs).ok(t).stdout, cs, c.calibrated)
+		b := normalizeLUKS1Dump(w.cs(nil, "luksDump", mine).ok(t).stdout, mine, c.calibrated)
+		if a != b {
+			t.Errorf("%d %q: headers differ:\n--- cryptsetup\n%s--- luksd\n%s", i, name, a, b)
+		}
+		if !strings.Contains(b, "Version:       \t1\n") {
+			t.Errorf("%d %q: not LUKS1:\n%s", i, name, b)
+		}
+		if c.calibrated {
+			m := luks1Calibrated.FindAllStringSubmatch(w.cs(nil, "luksDump", mine).stdout, -1)
+			if len(m) != 2 || atoiT(t, m[1][2]) <= 1000 {
+				t.Errorf("%d %q: keyslot iterations not calibrated: %v", i, name, m)
+			}
+		}
+		csInfo, _ := os.Stat(cs)
+		myInfo, _ := os.Stat(mine)
+		if csInfo.Size() != myInfo.Size() {
+			t.Errorf("%d %q: image size %d, cryptsetup's %d", i, name, myInfo.Size(), csInfo.Size())
+		}
+	}
+}
+
+// TestLuksFormatLUKS1OpensAndServes: a LUKS1 volume luksd formats opens in
+// cryptsetup to the volume key luksd reads, and luksd serves it: what is
+// written through NBD decrypts, with cryptsetup's key and x/crypto/xts,
+// to the same bytes.
+func TestLuksFormatLUKS1OpensAndServes(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "luks1 served")
+	img := zeroFile(t, w.dir, "vol.img", 8<<20)
+	w.luksd(nil, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", img, key).ok(t)
+	w.cs(nil, "open", "--test-passphrase", "-d", key, img).ok(t)
+	w.cs(nil, "isLuks", "--type", "luks1", img).ok(t)
+	vkHex := w.sameVolumeKey(img, key, 512)
+
+	p := startServe(t, filepath.Join(w.dir, "s"), "--key-file", key, img)
+	data := make([]byte, 4<<20)
+	rand.Read(data)
+	src := w.path("src")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serveRun(t, "nbdcopy", src, p.uri())
+	p.stop(t)
+
+	vk, off := serveVolumeKey(t, img, key)
+	if hex.EncodeToString(vk) != vkHex {
+		t.Fatalf("cryptsetup's volume key changed after serving")
+	}
+	if off != 2<<20 {
+		t.Fatalf("payload at %d bytes, want cryptsetup's 2 MiB", off)
+	}
+	if got := xtsDecrypt(t, img, vk, off, int64(len(data)), 512); !bytes.Equal(got, data) {
+		t.Fatal("what luksd served does not decrypt with cryptsetup's key to what was written")
+	}
+}
