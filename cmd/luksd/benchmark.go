@@ -53,14 +53,20 @@ func init() {
 func runBenchmark(c *cli.Context) error {
 	ss := c.Int("sector-size")
 	if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
-		return exitf(exitParams, "Unsupported encryption sector size.")
+		return usageErrorf("Unsupported encryption sector size.")
 	}
 	keyBits := c.Int("key-size")
 	if keyBits == 0 {
 		keyBits = 256 // cryptsetup's DEFAULT_PLAIN_KEYBITS, for every cipher
 	}
 	if keyBits <= 0 || keyBits%8 != 0 {
-		return exitf(exitParams, "Key size in bits must be a multiple of 8")
+		return usageErrorf("Key size must be a multiple of 8 bits")
+	}
+	switch c.String("pbkdf") {
+	case "", "pbkdf2", "argon2i", "argon2id":
+	default:
+		// popt's callback refuses it before anything is printed.
+		return usageErrorf("Password-based key derivation function (PBKDF) can be only pbkdf2 or argon2i/argon2id.")
 	}
 	fmt.Println("# Tests are approximate using memory only (no storage IO).")
 	switch {

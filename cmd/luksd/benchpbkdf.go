@@ -22,7 +22,7 @@ func benchPBKDFs(c *cli.Context, keyBits int) error {
 	switch kind {
 	case "", "pbkdf2", "argon2i", "argon2id":
 	default:
-		return exitf(exitParams, "Unknown PBKDF type %s.", kind)
+		return usageErrorf("Password-based key derivation function (PBKDF) can be only pbkdf2 or argon2i/argon2id.")
 	}
 	if kind == "" || kind == "pbkdf2" {
 		hashes := benchHashes

@@ -103,7 +103,7 @@ func TestCLIErrorsAndExitCodes(t *testing.T) {
 	luksd(t, nil, "luksDump", plain, "extra").expect(t, 1, "Unknown argument extra.")
 	luksd(t, nil, "luksFormat", "-q", "--type", "luks1", "--sector-size", "4096", "-d", key, plain).expect(t, 1, "Unsupported encryption sector size.")
 	luksd(t, nil, "luksFormat", "-q", "--type", "luks3", "-d", key, plain).expect(t, 1, "Unsupported device type luks3.")
-	luksd(t, nil, "luksFormat", "-q", "--pbkdf", "scrypt", "-d", key, plain).expect(t, 1, "Unknown PBKDF type scrypt.")
+	luksd(t, nil, "luksFormat", "-q", "--pbkdf", "scrypt", "-d", key, plain).expect(t, 1, "Password-based key derivation function (PBKDF) can be only pbkdf2 or argon2i/argon2id.")
 	luksd(t, nil, "luksFormat", "-q", "--sector-size", "1000", "-d", key, plain).expect(t, 1, "Unsupported encryption sector size.")
 	luksd(t, nil, "luksFormat", "-q", "-s", "100", "-d", key, plain).expect(t, 1, "multiple of 8 bits")
 	luksd(t, nil, "luksFormat", "-q", "-d", key, missing).expect(t, 4, "does not exist")

@@ -119,6 +119,37 @@ func TestCLILikeCryptsetup(t *testing.T) {
 		{args: format("--uuid", uuid, "COPY", key), stdout: true, layout: true},
 		{args: format("-q", "--uuid", uuid, "SMALL", key), stdout: true, layout: true},
 		{args: format("-q", "--integrity", "hmac-sha256", "NEW", key), codeOnly: true},
+		// Usage errors: cryptsetup's usage() exits before -v's status
+		// line; other failures end with "Command failed with code -1".
+		{args: []string{"-v", "luksAddKey", "--unbound", "-d", key, img, key}, stdout: true},
+		{args: []string{"-v", "luksAddKey", "-s", "100", "-d", key, img, key}, stdout: true},
+		{args: []string{"-v", "luksAddKey", "--pbkdf", "scrypt", "-d", key, img, key}, stdout: true},
+		{args: []string{"-v", "luksChangeKey", "-i", "100", "--pbkdf-force-iterations", "1000", "-d", key, img, key}, stdout: true},
+		{args: []string{"-v", "config", "--priority", "foo", "-S", "0", img}, stdout: true},
+		{args: []string{"-v", "config", "--priority", "normal", img}, stdout: true},
+		{args: []string{"-v", "config", img}, stdout: true},
+		{args: []string{"-v", "luksDump", "-S", "-1", img}, stdout: true},
+		{args: []string{"-v", "luksDump", "--key-slot=-2"}, stdout: true},
+		{args: []string{"-S", "-1", "--frobnicate", "luksDump"}, stdout: true},
+		{args: []string{"-v", "luksKillSlot", "-S", "-1", img, "0"}, stdout: true},
+		{args: []string{"-v", "luksDump", "--unbound", img}, stdout: true},
+		{args: []string{"-v", "open", "--unbound", "-d", key, img, "n"}, stdout: true},
+		{args: []string{"-v", "open", "--unbound", "-d", key, img}, stdout: true},
+		{args: []string{"-v", "open", "--unbound", "--type", "plain", "-d", key, img, "n"}, stdout: true},
+		{args: []string{"-v", "open", "--unbound", "--test-passphrase", "--type", "tcrypt", "-d", key, img}, stdout: true},
+		{args: []string{"-v", "open", "--unbound", "--test-passphrase", "--type", "plain", "-d", key, img}, stdout: true},
+		{args: []string{"-v", "open", "--unbound", "--test-passphrase", "--type", "luks3", "-d", key, img}, stdout: true},
+		{args: []string{"-v", "benchmark", "--pbkdf", "scrypt"}, stdout: true},
+		{args: []string{"-v", "benchmark", "-s", "100"}, stdout: true},
+		{args: format("-v", "-q", "-s", "100", "NEW", key), stdout: true},
+		{args: format("-v", "-q", "--sector-size", "1000", "NEW", key), stdout: true},
+		{args: format("-v", "-q", "--type", "luks1", "--sector-size", "4096", "NEW", key), stdout: true},
+		{args: format("-v", "-q", "--type", "luks1", "--luks2-metadata-size", "65536", "NEW", key), stdout: true},
+		{args: format("-v", "-q", "--align-payload", "8", "--offset", "32768", "NEW", key), stdout: true},
+		// (luksFormat -v -S 32 is left out: cryptsetup wipes the device's
+		// signatures, and says so, before it refuses the slot.)
+		{args: []string{"-v", "luksFormat", "-q", "--pbkdf", "scrypt", "NEW", key}, stdout: true},
+		{args: []string{"-v", "luksFormat", "-q", "--pbkdf-force-iterations", "1000", "-i", "100", "NEW", key}, stdout: true},
 	}
 	orig, err := os.ReadFile(img)
 	if err != nil {

@@ -35,10 +35,10 @@ func config(c *cli.Context) error {
 	}
 	prio, setPrio := priorities[c.String("priority")]
 	if c.IsSet("priority") && !setPrio {
-		return exitf(exitParams, "Option --priority can be only ignore/normal/prefer.")
+		return usageErrorf("Option --priority can be only ignore/normal/prefer.")
 	}
 	if setPrio && c.Int("key-slot") < 0 {
-		return exitf(exitParams, "Keyslot specification is required.")
+		return usageErrorf("Keyslot specification is required.")
 	}
 	var label, subsystem *string
 	if c.IsSet("label") {

@@ -14,7 +14,8 @@ import (
 var dumpFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "dump-volume-key", Usage: "print the volume key (asks for a passphrase)"},
 	&cli.BoolFlag{Name: "dump-json-metadata", Usage: "print the LUKS2 JSON metadata"},
-	&cli.StringFlag{Name: "volume-key-file", Usage: "with --dump-volume-key: write the key to `FILE` instead"},
+	&cli.StringFlag{Name: "volume-key-file", Usage: "with --dump-volume-key or --unbound: write the key to `FILE` instead"},
+	&cli.BoolFlag{Name: "unbound", Usage: "with --key-slot: print the unbound key that keyslot holds (asks for its passphrase)"},
 }
 
 func init() {
@@ -76,7 +77,14 @@ func luksDump(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	// popt turns --dump-master-key into --dump-volume-key.
+	if c.Bool("unbound") && !c.IsSet("key-slot") {
+		return usageErrorf("Keyslot specification is required.")
+	}
+	// popt turns --dump-master-key into --dump-volume-key, which outranks
+	// --unbound, which outranks --dump-json-metadata.
+	if c.Bool("unbound") && !c.Bool("dump-volume-key") {
+		return luksDumpUnbound(c, dev)
+	}
 	if !c.Bool("dump-volume-key") {
 		h, f, err := readHeaderOfType(c, dev, false)
 		if err != nil {
@@ -118,7 +126,7 @@ func luksDump(c *cli.Context) error {
 		}
 		// cryptsetup prints the dump up to the key, then where it went.
 		var b bytes.Buffer
-		err := h.Dump(&b, luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: dev})
+		err := h.Dump(&b, luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: headerPath(c, dev)})
 		text := b.Bytes()
 		if i := bytes.Index(text, []byte("MK dump:")); i >= 0 {
 			os.Stdout.Write(text[:i])
@@ -130,7 +138,53 @@ func luksDump(c *cli.Context) error {
 		fmt.Printf("Key stored to file %s.\n", p)
 		return nil
 	}
-	return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: dev}))
+	return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: headerPath(c, dev)}))
+}
+
+// luksDumpUnbound is luksDump --unbound -S N: the unbound key keyslot N
+// holds, opened with its passphrase, as cryptsetup 2.6.1 prints it (the
+// header device's name, or "Key stored to file" with --volume-key-file).
+func luksDumpUnbound(c *cli.Context, dev string) error {
+	h, f, err := readHeaderOfType(c, dev, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	slot := c.Int("key-slot")
+	if !h.Unbound(slot) {
+		return exitf(exitParams, "Keyslot %d does not contain unbound key.", slot)
+	}
+	if !confirm(c, "The header dump with unbound key is sensitive information.\n"+
+		"This dump should be stored encrypted in a safe place.") {
+		return errAborted(exitPermission, "")
+	}
+	// unlockWith opens unbound keyslots as the verb has --unbound.
+	key, _, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", dev), slot, false)
+	if err != nil {
+		return err
+	}
+	defer key.Wipe()
+	verbosef(c, "Key slot %d unlocked.", slot)
+	hp := headerPath(c, dev)
+	p := c.String("volume-key-file")
+	if p == "" {
+		return withCode(exitParams, h.DumpUnbound(os.Stdout, hp, slot, key.Bytes()))
+	}
+	if err := writeKeyFile(p, key.Bytes()); err != nil {
+		return err
+	}
+	// The lines before the key, then where it went.
+	var b bytes.Buffer
+	if err := h.DumpUnbound(&b, hp, slot, key.Bytes()); err != nil {
+		return withCode(exitParams, err)
+	}
+	text := b.Bytes()
+	if i := bytes.Index(text, []byte("Unbound Key:")); i >= 0 {
+		os.Stdout.Write(text[:i])
+	}
+	clear(text)
+	fmt.Printf("Key stored to file %s.\n", p)
+	return nil
 }
 
 // writeKeyFile creates path (which must not exist) holding key, readable

@@ -38,13 +38,13 @@ func pbkdfFromFlags(c *cli.Context) (luks2.PBKDF, error) {
 	switch p.Type {
 	case "", "argon2id", "argon2i", "pbkdf2":
 	default:
-		return p, exitf(exitParams, "Unknown PBKDF type %s.", p.Type)
+		return p, usageErrorf("Password-based key derivation function (PBKDF) can be only pbkdf2 or argon2i/argon2id.")
 	}
 	if c.Int("iter-time") < 0 || p.Iterations < 0 || p.MemoryKiB < 0 || p.Parallel < 0 {
 		return p, exitf(exitParams, "PBKDF parameters must not be negative.")
 	}
 	if p.Iterations > 0 && c.IsSet("iter-time") {
-		return p, exitf(exitParams, "PBKDF forced iterations cannot be combined with iteration time option.")
+		return p, usageErrorf("PBKDF forced iterations cannot be combined with iteration time option.")
 	}
 	return p, nil
 }
@@ -127,7 +127,7 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	}
 	bits := c.Int("key-size")
 	if bits < 0 || bits%8 != 0 {
-		return opts, exitf(exitParams, "Key size must be a multiple of 8 bits")
+		return opts, usageErrorf("Key size must be a multiple of 8 bits")
 	}
 	opts.KeySize = bits / 8
 	if opts.Cipher == "auto" {
@@ -147,25 +147,21 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 		return opts, exitf(exitParams, "Wrong LUKS UUID format provided.")
 	}
 	if opts.SectorSize != 0 && (opts.SectorSize < 512 || opts.SectorSize > 4096 || opts.SectorSize&(opts.SectorSize-1) != 0) {
-		return opts, exitf(exitParams, "Unsupported encryption sector size.")
+		return opts, usageErrorf("Unsupported encryption sector size.")
 	}
 	if c.Int64("offset") < 0 || opts.MetadataSize < 0 || opts.KeyslotsSize < 0 {
 		return opts, exitf(exitParams, "Offsets and sizes must not be negative.")
 	}
-	if c.IsSet("key-slot") && opts.Keyslot != -1 {
-		if opts.Keyslot < 0 {
-			return opts, exitf(exitParams, "Key slot is invalid.")
-		}
-		if last := luksKeyslots(version) - 1; opts.Keyslot > last {
-			return opts, exitf(exitParams, "Key slot %d is invalid, please select between 0 and %d.", opts.Keyslot, last)
-		}
+	// A negative --key-slot never gets here (popt's callback refuses it).
+	if last := luksKeyslots(version) - 1; opts.Keyslot > last {
+		return opts, exitf(exitParams, "Key slot %d is invalid, please select between 0 and %d.", opts.Keyslot, last)
 	}
 	if opts.DataOffset%4096 != 0 && !opts.DetachedData {
 		return opts, exitf(exitParams, "Data offset is not multiple of 4096 bytes.")
 	}
 	if align := c.Int64("align-payload"); align > 0 {
 		if c.IsSet("offset") {
-			return opts, exitf(exitParams, "Options --align-payload and --offset cannot be combined.")
+			return opts, usageErrorf("Options --align-payload and --offset cannot be combined.")
 		}
 		if version == 1 {
 			// LUKS1's payload follows the keyslot areas, aligned.

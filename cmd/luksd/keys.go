@@ -157,10 +157,10 @@ func luksAddKey(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("unbound") && c.Int("key-size") <= 0 {
-		return exitf(exitParams, "Key size is required with --unbound option.")
+		return usageErrorf("Key size is required with --unbound option.")
 	}
 	if c.Int("key-size")%8 != 0 || c.Int("key-size") < 0 {
-		return exitf(exitParams, "Key size must be a multiple of 8 bits")
+		return usageErrorf("Key size must be a multiple of 8 bits")
 	}
 	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {

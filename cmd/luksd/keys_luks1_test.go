@@ -47,6 +47,8 @@ func (tw *twin) run(stdin string, args ...string) result {
 	got := tw.w.luksd(in, with(tw.mine)...)
 	want.stderr = strings.ReplaceAll(want.stderr, tw.cs, "IMG")
 	got.stderr = strings.ReplaceAll(got.stderr, tw.mine, "IMG")
+	want.stdout = strings.ReplaceAll(want.stdout, tw.cs, "IMG")
+	got.stdout = strings.ReplaceAll(got.stdout, tw.mine, "IMG")
 	if got.code != want.code {
 		t.Fatalf("%v: luksd exit %d (%q), cryptsetup exit %d (%q)", args, got.code, got.stderr, want.code, want.stderr)
 	}

@@ -26,6 +26,9 @@ const (
 type exitError struct {
 	code int
 	err  error
+	// usage: cryptsetup reports it through its usage() ("cryptsetup:
+	// MESSAGE" after the usage text), which exits before -v's status line.
+	usage bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -34,6 +37,18 @@ func (e *exitError) Unwrap() error { return e.err }
 // exitf returns an error that makes luksd print the message and exit with code.
 func exitf(code int, format string, a ...any) error {
 	return &exitError{code: code, err: fmt.Errorf(format, a...)}
+}
+
+// usageErrorf returns a wrong-parameters error (exit 1) that cryptsetup
+// reports as a usage error: no "Command failed" line follows with -v.
+func usageErrorf(format string, a ...any) error {
+	return &exitError{code: exitParams, err: fmt.Errorf(format, a...), usage: true}
+}
+
+// isUsageError reports whether err is one usageErrorf made.
+func isUsageError(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.usage
 }
 
 // withCode wraps err so that luksd exits with code; nil stays nil.
@@ -121,8 +136,9 @@ func run(args []string) int {
 		fmt.Println("No action taken. Invoked with --test-args option.")
 		return exitOK
 	}
-	code := report(app.Run(line.args))
-	if verboseFlag || line.verbose {
+	err = app.Run(line.args)
+	code := report(err)
+	if (verboseFlag || line.verbose) && !isUsageError(err) {
 		// cryptsetup -v ends every command with its status on stdout.
 		if code == exitOK {
 			fmt.Println("Command successful.")

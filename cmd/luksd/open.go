@@ -43,6 +43,7 @@ func init() {
 		&cli.BoolFlag{Name: "foreground", Usage: "stay in the foreground (for systemd); ready once the device exists"},
 		&cli.BoolFlag{Name: "recover", Usage: "take over the kernel device of a daemon that died (needs --nbd-device for nbd)"},
 		&cli.BoolFlag{Name: "test-passphrase", Usage: "only check that the passphrase unlocks a keyslot"},
+		&cli.BoolFlag{Name: "unbound", Usage: "with --test-passphrase: unbound keyslots count too"},
 	}
 	register(&cli.Command{
 		Name:      "open",
@@ -78,6 +79,9 @@ type daemonSpec struct {
 }
 
 func openAction(c *cli.Context) error {
+	if err := checkOpenOptions(c); err != nil {
+		return err
+	}
 	if c.Bool("test-passphrase") {
 		return testPassphrase(c)
 	}

@@ -231,15 +231,12 @@ var unsupported = map[string]map[string]string{
 		"tcrypt-backup":     "Option --tcrypt-hidden, --tcrypt-system or --tcrypt-backup is supported only for TCRYPT device.",
 		"veracrypt":         "Option --veracrypt or --disable-veracrypt is supported only for TCRYPT device type.",
 		"disable-veracrypt": "Option --veracrypt or --disable-veracrypt is supported only for TCRYPT device type.",
-		"unbound":           "",
 	},
 	// Deferred removal is a device-mapper feature; a luksd volume closes
 	// when asked or not at all.
 	"close":         {"deferred": "", "cancel-deferred": ""},
-	"luksDump":      {"unbound": ""},
-	"luksAddKey":    {"volume-key-file": "", "keyslot-cipher": "", "keyslot-key-size": "", "unbound": "", "new-token-id": "", "token-only": ""},
+	"luksAddKey":    {"keyslot-cipher": "", "keyslot-key-size": "", "new-token-id": "", "token-only": ""},
 	"luksChangeKey": {"keyslot-cipher": "", "keyslot-key-size": ""},
-	"config":        {"priority": ""},
 }
 
 // Every other option of cryptsetup's table that a verb does not define is
@@ -359,6 +356,9 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 				i++
 				o.value, o.set = rest[i], true
 			}
+			if err := checkAtOnce(o); err != nil {
+				return line, err
+			}
 			opts = append(opts, o)
 		case len(a) > 1 && a[0] == '-':
 			for j := 1; j < len(a); j++ {
@@ -388,6 +388,9 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 					o.value, o.set = rest[i], true
 				} else {
 					return line, exitf(exitParams, "%s: missing argument", o.typed)
+				}
+				if err := checkAtOnce(o); err != nil {
+					return line, err
 				}
 				opts = append(opts, o)
 				break
@@ -480,6 +483,17 @@ func (l parsedLine) withVerb(app *cli.App, before, after []string) parsedLine {
 		}
 	}
 	return l
+}
+
+// checkAtOnce is the check cryptsetup's option callback makes as it meets
+// an option, before the rest of the line is read: a negative --key-slot.
+func checkAtOnce(o option) error {
+	if o.name == "key-slot" {
+		if n, err := strconv.ParseInt(o.value, 10, 32); err == nil && n < 0 {
+			return usageErrorf("Key slot is invalid.")
+		}
+	}
+	return nil
 }
 
 // checkNumber is popt's check of a numeric option's value.

@@ -25,18 +25,42 @@ func testPassphrase(c *cli.Context) error {
 	return nil
 }
 
+// checkOpenOptions makes cryptsetup's usage checks of open's
+// --test-passphrase and --unbound against --type, in its order.
+func checkOpenOptions(c *cli.Context) error {
+	t := c.String("type")
+	if c.Bool("test-passphrase") && !keyslotType(t) {
+		return usageErrorf("Option --test-passphrase is allowed only for open of LUKS, TCRYPT, BITLK and FVAULT2 devices.")
+	}
+	if c.Bool("unbound") {
+		// cryptsetup compares the type's first four letters, with case.
+		if !strings.HasPrefix(t, "luks") {
+			return usageErrorf("Option --unbound is allowed only for open of luks device.")
+		}
+		if !c.Bool("test-passphrase") {
+			return usageErrorf("Option --unbound cannot be used without --test-passphrase.")
+		}
+	}
+	return nil
+}
+
+// keyslotType reports whether open --type t names a format with keyslots.
+func keyslotType(t string) bool {
+	return strings.HasPrefix(t, "luks") || t == "tcrypt" || t == "bitlk" || t == "fvault2"
+}
+
 // checkOpenType answers open --type T as cryptsetup would where luksd
 // cannot follow: types it does not know (case matters, as in cryptsetup),
 // and --test-passphrase of types without keyslots. Types cryptsetup opens
 // and luksd does not (plain, loopaes, tcrypt, bitlk, fvault2) get one line
 // saying so.
 func checkOpenType(t string, testPassphrase bool) error {
-	keyslots := strings.HasPrefix(t, "luks") || t == "tcrypt" || t == "bitlk" || t == "fvault2"
+	keyslots := keyslotType(t)
 	switch {
 	case t == "" || t == "luks" || t == "luks1" || t == "luks2":
 		return nil
 	case testPassphrase && !keyslots:
-		return exitf(exitParams, "Option --test-passphrase is allowed only for open of LUKS, TCRYPT, BITLK and FVAULT2 devices.")
+		return usageErrorf("Option --test-passphrase is allowed only for open of LUKS, TCRYPT, BITLK and FVAULT2 devices.")
 	case t == "plain" || t == "loopaes" || !strings.HasPrefix(t, "luks") && keyslots:
 		return exitf(exitParams, "Device type %s is not supported by luksd (it opens luks, luks1 and luks2).", t)
 	}

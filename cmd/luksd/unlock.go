@@ -185,8 +185,9 @@ func unlockWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, src keyring.So
 			return nil, 0, err
 		}
 		unlock := h.Unlock
-		if c.Bool("unbound") {
-			// open --test-passphrase --unbound: unbound keys count too.
+		if c.Bool("unbound") && !c.Bool("dump-volume-key") {
+			// open --test-passphrase --unbound, luksDump --unbound: unbound
+			// keys count too (luksDump --dump-volume-key outranks --unbound).
 			unlock = h.UnlockUnbound
 		}
 		vk, got, err := unlock(dev, pass.Bytes(), slot)
