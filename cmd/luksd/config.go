@@ -59,7 +59,8 @@ func config(c *cli.Context) error {
 	if !isLUKS {
 		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
 	}
-	h, f, err := readHeaderOfType(c, dev, true)
+	// cryptsetup loads the header as LUKS2 whatever --type says.
+	h, f, err := readHeader(c, dev, true)
 	if err != nil {
 		return err
 	}

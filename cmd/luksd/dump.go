@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strings"
 
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -227,8 +226,7 @@ func isLuks(c *cli.Context) error {
 	if err != nil {
 		return notLUKS()
 	}
-	want := strings.ToLower(c.String("type"))
-	if want != "" && want != "luks" && "luks"+fmt.Sprint(h.Version()) != want {
+	if !typeAdmits(c.String("type"), h.Version()) {
 		return notLUKS()
 	}
 	return nil
@@ -242,14 +240,17 @@ func luksUUID(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// No LUKS header (of --type): exit 1 silently, as cryptsetup.
+	quietly := func(err error) error {
+		if err.Error() == fmt.Sprintf("Device %s is not a valid LUKS device.", headerPath(c, dev)) {
+			return exitf(exitParams, "")
+		}
+		return err
+	}
 	if !c.IsSet("uuid") {
 		h, f, err := readHeaderOfType(c, dev, false)
 		if err != nil {
-			// No LUKS header (of --type): exit 1 silently, as cryptsetup.
-			if err.Error() == fmt.Sprintf("Device %s is not a valid LUKS device.", headerPath(c, dev)) {
-				return exitf(exitParams, "")
-			}
-			return err
+			return quietly(err)
 		}
 		f.Close()
 		fmt.Println(h.UUID())
@@ -261,7 +262,7 @@ func luksUUID(c *cli.Context) error {
 	}
 	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
-		return err
+		return quietly(err)
 	}
 	defer f.Close()
 	if !confirm(c, "Do you really want to change UUID of device?") {

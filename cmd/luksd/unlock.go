@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
@@ -133,18 +132,36 @@ func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *os.Fil
 	return h, f, nil
 }
 
-// readHeaderOfType is readHeader for verbs where --type luks1 or luks2
-// names the only header version they may use, as in cryptsetup.
+// readHeaderOfType is readHeader for verbs where --type names the header
+// versions they may use, as in cryptsetup: a header of another version, or
+// any header for a type that is not LUKS (plain, luks3), is "not a valid
+// LUKS device".
 func readHeaderOfType(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
 	h, f, err := readHeader(c, path, write)
 	if err != nil {
 		return nil, nil, err
 	}
-	if t := strings.ToLower(c.String("type")); (t == "luks1" || t == "luks2") && t != fmt.Sprintf("luks%d", h.Version()) {
+	if !typeAdmits(c.String("type"), h.Version()) {
 		f.Close()
 		return nil, nil, headerError(headerPath(c, path), luks2.ErrNotLUKS)
 	}
 	return h, f, nil
+}
+
+// typeAdmits reports whether --type t admits a header of LUKS version, as
+// cryptsetup 2.6.1 compares them: "" and "luks" take either version,
+// "luks1"/"LUKS1" and "luks2"/"LUKS2" their own (no other spelling), any
+// other type none.
+func typeAdmits(t string, version int) bool {
+	switch t {
+	case "", "luks":
+		return true
+	case "luks1", "LUKS1":
+		return version == 1
+	case "luks2", "LUKS2":
+		return version == 2
+	}
+	return false
 }
 
 // headerError maps a luks2 error about the header of path to cryptsetup's
