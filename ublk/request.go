@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/luksd/luksd/blockdev"
@@ -30,10 +31,12 @@ type handler struct {
 	trim     blockdev.Trimmer    // nil: discards are not served
 	zero     blockdev.ZeroWriter // nil: write zeroes are emulated
 	readOnly bool
+	logf     func(format string, args ...any) // nil: failures are not logged
+	failures atomic.Uint64
 }
 
-func newHandler(dev blockdev.Device, readOnly, allowDiscards bool) *handler {
-	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly}
+func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(string, ...any)) *handler {
+	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly, logf: logf}
 	if ro, ok := dev.(blockdev.ReadOnly); ok && ro.ReadOnly() {
 		h.readOnly = true
 	}
@@ -61,10 +64,10 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 		buf := data.buffer(int(n))
 		defer data.release(buf)
 		if err := readFull(h.dev, buf, off); err != nil {
-			return errno(err)
+			return h.failed(op, off, n, err)
 		}
 		if err := data.store(buf); err != nil {
-			return errno(err)
+			return h.failed(op, off, n, err)
 		}
 		return int32(n)
 	case opWrite:
@@ -74,15 +77,15 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 		buf := data.buffer(int(n))
 		defer data.release(buf)
 		if err := data.load(buf); err != nil {
-			return errno(err)
+			return h.failed(op, off, n, err)
 		}
 		if _, err := h.dev.WriteAt(buf, off); err != nil {
-			return errno(err)
+			return h.failed(op, off, n, err)
 		}
 		return int32(n)
 	case opFlush:
 		if err := h.dev.Flush(); err != nil {
-			return errno(err)
+			return h.failed(op, off, n, err)
 		}
 		return 0
 	case opDiscard:
@@ -90,7 +93,7 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 			return -int32(syscall.EOPNOTSUPP)
 		}
 		if err := h.trim.Trim(off, n); err != nil {
-			return errno(err)
+			return h.failed(op, off, n, err)
 		}
 		return 0
 	case opWriteZeroes:
@@ -98,7 +101,7 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 			return -int32(syscall.EROFS)
 		}
 		if err := h.writeZeroes(off, n); err != nil {
-			return errno(err)
+			return h.failed(op, off, n, err)
 		}
 		return 0
 	default:
@@ -135,6 +138,20 @@ func readFull(r io.ReaderAt, buf []byte, off int64) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// opNames name request types for the log.
+var opNames = map[uint32]string{opRead: "read", opWrite: "write", opFlush: "flush", opDiscard: "discard", opWriteZeroes: "write zeroes"}
+
+// failed logs a failed request, the first ten and then one in a thousand
+// so a dying disk cannot flood the log, and returns its errno.
+func (h *handler) failed(op uint32, off, n int64, err error) int32 {
+	if h.logf != nil {
+		if k := h.failures.Add(1); k <= 10 || k%1000 == 0 {
+			h.logf("ublk: %s of %d bytes at %d failed (%d so far): %v", opNames[op], n, off, k, err)
+		}
+	}
+	return errno(err)
 }
 
 // errno maps err to the negative errno the kernel completes the request

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -93,7 +94,7 @@ func desc(op uint32, sector uint64, sectors uint32) ioDesc {
 
 func TestServeWriteRead(t *testing.T) {
 	dev := &memDevice{data: make([]byte, 1<<20)}
-	h := newHandler(dev, false, false)
+	h := newHandler(dev, false, false, nil)
 	in := bytes.Repeat([]byte("luksd-ublk!"), 745)[:8192]
 	if res := h.serve(desc(opWrite, 24, 16), &memPayload{in: in}); res != 8192 {
 		t.Fatalf("write result %d, want 8192", res)
@@ -117,7 +118,7 @@ func TestServeWriteRead(t *testing.T) {
 
 func TestServeRangeChecks(t *testing.T) {
 	dev := &memDevice{data: make([]byte, 1<<20)}
-	h := newHandler(dev, false, false)
+	h := newHandler(dev, false, false, nil)
 	last := uint64(1<<20>>9) - 1
 	if res := h.serve(desc(opRead, last, 1), &memPayload{}); res != 512 {
 		t.Errorf("read of the last sector: %d", res)
@@ -132,7 +133,7 @@ func TestServeRangeChecks(t *testing.T) {
 
 func TestServeFlushAndErrors(t *testing.T) {
 	dev := &memDevice{data: make([]byte, 1<<20)}
-	h := newHandler(dev, false, false)
+	h := newHandler(dev, false, false, nil)
 	if res := h.serve(desc(opFlush, 0, 0), &memPayload{}); res != 0 || dev.flushes != 1 {
 		t.Fatalf("flush: result %d, %d flushes", res, dev.flushes)
 	}
@@ -151,7 +152,7 @@ func TestServeFlushAndErrors(t *testing.T) {
 
 func TestServeReadOnly(t *testing.T) {
 	dev := &memDevice{data: make([]byte, 1<<20)}
-	h := newHandler(dev, true, true)
+	h := newHandler(dev, true, true, nil)
 	if res := h.serve(desc(opWrite, 0, 1), &memPayload{in: []byte{1}}); res != -int32(syscall.EROFS) {
 		t.Errorf("write on read-only: %d, want -EROFS", res)
 	}
@@ -165,10 +166,10 @@ func TestServeReadOnly(t *testing.T) {
 
 func TestServeDiscard(t *testing.T) {
 	dev := &trimDevice{memDevice: memDevice{data: make([]byte, 1<<20)}}
-	if res := newHandler(dev, false, false).serve(desc(opDiscard, 8, 16), &memPayload{}); res != -int32(syscall.EOPNOTSUPP) {
+	if res := newHandler(dev, false, false, nil).serve(desc(opDiscard, 8, 16), &memPayload{}); res != -int32(syscall.EOPNOTSUPP) {
 		t.Errorf("discard without --allow-discards: %d", res)
 	}
-	h := newHandler(dev, false, true)
+	h := newHandler(dev, false, true, nil)
 	if res := h.serve(desc(opDiscard, 8, 16), &memPayload{}); res != 0 {
 		t.Fatalf("discard: %d", res)
 	}
@@ -186,7 +187,7 @@ func TestServeDiscard(t *testing.T) {
 // Without a ZeroWriter, write zeroes is written out in chunks.
 func TestServeWriteZeroesEmulated(t *testing.T) {
 	dev := &memDevice{data: bytes.Repeat([]byte{0xa5}, 2<<20)}
-	h := newHandler(dev, false, false)
+	h := newHandler(dev, false, false, nil)
 	start, sectors := uint64(3), uint32((zeroChunk+zeroChunk/2)>>9)
 	if res := h.serve(desc(opWriteZeroes, start, sectors), &memPayload{}); res != 0 {
 		t.Fatalf("write zeroes: %d", res)
@@ -218,5 +219,33 @@ func TestBufferPool(t *testing.T) {
 	// larger than the largest class: a plain allocation, not pooled
 	if b := p.get(1 << 21); len(b) != 1<<21 {
 		t.Fatalf("oversized get has length %d", len(b))
+	}
+}
+
+// failingDevice fails every read and write.
+type failingDevice struct{ memDevice }
+
+func (*failingDevice) ReadAt([]byte, int64) (int, error)  { return 0, errors.New("injected failure") }
+func (*failingDevice) WriteAt([]byte, int64) (int, error) { return 0, errors.New("injected failure") }
+
+// Failed requests are logged with what failed and why: the first ten, then
+// one in a thousand.
+func TestServeFailuresLogged(t *testing.T) {
+	dev := &failingDevice{memDevice{data: make([]byte, 1<<20)}}
+	var lines []string
+	h := newHandler(dev, false, false, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	for range 12 {
+		if res := h.serve(desc(opRead, 8, 2), &memPayload{}); res != -int32(syscall.EIO) {
+			t.Fatalf("failing read: result %d, want -EIO", res)
+		}
+	}
+	if res := h.serve(desc(opWrite, 0, 1), &memPayload{in: make([]byte, 512)}); res != -int32(syscall.EIO) {
+		t.Fatalf("failing write: result %d, want -EIO", res)
+	}
+	if len(lines) != 10 {
+		t.Fatalf("%d log lines, want 10:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	if want := "ublk: read of 1024 bytes at 4096 failed (1 so far): injected failure"; lines[0] != want {
+		t.Fatalf("first line %q, want %q", lines[0], want)
 	}
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// RecoverTimeout bounds how long Recover waits for the kernel to
 	// quiesce the device of a daemon that died; 0 = 30 s.
 	RecoverTimeout time.Duration
+	// Logf receives a line per failed request (rate-limited); nil logs
+	// nothing.
+	Logf func(format string, args ...any)
 }
 
 const (
@@ -100,7 +103,7 @@ func New(dev blockdev.Device, opts Options) (*Device, error) {
 			bs = b.BlockSize()
 		}
 	}
-	h := newHandler(dev, opts.ReadOnly, opts.AllowDiscards)
+	h := newHandler(dev, opts.ReadOnly, opts.AllowDiscards, opts.Logf)
 	// validate before asking the kernel for anything
 	if _, err := buildParams(geometry{size: h.size, blockSize: bs, maxIOBytes: uint32(opts.MaxIOBytes)}); err != nil {
 		return nil, err
@@ -203,7 +206,7 @@ func recoverDevice(c *control, id uint32, dev blockdev.Device, opts Options) (*D
 	d := &Device{
 		ctrl:       c,
 		info:       info,
-		h:          newHandler(dev, readOnly, discards),
+		h:          newHandler(dev, readOnly, discards, opts.Logf),
 		userCopy:   info.flags&FeatureUserCopy != 0,
 		inline:     !opts.Workers,
 		charFD:     -1,

@@ -60,6 +60,7 @@ func (ublkFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment,
 		ReadOnly:      opts.ReadOnly,
 		AllowDiscards: opts.AllowDiscards,
 		BlockSize:     opts.BlockSize,
+		Logf:          daemonLog.Printf,
 	}
 	if opts.Recover {
 		if id < 0 {
