@@ -9,11 +9,16 @@ import (
 // class. Unlike a sync.Pool, which the garbage collector empties, a free
 // list makes a steady load allocate nothing, so the heap stays near the
 // data in flight instead of growing to twice that between collections. The
-// lists together keep at most maxFreeBytes.
+// lists together keep at most maxFreeBytes: one connection's default
+// in-flight budget. A client at iodepth 32 has a few more than 32 buffers
+// live (it sends the next request as soon as a reply arrives, before the
+// buffer is back); with room for only 32 MiB, fio's 1 MiB reads at depth 32
+// made the collector run 70 times in 4 s, with 64 MiB 5 times, and the peak
+// resident memory fell from 84 to 79 MB.
 const (
 	minBufferClass = 12 // 4 KiB: smaller buffers are rounded up
 	maxBufferClass = 25 // 32 MiB, the largest request
-	maxFreeBytes   = 32 << 20
+	maxFreeBytes   = defaultInFlight
 )
 
 var freeBuffers struct {
