@@ -217,7 +217,34 @@ func (h *Header) HeaderSize() int64 { return h.impl.headerSize() }
 func Backup(dev io.ReaderAt, size int64, w io.Writer) error { return backup(dev, size, w) }
 
 // Restore validates the backup image and writes it over dev's header area
-// (luksHeaderRestore).
+// (luksHeaderRestore): LUKS2 both header copies and the keyslots area,
+// LUKS1 up to the end of the last keyslot's key material. It refuses what
+// CheckRestore refuses.
 func Restore(dev Device, size int64, backup io.ReaderAt, backupSize int64) error {
 	return restore(dev, size, backup, backupSize)
+}
+
+var (
+	// ErrRestoreDataOffset: the device holds a header of the backup's
+	// version with another data offset (LUKS1: or key size).
+	ErrRestoreDataOffset = errors.New("data offset differs on device and backup")
+	// ErrRestoreAreaSize: the device holds a LUKS2 header whose header and
+	// keyslots areas have another size than the backup's.
+	ErrRestoreAreaSize = errors.New("header and keyslots area size differs on device and backup")
+)
+
+// RestoreCheck is what cryptsetup 2.6.1's luksHeaderRestore learns about
+// the device before it asks for confirmation.
+type RestoreCheck struct {
+	Version      int  // the backup's LUKS version
+	Replaces     bool // the device holds a valid header of that version
+	UUIDDiffers  bool // ... whose UUID is not the backup's
+	OtherVersion int  // a LUKS1 backup meets a header of this other version (cryptsetup: "Unsupported LUKS version 2.")
+}
+
+// CheckRestore reads the backup and the device's header as Restore would:
+// an invalid backup, ErrRestoreDataOffset or ErrRestoreAreaSize refuse the
+// restore; anything else on the device is replaced.
+func CheckRestore(dev io.ReaderAt, size int64, backup io.ReaderAt, backupSize int64) (RestoreCheck, error) {
+	return checkRestore(dev, size, backup, backupSize)
 }

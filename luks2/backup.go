@@ -1,6 +1,8 @@
 package luks2
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -44,28 +46,74 @@ func backup(dev io.ReaderAt, size int64, w io.Writer) error {
 	return nil
 }
 
-func restore(dev Device, size int64, src io.ReaderAt, srcSize int64) error {
+// restoreBackup reads and checks a header backup: the header, and the
+// number of bytes luksHeaderRestore writes (LUKS2: both header copies and
+// the keyslots area; LUKS1: up to the end of the last keyslot's key
+// material, as cryptsetup writes it).
+func restoreBackup(src io.ReaderAt, srcSize int64) (*header, int64, error) {
 	// The backup holds the header area only, not the data it describes (a
 	// LUKS1 backup ends at its last keyslot, before the payload offset):
-	// read it without a device size, then check it holds backupSize bytes.
+	// read it without a device size, then check it holds enough bytes.
 	hd, err := readHeader(src, 0)
 	if err != nil {
-		return fmt.Errorf("backup file does not contain a valid LUKS header: %w", err)
+		return nil, 0, fmt.Errorf("backup file does not contain a valid LUKS header: %w", err)
 	}
 	b := hd.impl
 	n := b.backupSize()
+	if b.v1 != nil {
+		n = int64(b.v1.keyAreaEnd()) * 512
+	}
 	if srcSize > 0 && n > srcSize {
-		return errors.New("backup file is smaller than the header it describes")
+		return nil, 0, errors.New("backup file is smaller than the header it describes")
+	}
+	return b, n, nil
+}
+
+func checkRestore(dev io.ReaderAt, size int64, src io.ReaderAt, srcSize int64) (RestoreCheck, error) {
+	b, _, err := restoreBackup(src, srcSize)
+	if err != nil {
+		return RestoreCheck{}, err
+	}
+	rc := RestoreCheck{Version: b.version()}
+	var head [8]byte
+	if _, err := dev.ReadAt(head[:], 0); err == nil && bytes.Equal(head[:magicLen], magic1) {
+		if v := int(binary.BigEndian.Uint16(head[offVersion:])); v != rc.Version && rc.Version == 1 {
+			// cryptsetup reads the device as LUKS1 and says why not.
+			rc.OtherVersion = v
+		}
+	}
+	cur, err := readHeader(dev, size)
+	if err != nil || cur.impl.version() != rc.Version {
+		return rc, nil
+	}
+	c := cur.impl
+	rc.Replaces = true
+	rc.UUIDDiffers = c.uuid() != b.uuid()
+	if rc.Version == 1 {
+		if c.v1.payloadOffset != b.v1.payloadOffset || c.v1.keyBytes != b.v1.keyBytes {
+			return rc, ErrRestoreDataOffset
+		}
+		return rc, nil
+	}
+	if c.dataOffset() != b.dataOffset() {
+		return rc, ErrRestoreDataOffset
+	}
+	if c.backupSize() != b.backupSize() {
+		return rc, ErrRestoreAreaSize
+	}
+	return rc, nil
+}
+
+func restore(dev Device, size int64, src io.ReaderAt, srcSize int64) error {
+	if _, err := checkRestore(dev, size, src, srcSize); err != nil {
+		return err
+	}
+	_, n, err := restoreBackup(src, srcSize)
+	if err != nil {
+		return err
 	}
 	if size > 0 && n > size {
 		return fmt.Errorf("device is too small (%d bytes) for the %d-byte header backup", size, n)
-	}
-	if cur, err := readHeader(dev, size); err == nil {
-		cs, err1 := cur.Segment()
-		bs, err2 := hd.Segment()
-		if err1 == nil && err2 == nil && (cs.Offset != bs.Offset || cs.KeySize != bs.KeySize) {
-			return errors.New("data offset or key size differs on device and backup, restore failed")
-		}
 	}
 	buf := make([]byte, n)
 	if _, err := src.ReadAt(buf, 0); err != nil {
@@ -75,4 +123,19 @@ func restore(dev Device, size int64, src io.ReaderAt, srcSize int64) error {
 		return fmt.Errorf("writing the header: %w", err)
 	}
 	return syncDev(dev)
+}
+
+// dataOffset is where cryptsetup's LUKS2_get_data_offset says data starts:
+// the lowest segment offset (0 without segments). LUKS1: the payload.
+func (h *header) dataOffset() uint64 {
+	if h.v1 != nil {
+		return uint64(h.v1.payloadOffset) * 512
+	}
+	var off uint64
+	for i, id := range sortedIDs(h.meta.segments) {
+		if s := h.meta.segments[id]; i == 0 || s.offset < off {
+			off = s.offset
+		}
+	}
+	return off
 }

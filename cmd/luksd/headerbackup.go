@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -105,23 +106,63 @@ func luksHeaderRestore(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
-	// cryptsetup names the LUKS version: the device's, else the backup's.
-	version := 2
-	if bh, err := luks2.Read(b, bsize); err == nil {
-		version = bh.Version()
+	check, err := luks2.CheckRestore(f, size, b, bsize)
+	if check.OtherVersion != 0 {
+		// cryptsetup reads the device as LUKS1 and says why it is not.
+		fmt.Fprintf(os.Stderr, "Unsupported LUKS version %d.\n", check.OtherVersion)
 	}
-	msg := fmt.Sprintf("Device %s does not contain LUKS%d header. Replacing header can destroy data on that device.", hp, version)
-	if luks2.IsLUKS(f) {
-		if h, err := luks2.Read(f, size); err == nil {
-			version = h.Version()
-		}
-		msg = fmt.Sprintf("Device %s already contains LUKS%d header. Replacing header will destroy existing keyslots.", hp, version)
+	if err != nil {
+		return restoreError(hp, check.Version, err)
+	}
+	// cryptsetup's LUKS1 restore says "LUKS header", its LUKS2 one "LUKS2
+	// header".
+	kind := "LUKS"
+	if check.Version == 2 {
+		kind = "LUKS2"
+	}
+	msg := fmt.Sprintf("Device %s does not contain %s header. Replacing header can destroy data on that device.", hp, kind)
+	if check.Replaces {
+		msg = fmt.Sprintf("Device %s already contains %s header. Replacing header will destroy existing keyslots.", hp, kind)
+	}
+	if check.UUIDDiffers {
+		msg += "\nWARNING: real device header has different UUID than backup!"
+	}
+	if check.Version == 1 && len(msg) > luks1RestoreMsgMax {
+		// cryptsetup's LUKS1 restore builds the question in a 200-byte
+		// buffer: a long path cuts the UUID warning short.
+		msg = msg[:luks1RestoreMsgMax]
 	}
 	if !confirm(c, msg) {
 		return errAborted(exitParams, "")
 	}
 	if err := luks2.Restore(f, size, b, bsize); err != nil {
-		return headerError(hp, err)
+		return restoreError(hp, check.Version, err)
 	}
-	return syncHeader(f)
+	if err := syncHeader(f); err != nil {
+		return err
+	}
+	if check.Version == 1 {
+		// cryptsetup reloads the restored LUKS1 header and, with -v, says
+		// it checked it.
+		verbosef(c, "No known problems detected for LUKS header.")
+	}
+	return nil
+}
+
+// luks1RestoreMsgMax is the longest question cryptsetup 2.6.1's LUKS1
+// luksHeaderRestore asks (checked with a long image path).
+const luks1RestoreMsgMax = 199
+
+// restoreError maps luks2.Restore's refusals to cryptsetup's messages for a
+// backup of LUKS version.
+func restoreError(path string, version int, err error) error {
+	switch {
+	case errors.Is(err, luks2.ErrRestoreDataOffset) && version == 1:
+		return exitf(exitParams, "Data offset or key size differs on device and backup, restore failed.")
+	case errors.Is(err, luks2.ErrRestoreDataOffset):
+		return exitf(exitParams, "Data offset differ on device and backup, restore failed.")
+	case errors.Is(err, luks2.ErrRestoreAreaSize):
+		return exitf(exitParams, "Binary header with keyslot areas size differ on device and backup, restore failed.")
+	}
+	return headerError(path, err)
 }

@@ -28,6 +28,13 @@ type ttySession struct {
 
 func startOnTTY(t *testing.T, args ...string) *ttySession {
 	t.Helper()
+	return startProgOnTTY(t, testtool.Luksd(t), args...)
+}
+
+// startProgOnTTY runs prog (luksd, or cryptsetup to compare with) on a
+// pseudo-terminal.
+func startProgOnTTY(t *testing.T, prog string, args ...string) *ttySession {
+	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
 	if err != nil {
 		testtool.Missing(t, "no /dev/ptmx: "+err.Error())
@@ -43,7 +50,7 @@ func startOnTTY(t *testing.T, args ...string) *ttySession {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(testtool.Luksd(t), args...)
+	cmd := exec.Command(prog, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
