@@ -100,7 +100,8 @@ func TestCLIErrorsAndExitCodes(t *testing.T) {
 	}
 	luksd(t, nil, "luksDump", "--key-slot", "x", plain).expect(t, 1, "invalid numeric value")
 	luksd(t, nil, "luksDump").expect(t, 1, "luksDump: requires <device> as arguments")
-	luksd(t, nil, "luksDump", plain, "extra").expect(t, 1, "Unknown argument extra.")
+	luksd(t, nil, "luksDump", plain, "extra").expect(t, 1, "Device "+plain+" is not a valid LUKS device.") // extra arguments are ignored
+	luksd(t, nil, "isLuks", plain, "extra").expect(t, 4, "Only one device argument for isLuks operation is supported.")
 	luksd(t, nil, "luksFormat", "-q", "--type", "luks1", "--sector-size", "4096", "-d", key, plain).expect(t, 1, "Unsupported encryption sector size.")
 	luksd(t, nil, "luksFormat", "-q", "--type", "luks3", "-d", key, plain).expect(t, 1, "Unsupported device type luks3.")
 	luksd(t, nil, "luksFormat", "-q", "--pbkdf", "scrypt", "-d", key, plain).expect(t, 1, "Password-based key derivation function (PBKDF) can be only pbkdf2 or argon2i/argon2id.")

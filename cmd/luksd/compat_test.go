@@ -119,6 +119,12 @@ func TestCLILikeCryptsetup(t *testing.T) {
 		{args: format("--uuid", uuid, "COPY", key), stdout: true, layout: true},
 		{args: format("-q", "--uuid", uuid, "SMALL", key), stdout: true, layout: true},
 		{args: format("-q", "--integrity", "hmac-sha256", "NEW", key), codeOnly: true},
+		// Arguments past the ones an action takes are ignored, but by isLuks.
+		{args: []string{"luksDump", img, "extra"}, stdout: true},
+		{args: []string{"-v", "luksUUID", img, "extra", "more"}, stdout: true},
+		{args: []string{"-v", "luksKillSlot", "-q", img, "5", "extra"}, stdout: true},
+		{args: []string{"-v", "isLuks", img, "extra"}, stdout: true},
+		{args: []string{"isLuks", plain + ".missing", "extra"}, stdout: true},
 		// Usage errors: cryptsetup's usage() exits before -v's status
 		// line; other failures end with "Command failed with code -1".
 		{args: []string{"-v", "luksAddKey", "--unbound", "-d", key, img, key}, stdout: true},

@@ -60,13 +60,11 @@ func requiresArgs(c *cli.Context, args string) error {
 	return exitf(exitParams, "%s: requires %s as arguments", c.Command.Name, args)
 }
 
-// oneDevice returns the verb's only positional argument.
+// oneDevice returns the verb's device argument. cryptsetup 2.6.1 ignores
+// arguments past the ones an action takes (isLuks excepted).
 func oneDevice(c *cli.Context) (string, error) {
 	if c.NArg() < 1 || c.Args().First() == "" {
 		return "", requiresArgs(c, "<device>")
-	}
-	if c.NArg() > 1 {
-		return "", exitf(exitParams, "Unknown argument %s.", c.Args().Get(1))
 	}
 	return c.Args().First(), nil
 }
@@ -208,6 +206,9 @@ func isLuks(c *cli.Context) error {
 	dev, err := oneDevice(c)
 	if err != nil {
 		return err
+	}
+	if c.NArg() > 1 {
+		return exitf(exitDevice, "Only one device argument for isLuks operation is supported.")
 	}
 	hp := headerPath(c, dev)
 	f, _, err := openDevice(hp, false)

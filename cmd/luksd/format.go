@@ -284,9 +284,7 @@ func luksFormat(c *cli.Context) error {
 	if dev == "" {
 		return requiresArgs(c, "<device>")
 	}
-	if c.NArg() > 2 {
-		return exitf(exitParams, "Unknown argument %s.", c.Args().Get(2))
-	}
+	// Further arguments are ignored, as by cryptsetup.
 	version, err := formatVersion(c)
 	if err != nil {
 		return err

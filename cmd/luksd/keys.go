@@ -78,9 +78,7 @@ func keyDevice(c *cli.Context) (dev, arg string, err error) {
 	if dev == "" {
 		return "", "", requiresArgs(c, "<device>")
 	}
-	if c.NArg() > 2 {
-		return "", "", exitf(exitParams, "Unknown argument %s.", c.Args().Get(2))
-	}
+	// Further arguments are ignored, as by cryptsetup.
 	return dev, c.Args().Get(1), nil
 }
 
