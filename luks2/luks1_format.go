@@ -5,6 +5,7 @@ import (
 	"crypto/pbkdf2"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -18,10 +19,11 @@ const (
 	luks1PayloadAlign = 2048 // sectors
 )
 
-// luks1Layout returns the key material offsets and the payload offset
-// (sectors) for a keyBytes-byte volume key: the end of the last keyslot
-// area rounded up to align sectors (0: 1 MiB), as cryptsetup places it.
-func luks1Layout(keyBytes int, align uint32) (offsets [luks1NumKeys]uint32, payload uint32) {
+// luks1Layout returns the key material offsets, the end of the header
+// (the last keyslot area, each rounded up to 4 KiB) and the payload offset
+// (sectors) for a keyBytes-byte volume key: the header's end rounded up to
+// align sectors (0: 1 MiB), as cryptsetup places it.
+func luks1Layout(keyBytes int, align uint32) (offsets [luks1NumKeys]uint32, end, payload uint32) {
 	stride := (luks1AFSectors(uint32(keyBytes)) + luks1AreaAlign - 1) / luks1AreaAlign * luks1AreaAlign
 	for i := range offsets {
 		offsets[i] = luks1AreaAlign + uint32(i)*stride
@@ -29,9 +31,14 @@ func luks1Layout(keyBytes int, align uint32) (offsets [luks1NumKeys]uint32, payl
 	if align == 0 {
 		align = luks1PayloadAlign
 	}
-	end := offsets[luks1NumKeys-1] + stride
-	return offsets, (end + align - 1) / align * align
+	end = offsets[luks1NumKeys-1] + stride
+	return offsets, end, (end + align - 1) / align * align
 }
+
+// ErrLUKS1DataOffset: a LUKS1 payload offset inside the header (cryptsetup:
+// "Data offset for LUKS header must be either 0 or higher than header
+// size.").
+var ErrLUKS1DataOffset = errors.New("data offset for LUKS header must be either 0 or higher than header size")
 
 // formatLUKS1 writes a LUKS1 header as cryptsetup's luksFormat --type luks1
 // does: the header area zeroed, every keyslot area filled with random
@@ -105,15 +112,16 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 	if opts.VolumeKey != nil && len(opts.VolumeKey) != opts.KeySize {
 		return nil, nil, fmt.Errorf("volume key has %d bytes, the key size is %d", len(opts.VolumeKey), opts.KeySize)
 	}
-	offsets, payload := luks1Layout(opts.KeySize, uint32(opts.PayloadAlign/512))
-	keyEnd := offsets[luks1NumKeys-1] + luks1AFSectors(uint32(opts.KeySize))
+	offsets, hdrEnd, payload := luks1Layout(opts.KeySize, uint32(opts.PayloadAlign/512))
 	if opts.DataOffset != 0 || opts.DetachedData {
 		payload = uint32(opts.DataOffset / 512)
-		if payload != 0 && payload < keyEnd {
-			return nil, nil, fmt.Errorf("data offset %d is inside the %d-byte LUKS1 header", opts.DataOffset, int64(keyEnd)*512)
+		if payload != 0 && payload < hdrEnd {
+			return nil, nil, fmt.Errorf("%w (%d bytes)", ErrLUKS1DataOffset, int64(hdrEnd)*512)
 		}
 	}
-	areaEnd := max(int64(payload), int64(keyEnd)) * 512
+	// The header area ends with the last keyslot's 4 KiB-aligned area: a
+	// detached header file has that size.
+	areaEnd := max(int64(payload), int64(hdrEnd)) * 512
 	if !opts.DetachedData && size > 0 && size <= areaEnd {
 		return nil, nil, fmt.Errorf("device is too small: %d bytes, the LUKS1 header needs more than %d", size, areaEnd)
 	}

@@ -164,8 +164,12 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 			return opts, usageErrorf("Options --align-payload and --offset cannot be combined.")
 		}
 		if version == 1 {
-			// LUKS1's payload follows the keyslot areas, aligned.
-			if !opts.DetachedData {
+			// LUKS1's payload follows the keyslot areas, aligned; with a
+			// detached header, cryptsetup takes the alignment as the
+			// payload offset.
+			if opts.DetachedData {
+				opts.DataOffset = align * 512
+			} else {
 				opts.PayloadAlign = align * 512
 			}
 			return opts, nil
@@ -419,6 +423,9 @@ func luksFormat(c *cli.Context) error {
 func formatError(err error) error {
 	if errors.Is(err, luks2.ErrUnsupported) {
 		return withCode(exitParams, err)
+	}
+	if errors.Is(err, luks2.ErrLUKS1DataOffset) {
+		return exitf(exitParams, "Data offset for LUKS header must be either 0 or higher than header size.")
 	}
 	return withCode(exitParams, fmt.Errorf("Cannot format device: %v", err))
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -68,6 +69,15 @@ func TestLuksFormatLUKS1LikeCryptsetup(t *testing.T) {
 		{args: f1(append(forced, "--align-payload", "3000")...)},
 		{args: f1(append(forced, "--offset", "5000")...)},
 		{args: f1(append(forced, "--offset", "100")...)},
+		{args: f1(append(forced, "--offset", "2048")...)},
+		{args: f1(append(forced, "--offset", "4040")...)},
+		{args: f1(append(forced, "-s", "256", "--offset", "2056")...)},
+		// A detached header (HDR): --align-payload is the payload offset.
+		{args: f1(append(forced, "--header", "HDR")...)},
+		{args: f1(append(forced, "--header", "HDR", "-s", "256")...)},
+		{args: f1(append(forced, "--header", "HDR", "--offset", "8")...)},
+		{args: f1(append(forced, "--header", "HDR", "--align-payload", "4036")...)},
+		{args: f1(append(forced, "--header", "HDR", "--align-payload", "4040")...)},
 		// An image smaller than the header grows to the payload offset.
 		{args: f1(forced...), size: 1 << 20},
 		// PBKDF2 only, at least 1000 iterations.
@@ -85,8 +95,24 @@ func TestLuksFormatLUKS1LikeCryptsetup(t *testing.T) {
 		}
 		cs := zeroFile(t, w.dir, "cs.img", size)
 		mine := zeroFile(t, w.dir, "luksd.img", size)
-		want := w.cs(nil, append(c.args, cs, key)...)
-		got := w.luksd(nil, append(c.args, mine, key)...)
+		// With --header, the header file is what is compared.
+		csHdr, myHdr := w.path("cs.hdr"), w.path("luksd.hdr")
+		os.Remove(csHdr)
+		os.Remove(myHdr)
+		with := func(hdr string) []string {
+			out := append([]string(nil), c.args...)
+			for j, a := range out {
+				if a == "HDR" {
+					out[j] = hdr
+				}
+			}
+			return out
+		}
+		want := w.cs(nil, append(with(csHdr), cs, key)...)
+		got := w.luksd(nil, append(with(myHdr), mine, key)...)
+		if slices.Contains(c.args, "HDR") {
+			cs, mine = csHdr, myHdr
+		}
 		want.stdout = strings.ReplaceAll(want.stdout, cs, "IMG")
 		got.stdout = strings.ReplaceAll(got.stdout, mine, "IMG")
 		if got.code != want.code || got.stdout != want.stdout {
@@ -100,6 +126,7 @@ func TestLuksFormatLUKS1LikeCryptsetup(t *testing.T) {
 			t.Errorf("%d %q: luksd says %q, cryptsetup %q", i, name, gs, ws)
 		}
 		if want.code != 0 {
+			// (cryptsetup leaves 4 KiB in a new header file; luksd nothing.)
 			if b, _ := os.ReadFile(mine); !bytes.Equal(b, make([]byte, len(b))) {
 				t.Errorf("%d %q: a refused format wrote to the image", i, name)
 			}
