@@ -274,15 +274,6 @@ func defaultKeyBytes(cipher string) int {
 	return 32
 }
 
-// readVolumeKeyFile reads exactly n bytes of --volume-key-file.
-func readVolumeKeyFile(path string, n int) (*keyring.Secret, error) {
-	k, err := keyring.Source{KeyFile: path, Size: int64(n)}.Passphrase("", false)
-	if err != nil {
-		return nil, exitf(exitParams, "Cannot read %d bytes from volume key file %s.", n, path)
-	}
-	return k, nil
-}
-
 func luksFormat(c *cli.Context) error {
 	dev := c.Args().Get(0)
 	if dev == "" {
@@ -345,7 +336,7 @@ func luksFormat(c *cli.Context) error {
 			n = defaultKeyBytes(opts.Cipher)
 			opts.KeySize = n
 		}
-		if vk, err = readVolumeKeyFile(p, n); err != nil {
+		if vk, err = readAddKeyVolumeKey(p, n); err != nil {
 			return err
 		}
 		defer vk.Wipe()

@@ -265,7 +265,7 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f *os.File, unlockSlot int) (*key
 }
 
 // readAddKeyVolumeKey reads the first n bytes of a volume key file, with
-// cryptsetup's messages.
+// cryptsetup's messages (luksAddKey and luksFormat --volume-key-file).
 func readAddKeyVolumeKey(path string, n int) (*keyring.Secret, error) {
 	kf, err := os.Open(path)
 	if err != nil {
