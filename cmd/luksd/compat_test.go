@@ -122,7 +122,7 @@ func TestCLILikeCryptsetup(t *testing.T) {
 		// A volume key file too short for the key, or missing.
 		{args: format("-q", "--volume-key-file", key, "NEW", key)},
 		{args: format("-q", "--type", "luks1", "--volume-key-file", key, "NEW", key)},
-		{args: format("-q", "--volume-key-file", key + ".missing", "NEW", key)},
+		{args: format("-q", "--volume-key-file", key+".missing", "NEW", key)},
 		// Arguments past the ones an action takes are ignored, but by isLuks.
 		{args: []string{"luksDump", img, "extra"}, stdout: true},
 		{args: []string{"-v", "luksUUID", img, "extra", "more"}, stdout: true},
