@@ -67,6 +67,28 @@ func TestUnboundKeyLikeCryptsetup(t *testing.T) {
 	tw.run("", "-v", "open", "--test-passphrase", "-d", k1, "IMG")
 	tw.run("", "-v", "open", "--unbound", "-d", k1, "IMG", "name")
 	tw.run("", "-v", "open", "--unbound", "--type", "plain", "-d", k1, "IMG", "name")
+
+	// On a terminal luksDump --unbound asks first; declined, exit 2 and
+	// no passphrase prompt.
+	screens := map[string]string{}
+	for prog, img := range map[string]string{w.cryptsetup: tw.cs, "": tw.mine} {
+		args := []string{"luksDump", "--unbound", "-S", "1", img}
+		var s *ttySession
+		if prog == "" {
+			s = startOnTTY(t, args...)
+		} else {
+			s = startProgOnTTY(t, prog, args...)
+		}
+		s.answer(sureSuffix, 1, "no")
+		code, screen := s.wait()
+		if code != exitPermission || strings.Contains(screen, "Enter passphrase") {
+			t.Errorf("%q declined: exit %d:\n%s", prog, code, screen)
+		}
+		screens[prog] = strings.ReplaceAll(screen, img, "IMG")
+	}
+	if screens[w.cryptsetup] != screens[""] {
+		t.Errorf("the terminals differ:\n--- cryptsetup\n%s\n--- luksd\n%s", screens[w.cryptsetup], screens[""])
+	}
 }
 
 // TestUnboundOnLUKS1LikeCryptsetup: LUKS1 has no unbound keyslots.
