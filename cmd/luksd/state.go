@@ -315,10 +315,11 @@ func activeState(name string) (*volumeState, error) {
 	return s, err
 }
 
-// volumeArg takes status's and close's one argument and maps it with
-// volumeName; arg is the argument as given, for messages.
+// volumeArg takes status's and close's argument and maps it with
+// volumeName; arg is the argument as given, for messages. Arguments after
+// the first are ignored, as cryptsetup ignores them.
 func volumeArg(c *cli.Context) (arg, name string, ok bool, err error) {
-	if c.NArg() != 1 {
+	if c.NArg() < 1 {
 		return "", "", false, exitf(exitParams, "Command requires device name as argument.")
 	}
 	arg = c.Args().First()

@@ -54,6 +54,10 @@ func TestStatusVerb(t *testing.T) {
 		t.Fatalf("status of an inactive name: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	luksd(t, nil, "status").expect(t, exitParams, "status: requires <name> as arguments")
+	// Arguments after the name are ignored, as cryptsetup ignores them.
+	if r := luksd(t, nil, "status", "nothere", "extra"); r.code != exitDevice || r.stdout != "nothere is inactive.\n" {
+		t.Fatalf("status with an extra argument: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
 	luksd(t, nil, "status", "a/b").expect(t, exitParams, "Invalid device name")
 	r = luksd(t, nil, "status", "/dev/nbd7")
 	if r.code != exitDevice || r.stdout != "/dev/nbd7 is inactive.\n" {
