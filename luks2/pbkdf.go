@@ -44,11 +44,17 @@ func deriveKey(p kdfParams, passphrase []byte, keyLen int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: PBKDF %q", ErrUnsupported, p.typ)
 }
 
-// measureKDF times one derivation with p; tests replace it with a model.
+// measureKDF times one derivation with p: PBKDF2 by CPU time, argon2 by
+// the wall clock, as cryptsetup times them. Tests replace it with a model.
 var measureKDF = func(p kdfParams, keyLen int) time.Duration {
-	start := time.Now()
-	k, _ := deriveKey(p, []byte("benchmark passphrase"), keyLen)
-	d := time.Since(start)
+	var k []byte
+	derive := func() { k, _ = deriveKey(p, []byte("benchmark passphrase"), keyLen) }
+	var d time.Duration
+	if p.typ == "pbkdf2" {
+		d = pbkdf2CPUTime(derive)
+	} else {
+		d = wallTime(derive)
+	}
 	clear(k)
 	return d
 }
@@ -124,22 +130,28 @@ func (p PBKDF) params(salt []byte, keyLen int) (kdfParams, error) {
 	return kp, nil
 }
 
-// calibratePBKDF2 finds the iteration count that takes target, as
-// cryptsetup's benchmark does: time growing runs until one lasts long enough
-// to be measured, then scale.
+// calibratePBKDF2 finds the iteration count that takes target, the way
+// cryptsetup's benchmark does: from 2^15 iterations, grow the count (by 16,
+// 8, 4 or 2 times as the run was shorter) until one run takes over half a
+// second, then scale that run to target.
 func calibratePBKDF2(hashName string, keyLen int, target time.Duration) int {
 	p := kdfParams{typ: "pbkdf2", hash: hashName, salt: make([]byte, 32)}
-	iter := 1000
+	iter := 1 << 15
 	for {
 		p.iterations = iter
 		d := measureKDF(p, keyLen)
-		if d >= 100*time.Millisecond || iter >= 1<<30 {
+		if d > 500*time.Millisecond || iter >= 1<<30 {
 			return max(minPBKDF2Iterations, scale(iter, target, d))
 		}
-		if d <= 0 {
-			iter *= 16
-		} else {
-			iter = int(float64(iter) * 1.2 * float64(100*time.Millisecond) / float64(d))
+		switch {
+		case d <= 62*time.Millisecond:
+			iter <<= 4
+		case d <= 125*time.Millisecond:
+			iter <<= 3
+		case d <= 250*time.Millisecond:
+			iter <<= 2
+		default:
+			iter <<= 1
 		}
 	}
 }
