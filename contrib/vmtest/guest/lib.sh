@@ -175,7 +175,7 @@ luksd_close() {
 }
 
 # luksd_format IMAGE KEY LINE [ARGS...] formats IMAGE with luksd for a
-# CIPHERS line (LUKS2 only), with cryptsetup's flags.
+# CIPHERS line (LUKS2 or LUKS1), with cryptsetup's flags.
 luksd_format() {
 	_img=$1 _key=$2 _line=$3
 	shift 3

@@ -1,9 +1,10 @@
 #!/bin/sh
 # 30-luksd-to-dmcrypt-nbd: luksd writes, the kernel's dm-crypt reads. For
-# every LUKS2 cipher in CIPHERS, luksd luksFormat formats an image, luksd
-# opens it as /dev/nbdN and a known pattern is written through it (the first
-# 4 MiB and the last MiB); after luksd close, cryptsetup opens the image in
-# the kernel and must read the same plaintext, with the same size.
+# every cipher in CIPHERS (LUKS2, and LUKS1 aes-cbc-essiv), luksd luksFormat
+# formats an image, luksd opens it as /dev/nbdN and a known pattern is
+# written through it (the first 4 MiB and the last MiB); after luksd close,
+# cryptsetup opens the image in the kernel and must read the same plaintext,
+# with the same size.
 # requires: luksd-format luksd-open-nbd
 . /vmtest/guest/lib.sh
 FRONTEND=${FRONTEND:-nbd}
@@ -35,6 +36,6 @@ luksd_writes_kernel_reads() {
 	rm -f "$img"
 }
 
-echo "$CIPHERS" | grep -v '|luks1|' | while read -r line; do
+echo "$CIPHERS" | while read -r line; do
 	check "$VMTEST_SCENARIO $(cipher_field "$line" 1) $FRONTEND" luksd_writes_kernel_reads "$line"
 done
