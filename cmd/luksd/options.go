@@ -76,7 +76,7 @@ var cryptsetupOptions = map[string]csOption{
 	"key-description":             {kind: flagText},
 	"key-file":                    {kind: flagText, short: 'd'},
 	"key-size":                    {kind: flagNumber, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
-	"key-slot":                    {kind: flagSigned, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config"}},
+	"key-slot":                    {kind: flagSigned, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token"}},
 	"keyfile-offset":              {kind: flagNumber},
 	"keyfile-size":                {kind: flagNumber, short: 'l'},
 	"keyslot-cipher":              {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey"}},
@@ -124,11 +124,11 @@ var cryptsetupOptions = map[string]csOption{
 	"timeout":                     {kind: flagNumber, short: 't'},
 	"token-id":                    {kind: flagSigned},
 	"token-only":                  {kind: flagNone},
-	"token-replace":               {kind: flagNone, actions: []string{}},
+	"token-replace":               {kind: flagNone, actions: []string{"token"}},
 	"token-type":                  {kind: flagText},
 	"tries":                       {kind: flagNumber, short: 'T'},
 	"type":                        {kind: flagText, short: 'M'},
-	"unbound":                     {kind: flagNone, actions: []string{"open", "luksDump", "luksAddKey"}},
+	"unbound":                     {kind: flagNone, actions: []string{"open", "luksDump", "luksAddKey", "token"}},
 	"use-directio":                {kind: flagNone},
 	"use-fsync":                   {kind: flagNone},
 	"use-random":                  {kind: flagNone, actions: []string{"luksFormat"}},
@@ -152,7 +152,7 @@ var optionAliases = map[string]string{
 // otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
 // not have: a script that uses one learns why it failed.
 var otherActions = []string{
-	"repair", "reencrypt", "resize", "luksConvertKey", "luksSuspend", "luksResume", "token", "convert",
+	"repair", "reencrypt", "resize", "luksConvertKey", "luksSuspend", "luksResume", "convert",
 	"tcryptDump", "bitlkDump", "fvault2Dump", "create", "plainOpen", "loopaesOpen", "tcryptOpen",
 	"bitlkOpen", "fvault2Open", "remove", "plainClose", "loopaesClose", "tcryptClose", "bitlkClose",
 	"fvault2Close",
@@ -188,6 +188,7 @@ var verbArgs = map[string]struct {
 	"open":              {1, "<device> [--type <type>] [<name>]"},
 	"close":             {1, "<name>"},
 	"status":            {1, "<name>"},
+	"token":             {2, "<add|remove|import|export> <device>"},
 }
 
 // refusesOptions reports whether action is one of cryptsetup's, whose
@@ -250,9 +251,9 @@ var unsupported = map[string]map[string]string{
 //   - --use-random, --use-urandom: luksd takes volume keys from the
 //     kernel's CSPRNG (getrandom), which is what both mean today;
 //   - --force-password, --timeout, --key-description, --token-id,
-//     --token-type: no password quality library, no tokens; a prompt
-//     without a timeout only waits;
-//   - options of actions luksd does not have (reencrypt, token, tcrypt,
+//     --token-type (but on token): no password quality library, no
+//     token unlocking; a prompt without a timeout only waits;
+//   - options of actions luksd does not have (reencrypt, tcrypt,
 //     resize), and options an action takes but does not use for LUKS
 //     (open --cipher, luksDump --cipher, luksUUID --key-file), which
 //     cryptsetup ignores as well.
