@@ -69,18 +69,18 @@ var cryptsetupOptions = map[string]csOption{
 	"integrity-legacy-padding":    {kind: flagNone},
 	"integrity-no-journal":        {kind: flagNone},
 	"integrity-no-wipe":           {kind: flagNone, actions: []string{"luksFormat"}},
-	"iter-time":                   {kind: flagNumber, short: 'i', actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "benchmark"}},
+	"iter-time":                   {kind: flagNumber, short: 'i', actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
 	"iv-large-sectors":            {kind: flagNone, actions: []string{"open"}},
 	"json-file":                   {kind: flagText},
 	"keep-key":                    {kind: flagNone, actions: []string{}},
 	"key-description":             {kind: flagText},
 	"key-file":                    {kind: flagText, short: 'd'},
 	"key-size":                    {kind: flagNumber, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
-	"key-slot":                    {kind: flagSigned, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token"}},
+	"key-slot":                    {kind: flagSigned, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey"}},
 	"keyfile-offset":              {kind: flagNumber},
 	"keyfile-size":                {kind: flagNumber, short: 'l'},
-	"keyslot-cipher":              {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey"}},
-	"keyslot-key-size":            {kind: flagNumber, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey"}},
+	"keyslot-cipher":              {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
+	"keyslot-key-size":            {kind: flagNumber, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
 	"label":                       {kind: flagText, actions: []string{"luksFormat", "config"}},
 	"luks2-keyslots-size":         {kind: flagNumber, actions: []string{"luksFormat"}},
 	"luks2-metadata-size":         {kind: flagNumber, actions: []string{"luksFormat"}},
@@ -92,8 +92,8 @@ var cryptsetupOptions = map[string]csOption{
 	"new-keyfile-size":            {kind: flagNumber},
 	"new-token-id":                {kind: flagSigned, actions: []string{"luksAddKey"}},
 	"offset":                      {kind: flagNumber, short: 'o', actions: []string{"luksFormat", "open"}},
-	"pbkdf":                       {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "benchmark"}},
-	"pbkdf-force-iterations":      {kind: flagNumber, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey"}},
+	"pbkdf":                       {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
+	"pbkdf-force-iterations":      {kind: flagNumber, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
 	"pbkdf-memory":                {kind: flagNumber},
 	"pbkdf-parallel":              {kind: flagNumber},
 	"perf-no_read_workqueue":      {kind: flagNone},
@@ -152,7 +152,7 @@ var optionAliases = map[string]string{
 // otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
 // not have: a script that uses one learns why it failed.
 var otherActions = []string{
-	"repair", "reencrypt", "resize", "luksConvertKey", "luksSuspend", "luksResume", "convert",
+	"repair", "reencrypt", "resize", "luksSuspend", "luksResume", "convert",
 	"tcryptDump", "bitlkDump", "fvault2Dump", "create", "plainOpen", "loopaesOpen", "tcryptOpen",
 	"bitlkOpen", "fvault2Open", "remove", "plainClose", "loopaesClose", "tcryptClose", "bitlkClose",
 	"fvault2Close",
@@ -189,6 +189,7 @@ var verbArgs = map[string]struct {
 	"close":             {1, "<name>"},
 	"status":            {1, "<name>"},
 	"token":             {2, "<add|remove|import|export> <device>"},
+	"luksConvertKey":    {1, "<device> [<key file>]"},
 }
 
 // refusesOptions reports whether action is one of cryptsetup's, whose
@@ -235,9 +236,10 @@ var unsupported = map[string]map[string]string{
 	},
 	// Deferred removal is a device-mapper feature; a luksd volume closes
 	// when asked or not at all.
-	"close":         {"deferred": "", "cancel-deferred": ""},
-	"luksAddKey":    {"keyslot-cipher": "", "keyslot-key-size": "", "new-token-id": "", "token-only": ""},
-	"luksChangeKey": {"keyslot-cipher": "", "keyslot-key-size": ""},
+	"close":          {"deferred": "", "cancel-deferred": ""},
+	"luksAddKey":     {"keyslot-cipher": "", "keyslot-key-size": "", "new-token-id": "", "token-only": ""},
+	"luksChangeKey":  {"keyslot-cipher": "", "keyslot-key-size": ""},
+	"luksConvertKey": {"keyslot-cipher": "", "keyslot-key-size": ""},
 }
 
 // Every other option of cryptsetup's table that a verb does not define is

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"slices"
+
+	"github.com/luksd/luksd/luks2"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "luksConvertKey",
+		Usage:     "rewrap a LUKS2 keyslot's key with new PBKDF parameters",
+		ArgsUsage: "<device> [<key file>]",
+		Flags:     flagSet(keyFlags, pbkdfFlags, typeFlags),
+		Action:    luksConvertKey,
+	})
+}
+
+// luksConvertKey is cryptsetup 2.6.1's: the keyslot -S names (or, without
+// it, the one the passphrase opens) gets the PBKDF the flags ask for.
+// cryptsetup 2.6.1 reads the passphrase from --key-file or the terminal
+// only; the <key file> its usage line names is not read.
+func luksConvertKey(c *cli.Context) error {
+	dev, err := oneDevice(c)
+	if err != nil {
+		return err
+	}
+	p, err := pbkdfFromFlags(c)
+	if err != nil {
+		return err
+	}
+	hp := headerPath(c, dev)
+	f, size, err := openDevice(hp, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	notLUKS2 := exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
+	if !luks2.IsLUKS(f) {
+		return notLUKS2
+	}
+	h, err := luks2.Read(f, size)
+	if err != nil || h.Version() != 2 {
+		return notLUKS2
+	}
+	if err := checkPBKDF(2, p); err != nil {
+		return err
+	}
+	slot := c.Int("key-slot")
+	active := slices.Contains(h.ActiveKeyslots(), slot)
+	if slot >= 0 && slot <= maxSlot(h) && !active {
+		return exitf(exitParams, "Keyslot %d is not active.", slot)
+	}
+	pass, err := readPassphrase(keySource(c), "Enter passphrase for keyslot to be converted: ", false)
+	if err != nil {
+		return err
+	}
+	defer pass.Wipe()
+	if slot >= 0 && !active {
+		return exitf(exitParams, "No usable keyslot is available.")
+	}
+	key, opened, err := h.Unlock(f, pass.Bytes(), slot)
+	if err != nil {
+		return headerError(hp, err)
+	}
+	defer clear(key)
+	if err := h.ConvertKey(f, opened, key, pass.Bytes(), p, slot >= 0); err != nil {
+		return headerError(hp, err)
+	}
+	verbosef(c, "Key slot %d created.", opened)
+	return syncHeader(f)
+}

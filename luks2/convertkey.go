@@ -1,0 +1,118 @@
+package luks2
+
+import (
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ConvertKey rewraps the key of LUKS2 keyslot slot, which passphrase opens
+// and key is (as Unlock returned it), with new PBKDF parameters: cryptsetup
+// 2.6.1's luksConvertKey. The keyslot keeps its number, digest and token
+// bindings.
+//
+// With inPlace (luksConvertKey -S N) the keyslot also keeps its area, its
+// place in the metadata and its other fields (priority), as cryptsetup's
+// rewrite leaves them; unlike cryptsetup's, which overwrites the area
+// under the old metadata, the new key material first goes to a free area
+// that the metadata names while it is copied home, so a crash at any
+// point leaves a keyslot that opens (two header writes where cryptsetup
+// makes one; when no area is free it rewrites in place, as cryptsetup).
+// Without inPlace (no -S) the keyslot is created anew in the first free
+// area and listed last, and the old area is wiped, as cryptsetup does.
+//
+// The area cipher and key size stay the keyslot's own.
+func (h *Header) ConvertKey(dev Device, slot int, key, passphrase []byte, p PBKDF, inPlace bool) error {
+	hi := h.impl
+	if hi.v1 != nil {
+		return fmt.Errorf("%w: luksConvertKey needs a LUKS2 header", ErrUnsupported)
+	}
+	if err := hi.usable(); err != nil {
+		return err
+	}
+	k := hi.meta.keyslots[slot]
+	if k == nil || k.typ != "luks2" {
+		return fmt.Errorf("keyslot %d is not active", slot)
+	}
+	d := hi.meta.keyslotDigest(slot)
+	if d == nil {
+		return fmt.Errorf("keyslot %d has no digest", slot)
+	}
+	if ok, err := d.verify(key); err != nil {
+		return err
+	} else if !ok {
+		return ErrVolumeKeyMismatch
+	}
+	p = p.withDefaults()
+	salt := make([]byte, keyslotSaltSize)
+	if _, err := rand.Read(salt); err != nil {
+		return err
+	}
+	kp, err := p.params(salt, len(key))
+	if err != nil {
+		return err
+	}
+	areaSize := k.areaSize
+	if !inPlace {
+		areaSize = keyslotAreaSize(len(key))
+	}
+	off, gapErr := hi.areaGap(areaSize)
+	if gapErr != nil {
+		if !inPlace {
+			return gapErr
+		}
+		off = k.areaOffset
+	}
+	kn, err := storeKeyslot(dev, key, passphrase, keyslotParams{
+		id: slot, areaOffset: off, areaSize: areaSize,
+		areaCipher: k.areaCipher, areaKeySize: k.areaKeySize,
+		afHash: strings.ToLower(p.Hash), stripes: defaultStripes, kdf: kp,
+	})
+	if err != nil {
+		return err
+	}
+	// The new material is on disk before any metadata names it.
+	if err := syncDev(dev); err != nil {
+		return err
+	}
+	id := strconv.Itoa(slot)
+	root := hi.meta.root.clone()
+	keyslots := root.get("keyslots")
+	if !inPlace {
+		keyslots.del(id)
+		keyslots.set(id, kn)
+		if err := hi.replace(dev, root); err != nil {
+			return err
+		}
+		return wipeArea(dev, k.areaOffset, k.areaSize)
+	}
+	ks := keyslots.get(id)
+	ks.set("af", kn.get("af"))
+	ks.set("kdf", kn.get("kdf"))
+	ks.get("area").set("offset", jUint64Str(off))
+	if err := hi.replace(dev, root); err != nil {
+		return err
+	}
+	if off == k.areaOffset {
+		return nil
+	}
+	// Home again: copy the material back and name the original area.
+	buf := make([]byte, areaSize)
+	defer clear(buf)
+	if _, err := dev.ReadAt(buf, int64(off)); err != nil {
+		return fmt.Errorf("reading keyslot %d area: %w", slot, err)
+	}
+	if _, err := dev.WriteAt(buf, int64(k.areaOffset)); err != nil {
+		return fmt.Errorf("writing keyslot %d area: %w", slot, err)
+	}
+	if err := syncDev(dev); err != nil {
+		return err
+	}
+	root = hi.meta.root.clone()
+	root.get("keyslots").get(id).get("area").set("offset", jUint64Str(k.areaOffset))
+	if err := hi.replace(dev, root); err != nil {
+		return err
+	}
+	return wipeArea(dev, off, areaSize)
+}

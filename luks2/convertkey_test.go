@@ -1,0 +1,92 @@
+package luks2
+
+import (
+	"errors"
+	"os"
+	"testing"
+)
+
+// stopAfter is a device whose writes stop (fail, writing nothing) after n
+// of them: a crash at that point.
+type stopAfter struct {
+	*os.File
+	n int
+}
+
+var errStopped = errors.New("stopped")
+
+func (d *stopAfter) WriteAt(b []byte, off int64) (int, error) {
+	if d.n == 0 {
+		return 0, errStopped
+	}
+	d.n--
+	return d.File.WriteAt(b, off)
+}
+
+// TestConvertKeyCrashSafe stops ConvertKey after every write it makes, in
+// place and not, and checks that the passphrase still opens the header
+// left on disk, with the old or the new PBKDF.
+func TestConvertKeyCrashSafe(t *testing.T) {
+	pass := []byte("convert")
+	for _, inPlace := range []bool{true, false} {
+		for n := 0; ; n++ {
+			img := image(t, 20<<20)
+			f, size := openRW(t, img)
+			h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, pass)
+			if err != nil {
+				t.Fatal(err)
+			}
+			oldArea := h.impl.meta.keyslots[0].areaOffset
+			key, slot, err := h.Unlock(f, pass, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = h.ConvertKey(&stopAfter{f, n}, slot, key, pass, cheapArgon2id, inPlace)
+			if err != nil && !errors.Is(err, errStopped) {
+				t.Fatalf("in place %v, stop after %d writes: %v", inPlace, n, err)
+			}
+			h2, f2 := readHdr(t, img)
+			if _, _, err := h2.Unlock(f2, pass, 0); err != nil {
+				t.Fatalf("in place %v, stopped after %d writes: the passphrase no longer opens: %v", inPlace, n, err)
+			}
+			if err == nil {
+				k := h2.impl.meta.keyslots[0]
+				if k.kdf.typ != "argon2id" || k.kdf.time != 4 {
+					t.Fatalf("in place %v: keyslot 0 kdf %+v after ConvertKey", inPlace, k.kdf)
+				}
+				if inPlace && k.areaOffset != oldArea {
+					t.Fatalf("in place: area moved from %d to %d", oldArea, k.areaOffset)
+				}
+				if !inPlace && k.areaOffset == oldArea {
+					t.Fatal("not in place: area did not move")
+				}
+				break
+			}
+			if n > 100 {
+				t.Fatal("ConvertKey never finished")
+			}
+		}
+	}
+}
+
+func TestConvertKeyRefusals(t *testing.T) {
+	pass := []byte("convert")
+	img := image(t, 20<<20)
+	f, size := openRW(t, img)
+	h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := h.Unlock(f, pass, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ConvertKey(f, 1, key, pass, cheapPBKDF2, true); err == nil {
+		t.Error("converted an inactive keyslot")
+	}
+	bad := append([]byte(nil), key...)
+	bad[0] ^= 1
+	if err := h.ConvertKey(f, 0, bad, pass, cheapPBKDF2, true); !errors.Is(err, ErrVolumeKeyMismatch) {
+		t.Errorf("wrong key: %v", err)
+	}
+}
