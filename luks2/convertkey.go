@@ -7,10 +7,11 @@ import (
 	"strings"
 )
 
-// ConvertKey rewraps the key of LUKS2 keyslot slot, which passphrase opens
-// and key is (as Unlock returned it), with new PBKDF parameters: cryptsetup
-// 2.6.1's luksConvertKey. The keyslot keeps its number, digest and token
-// bindings.
+// ConvertKey rewraps key, the key of LUKS2 keyslot slot (as Unlock returned
+// it), under passphrase with new PBKDF parameters: cryptsetup 2.6.1's
+// luksConvertKey, where passphrase is the one that opened the keyslot (a
+// new one makes it a passphrase change). The keyslot keeps its number,
+// digest and token bindings.
 //
 // With inPlace (luksConvertKey -S N) the keyslot also keeps its area, its
 // place in the metadata and its other fields (priority), as cryptsetup's

@@ -43,6 +43,10 @@ func (tw *twin) sameTokens(args []string) {
 	if da != db {
 		t.Fatalf("%v: luksDump's tokens differ:\n--- cryptsetup\n%s\n--- luksd\n%s", args, da, db)
 	}
+	// luksd dumps cryptsetup's tokens as cryptsetup does.
+	if dm := section.FindString(tw.w.luksd(nil, "luksDump", tw.cs).ok(t).stdout); dm != da {
+		t.Fatalf("%v: luksd dumps cryptsetup's tokens otherwise:\n--- cryptsetup\n%s\n--- luksd\n%s", args, da, dm)
+	}
 }
 
 func TestTokenLikeCryptsetup(t *testing.T) {
