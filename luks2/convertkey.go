@@ -25,6 +25,41 @@ import (
 //
 // The area cipher and key size stay the keyslot's own.
 func (h *Header) ConvertKey(dev Device, slot int, key, passphrase []byte, p PBKDF, inPlace bool) error {
+	mode := rewrapNew
+	if inPlace {
+		mode = rewrapInPlace
+	}
+	return h.rewrap(dev, slot, key, passphrase, p, mode)
+}
+
+// ChangeKey gives LUKS2 keyslot slot, whose key is key, a new passphrase:
+// cryptsetup 2.6.1's luksChangeKey without --key-slot. The keyslot keeps its
+// number, its place in the metadata, its priority and its tokens. While a
+// keyslot number is free (cryptsetup builds the new keyslot under one), the
+// new key material goes to the first free area and the old area is wiped
+// once the header names the new one; with all 32 numbers taken the keyslot
+// is rewritten in its own area, as ConvertKey in place does (which is what
+// luksChangeKey --key-slot does in any case).
+func (h *Header) ChangeKey(dev Device, slot int, key, passphrase []byte, p PBKDF) error {
+	mode := rewrapMove
+	if hi := h.impl; hi.v1 == nil {
+		if _, err := hi.freeSlot(-1); err != nil {
+			mode = rewrapInPlace
+		}
+	}
+	return h.rewrap(dev, slot, key, passphrase, p, mode)
+}
+
+// rewrapMode says where rewrap puts a keyslot's new key material.
+type rewrapMode int
+
+const (
+	rewrapNew     rewrapMode = iota // first free area, keyslot listed last
+	rewrapInPlace                   // its own area, through a free one
+	rewrapMove                      // first free area, keyslot kept in place
+)
+
+func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, mode rewrapMode) error {
 	hi := h.impl
 	if hi.v1 != nil {
 		return fmt.Errorf("%w: luksConvertKey needs a LUKS2 header", ErrUnsupported)
@@ -55,12 +90,12 @@ func (h *Header) ConvertKey(dev Device, slot int, key, passphrase []byte, p PBKD
 		return err
 	}
 	areaSize := k.areaSize
-	if !inPlace {
+	if mode == rewrapNew {
 		areaSize = keyslotAreaSize(len(key))
 	}
 	off, gapErr := hi.areaGap(areaSize)
 	if gapErr != nil {
-		if !inPlace {
+		if mode == rewrapNew {
 			return gapErr
 		}
 		off = k.areaOffset
@@ -80,7 +115,7 @@ func (h *Header) ConvertKey(dev Device, slot int, key, passphrase []byte, p PBKD
 	id := strconv.Itoa(slot)
 	root := hi.meta.root.clone()
 	keyslots := root.get("keyslots")
-	if !inPlace {
+	if mode == rewrapNew {
 		keyslots.del(id)
 		keyslots.set(id, kn)
 		if err := hi.replace(dev, root); err != nil {
@@ -97,6 +132,9 @@ func (h *Header) ConvertKey(dev Device, slot int, key, passphrase []byte, p PBKD
 	}
 	if off == k.areaOffset {
 		return nil
+	}
+	if mode == rewrapMove {
+		return wipeArea(dev, k.areaOffset, k.areaSize)
 	}
 	// Home again: copy the material back and name the original area.
 	buf := make([]byte, areaSize)

@@ -90,3 +90,46 @@ func TestConvertKeyRefusals(t *testing.T) {
 		t.Errorf("wrong key: %v", err)
 	}
 }
+
+// TestChangeKeyCrashSafe stops ChangeKey after every write it makes and
+// checks that the old or the new passphrase opens what is left; once done,
+// only the new one opens keyslot 0, whose key material has moved to the
+// first free area.
+func TestChangeKeyCrashSafe(t *testing.T) {
+	old, next := []byte("old passphrase"), []byte("new passphrase")
+	for n := 0; ; n++ {
+		img := image(t, 20<<20)
+		f, size := openRW(t, img)
+		h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oldArea := h.impl.meta.keyslots[0].areaOffset
+		key, slot, err := h.Unlock(f, old, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.ChangeKey(&stopAfter{f, n}, slot, key, next, cheapPBKDF2)
+		if err != nil && !errors.Is(err, errStopped) {
+			t.Fatalf("stop after %d writes: %v", n, err)
+		}
+		h2, f2 := readHdr(t, img)
+		_, _, errOld := h2.Unlock(f2, old, 0)
+		_, _, errNew := h2.Unlock(f2, next, 0)
+		if errOld != nil && errNew != nil {
+			t.Fatalf("stopped after %d writes: neither passphrase opens (%v; %v)", n, errOld, errNew)
+		}
+		if err == nil {
+			if errNew != nil || errOld == nil {
+				t.Fatalf("after ChangeKey: new passphrase %v, old passphrase %v", errNew, errOld)
+			}
+			if a := h2.impl.meta.keyslots[0].areaOffset; a == oldArea {
+				t.Fatalf("keyslot 0 still at %d", a)
+			}
+			break
+		}
+		if n > 100 {
+			t.Fatal("ChangeKey never finished")
+		}
+	}
+}

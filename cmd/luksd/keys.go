@@ -346,10 +346,19 @@ func luksChangeKey(c *cli.Context) error {
 		return err
 	}
 	defer pass.Wipe()
-	var newSlot int
-	if h.Version() == 1 && !c.IsSet("key-slot") && c.Int("new-key-slot") < 0 {
+	newSlot := oldSlot
+	switch {
+	case h.Version() == 1 && !c.IsSet("key-slot") && c.Int("new-key-slot") < 0:
 		newSlot, err = moveKey(h, f, vk, pass, oldSlot, p)
-	} else {
+	case h.Version() == 2 && c.Int("new-key-slot") < 0 && c.IsSet("key-slot"):
+		// As cryptsetup, the keyslot is rewritten in its own area; it
+		// keeps its number, metadata place, priority and tokens.
+		err = h.ConvertKey(f, oldSlot, vk.Bytes(), pass.Bytes(), p, true)
+	case h.Version() == 2 && c.Int("new-key-slot") < 0:
+		// As cryptsetup, the key material moves to the first free area
+		// while a keyslot number is free.
+		err = h.ChangeKey(f, oldSlot, vk.Bytes(), pass.Bytes(), p)
+	default:
 		newSlot, err = changeKey(h, f, vk, pass, oldSlot, c.Int("new-key-slot"), p)
 	}
 	if err != nil {

@@ -157,6 +157,21 @@ func TestTokenLikeCryptsetup(t *testing.T) {
 	run("", "-v", "token", "remove", "--token-id", "1", "--label", "x", "IMG")
 	run("", "-v", "token", "remove", "--token-id", "1", "--pbkdf", "pbkdf2", "IMG")
 	run("", "-v", "token", "remove", "--token-id", "1", "-S", "0", "--token-type", "x", "-d", key, "IMG")
+	// Changing a passphrase keeps the keyslot in its tokens. (luksd writes
+	// the header once more than cryptsetup here, to rewrite the keyslot
+	// crash-safely, so only the tokens are compared.)
+	for _, args := range [][]string{
+		{"-q", "luksChangeKey", "-d", key, "-S", "0", "IMG", key},
+		{"-q", "luksChangeKey", "-d", key, "IMG", key},
+	} {
+		args = append(args, cheapPBKDF("pbkdf2")...)
+		tw.run("", args...)
+		a, _ := tokensAndEpoch(w, tw.cs)
+		b, _ := tokensAndEpoch(w, tw.mine)
+		if a != b || !strings.Contains(b, `"0"`) {
+			t.Fatalf("%v: tokens differ or lost keyslot 0:\n--- cryptsetup\n%s\n--- luksd\n%s", args, a, b)
+		}
+	}
 }
 
 func TestTokenRefusalsLikeCryptsetup(t *testing.T) {
