@@ -383,8 +383,8 @@ func moveKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot int,
 }
 
 // changeKey replaces the passphrase of oldSlot, keeping its number as
-// cryptsetup does for LUKS2 and for LUKS1 with --key-slot (or moving it to
-// newSlot >= 0). The new passphrase is written to a free keyslot before
+// cryptsetup does for LUKS1 with --key-slot, or moving it to newSlot >= 0
+// (--new-key-slot, LUKS1 and LUKS2; LUKS2 otherwise uses Header.ChangeKey). The new passphrase is written to a free keyslot before
 // the old one is wiped, so an interruption never leaves the volume without
 // a working keyslot; to keep the number, that costs a second key
 // derivation. With every keyslot taken, the old one is wiped first and
