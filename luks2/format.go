@@ -91,20 +91,8 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 	if err != nil {
 		return nil, nil, err
 	}
-	if opts.KeySize == 0 {
-		opts.KeySize = len(opts.VolumeKey)
-	}
-	if opts.KeySize == 0 {
-		opts.KeySize = 32
-		if spec.Mode == "xts" {
-			opts.KeySize = 64
-		}
-	}
-	if err := spec.CheckKeySize(opts.KeySize); err != nil {
+	if opts.KeySize, err = volumeKeySize(spec, opts); err != nil {
 		return nil, nil, err
-	}
-	if opts.VolumeKey != nil && len(opts.VolumeKey) != opts.KeySize {
-		return nil, nil, fmt.Errorf("volume key has %d bytes, the key size is %d", len(opts.VolumeKey), opts.KeySize)
 	}
 	hdrSize, keyslotsSize, dataOffset, err := layout(opts)
 	if err != nil {
@@ -286,4 +274,27 @@ func zeroRange(dev Device, off, end int64) error {
 		off += n
 	}
 	return nil
+}
+
+// volumeKeySize is the volume key size a format uses: --key-size, else the
+// given volume key's, else the cipher's default (512 bits for XTS, 256
+// otherwise), checked against the cipher and the given key.
+func volumeKeySize(spec dmcrypt.Spec, opts FormatOptions) (int, error) {
+	n := opts.KeySize
+	if n == 0 {
+		n = len(opts.VolumeKey)
+	}
+	if n == 0 {
+		n = 32
+		if spec.Mode == "xts" {
+			n = 64
+		}
+	}
+	if err := spec.CheckKeySize(n); err != nil {
+		return 0, err
+	}
+	if opts.VolumeKey != nil && len(opts.VolumeKey) != n {
+		return 0, fmt.Errorf("volume key has %d bytes, the key size is %d", len(opts.VolumeKey), n)
+	}
+	return n, nil
 }

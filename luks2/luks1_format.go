@@ -97,20 +97,8 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 	if len(hash) >= 32 {
 		return nil, nil, fmt.Errorf("hash %q does not fit a LUKS1 header", hash)
 	}
-	if opts.KeySize == 0 {
-		opts.KeySize = len(opts.VolumeKey)
-	}
-	if opts.KeySize == 0 {
-		opts.KeySize = 32
-		if spec.Mode == "xts" {
-			opts.KeySize = 64
-		}
-	}
-	if err := spec.CheckKeySize(opts.KeySize); err != nil {
+	if opts.KeySize, err = volumeKeySize(spec, opts); err != nil {
 		return nil, nil, err
-	}
-	if opts.VolumeKey != nil && len(opts.VolumeKey) != opts.KeySize {
-		return nil, nil, fmt.Errorf("volume key has %d bytes, the key size is %d", len(opts.VolumeKey), opts.KeySize)
 	}
 	offsets, hdrEnd, payload := luks1Layout(opts.KeySize, uint32(opts.PayloadAlign/512))
 	if opts.DataOffset != 0 || opts.DetachedData {

@@ -3,7 +3,6 @@ package main
 import (
 	"slices"
 
-	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,19 +30,11 @@ func luksConvertKey(c *cli.Context) error {
 		return err
 	}
 	hp := headerPath(c, dev)
-	f, size, err := openDevice(hp, true)
+	h, f, err := readLUKS2Header(c, dev, true)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	notLUKS2 := exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
-	if !luks2.IsLUKS(f) {
-		return notLUKS2
-	}
-	h, err := luks2.Read(f, size)
-	if err != nil || h.Version() != 2 {
-		return notLUKS2
-	}
 	if err := checkPBKDF(2, p); err != nil {
 		return err
 	}

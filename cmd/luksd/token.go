@@ -55,19 +55,11 @@ func tokenAction(c *cli.Context) error {
 		return usageErrorf("Options --key-slot and --unbound cannot be combined.")
 	}
 	hp := headerPath(c, dev)
-	f, size, err := openDevice(hp, sub != "export")
+	h, f, err := readLUKS2Header(c, dev, sub != "export")
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	notLUKS2 := exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
-	if !luks2.IsLUKS(f) {
-		return notLUKS2
-	}
-	h, err := luks2.Read(f, size)
-	if err != nil || h.Version() != 2 {
-		return notLUKS2
-	}
 	switch sub {
 	case "add":
 		err = tokenCreate(c, h, f, luks2.KeyringTokenJSON(c.String("key-description")), "add")

@@ -132,6 +132,23 @@ func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *os.Fil
 	return h, f, nil
 }
 
+// readLUKS2Header is readHeader for the LUKS2-only verbs (token,
+// luksConvertKey): anything else is cryptsetup's "not a valid LUKS2 device".
+func readLUKS2Header(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
+	hp := headerPath(c, path)
+	f, size, err := openDevice(hp, write)
+	if err != nil {
+		return nil, nil, err
+	}
+	if luks2.IsLUKS(f) {
+		if h, err := luks2.Read(f, size); err == nil && h.Version() == 2 {
+			return h, f, nil
+		}
+	}
+	f.Close()
+	return nil, nil, exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
+}
+
 // readHeaderOfType is readHeader for verbs where --type names the header
 // versions they may use, as in cryptsetup: a header of another version, or
 // any header for a type that is not LUKS (plain, luks3), is "not a valid
