@@ -9,7 +9,8 @@
 # folder of Go test binaries (*.test) put in /usr/local/lib/luksd-tests.
 # Contents:
 # busybox-static, the kernel modules the suite needs (decompressed, with an
-# ordered load list), cryptsetup, e2fsprogs, fio and blkid with their shared
+# ordered load list; dm-delay and dm-flakey for fault scenarios, dm's error
+# target is built in), cryptsetup, dmsetup, e2fsprogs, fio and blkid with their shared
 # libraries, luksd, and contrib/vmtest/guest + contrib/vmtest/scenarios.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
@@ -25,7 +26,7 @@ mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,etc/vmtest,proc,sys,de
 # padlock-aes, which cannot load here). Accelerated variants that the
 # emulated CPU cannot run just fail to load; the generic ones remain.
 modules=(
-	nbd ublk_drv loop dm-mod dm-crypt
+	nbd ublk_drv loop dm-mod dm-crypt dm-delay dm-flakey
 	netfs 9pnet 9pnet_virtio 9p ext4 virtio-rng
 	af_alg algif_skcipher algif_hash authenc
 	xts essiv aesni-intel sha256-ssse3 crc32c_generic crc32c-intel
@@ -61,7 +62,7 @@ for a in $(/bin/busybox --list); do
 done
 
 # Dynamically linked tools and their libraries (same paths as on the host).
-tools=(/usr/sbin/cryptsetup /usr/bin/fio /usr/sbin/blkid /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs)
+tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs)
 libs=()
 for t in "${tools[@]}"; do
 	cp -L "$t" "$root$t"
