@@ -22,8 +22,11 @@
 // on arm64 and on 32-bit ARM (ARMv7 cores that have it). Every other
 // platform, and the purego build tag, use the portable code. The assembly
 // only XORs whole groups of ChaCha blocks and sums NH; the Go around it
-// (chacha.go, nh.go) is shared by every architecture. Key setup allocates;
-// Encrypt and Decrypt do not.
+// (chacha.go, nh.go) is shared by every architecture. The amd64 assembly,
+// adiantum_amd64.s, is generated with avo by the program in _asm (its own
+// module, so luksd never depends on avo); the arm64 and ARMv7 assembly is
+// written by hand, as avo only targets amd64. Key setup allocates; Encrypt
+// and Decrypt do not.
 package adiantum
 
 import (
