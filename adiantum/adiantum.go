@@ -23,10 +23,10 @@
 // platform, and the purego build tag, use the portable code. The assembly
 // only XORs whole groups of ChaCha blocks and sums NH; the Go around it
 // (chacha.go, nh.go) is shared by every architecture. The amd64 assembly,
-// adiantum_amd64.s, is generated with avo by the program in _asm (its own
-// module, so luksd never depends on avo); the arm64 and ARMv7 assembly is
-// written by hand, as avo only targets amd64. Key setup allocates; Encrypt
-// and Decrypt do not.
+// adiantum_amd64.s, is generated with avo by _asm/adiantum at the top of the
+// repository (the _asm module, so luksd never depends on avo); the arm64 and
+// ARMv7 assembly is written by hand, as avo only targets amd64. Key setup
+// allocates; Encrypt and Decrypt do not.
 package adiantum
 
 import (

@@ -1,4 +1,4 @@
-module github.com/luksd/luksd/adiantum/_asm
+module github.com/luksd/luksd/_asm
 
 go 1.26.8
 
@@ -10,4 +10,3 @@ require (
 	golang.org/x/tools v0.52.0 // indirect
 )
 
-replace github.com/luksd/luksd => ../..

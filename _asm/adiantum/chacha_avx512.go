@@ -1,6 +1,7 @@
 package main
 
 import (
+	. "github.com/luksd/luksd/_asm/gen"
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -25,7 +26,7 @@ func chachaAVX512(name string, blocks int) {
 	loadChaChaArgs()
 	w := words(0, as)
 	counters := as(Z31)
-	VPBROADCASTD(at(RAX, 48), counters)
+	VPBROADCASTD(At(RAX, 48), counters)
 	VPADDD(lanes, counters, counters)
 
 	Label("group")
@@ -33,7 +34,7 @@ func chachaAVX512(name string, blocks int) {
 		if i == 12 {
 			VMOVDQA32(counters, w[i])
 		} else {
-			VPBROADCASTD(at(RAX, 4*i), w[i])
+			VPBROADCASTD(At(RAX, 4*i), w[i])
 		}
 	}
 	MOVQ(RDX, RBX)
@@ -53,7 +54,7 @@ func chachaAVX512(name string, blocks int) {
 		if i == 12 {
 			VPADDD(counters, w[i], w[i])
 		} else {
-			VPADDD_BCST(at(RAX, 4*i), w[i], w[i])
+			VPADDD_BCST(At(RAX, 4*i), w[i], w[i])
 		}
 	}
 	t := words(16, as)
@@ -84,7 +85,7 @@ func chachaAVX512(name string, blocks int) {
 
 // lanes16 is the counter offsets 0..15, one a 32-bit lane, declared once.
 var lanes16 = once(func() Mem {
-	return constData("lanes16", 0x0000000100000000, 0x0000000300000002, 0x0000000500000004,
+	return Words("lanes16", 0x0000000100000000, 0x0000000300000002, 0x0000000500000004,
 		0x0000000700000006, 0x0000000900000008, 0x0000000b0000000a, 0x0000000d0000000c,
 		0x0000000f0000000e)
 })
@@ -125,10 +126,10 @@ func xorBlocksZ(w [16]Register) []Register {
 		VSHUFI32X4(Imm(0xdd), Z27, Z25, Z24)
 		out := quad{Z28, Z29, Z30, Z24}
 		for i, r := range out {
-			VPXORD(at(RSI, 64*(4*i+k)), r, r)
+			VPXORD(At(RSI, 64*(4*i+k)), r, r)
 		}
 		for i, r := range out {
-			VMOVDQU32(r, at(RDI, 64*(4*i+k)))
+			VMOVDQU32(r, At(RDI, 64*(4*i+k)))
 		}
 	}
 	return []Register{Z24, Z28, Z29, Z30}
@@ -143,10 +144,10 @@ func xorBlocksY(w [16]Register) []Register {
 			lo, hi := w[b+off/4], w[b+4+off/4]
 			VSHUFI64X2(Imm(0), hi, lo, Y24)
 			VSHUFI64X2(Imm(3), hi, lo, Y25)
-			VPXORD(at(RSI, 64*b+off), Y24, Y24)
-			VPXORD(at(RSI, 64*(b+4)+off), Y25, Y25)
-			VMOVDQU32(Y24, at(RDI, 64*b+off))
-			VMOVDQU32(Y25, at(RDI, 64*(b+4)+off))
+			VPXORD(At(RSI, 64*b+off), Y24, Y24)
+			VPXORD(At(RSI, 64*(b+4)+off), Y25, Y25)
+			VMOVDQU32(Y24, At(RDI, 64*b+off))
+			VMOVDQU32(Y25, At(RDI, 64*(b+4)+off))
 		}
 	}
 	return []Register{Y24, Y25}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	. "github.com/luksd/luksd/_asm/gen"
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -16,10 +17,7 @@ import (
 // message, CX counts the bytes left; Y0-Y3 (Z0-Z3) accumulate the passes.
 func nh(name string, avx512 bool) {
 	TEXT(name, NOSPLIT, nhSignature)
-	Load(Param("k"), R8)
-	Load(Param("m"), RSI)
-	Load(Param("n"), RCX)
-	Load(Param("h"), RDI)
+	LoadArgs("k m n h", R8, RSI, RCX, RDI)
 
 	acc := [4]Register{Y0, Y1, Y2, Y3}
 	if avx512 {
@@ -48,7 +46,7 @@ func nh(name string, avx512 bool) {
 	Label("pair")
 	CMPQ(RCX, Imm(32))
 	JB(LabelRef("single"))
-	VMOVDQU(at(RSI, 0), Y4)
+	VMOVDQU(At(RSI, 0), Y4)
 	VPSHUFD(Imm(0xd8), Y4, Y4)
 	for p := range 4 {
 		nhPass(p, Y4, acc[p], Y5, Y6)
@@ -62,10 +60,10 @@ func nh(name string, avx512 bool) {
 	JB(LabelRef("done"))
 	Comment("One unit in the low lane; the 128-bit ops zero the high lanes of",
 		"the scratch registers, so the full-width adds keep the sums intact.")
-	VMOVDQU(at(RSI, 0), X4)
+	VMOVDQU(At(RSI, 0), X4)
 	VPSHUFD(Imm(0xd8), X4, X4)
 	for p := range 4 {
-		VPADDD(at(R8, 16*p), X4, X5)
+		VPADDD(At(R8, 16*p), X4, X5)
 		VPSRLQ(Imm(32), X5, X6)
 		VPMULUDQ(X6, X5, X5)
 		VPADDQ(Y5, acc[p], acc[p])
@@ -82,7 +80,7 @@ func nh(name string, avx512 bool) {
 		VPUNPCKLQDQ(xs[2*i+1], xs[2*i], X4)
 		VPUNPCKHQDQ(xs[2*i+1], xs[2*i], X5)
 		VPADDQ(X5, X4, X4)
-		VMOVDQU(X4, at(RDI, 16*i))
+		VMOVDQU(X4, At(RDI, 16*i))
 	}
 	VZEROUPPER()
 	RET()
@@ -97,9 +95,9 @@ func unitLoop(label string, step int, exit string, acc [4]Register, msg [2]Regis
 	Label(label)
 	for i, m := range msg {
 		if m.Size() == 64 {
-			VMOVDQU32(at(RSI, step/2*i), m)
+			VMOVDQU32(At(RSI, step/2*i), m)
 		} else {
-			VMOVDQU(at(RSI, step/2*i), m)
+			VMOVDQU(At(RSI, step/2*i), m)
 		}
 	}
 	for _, m := range msg {
@@ -120,7 +118,7 @@ func unitLoop(label string, step int, exit string, acc [4]Register, msg [2]Regis
 // nhPass adds pass p of the (shuffled) units in m into acc, with t and u as
 // scratch; R8 points at the key of the first unit.
 func nhPass(p int, m, acc, t, u Register) {
-	VPADDD(at(R8, 16*p), m, t)
+	VPADDD(At(R8, 16*p), m, t)
 	VPSRLQ(Imm(32), t, u)
 	VPMULUDQ(u, t, t)
 	VPADDQ(t, acc, acc)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	. "github.com/luksd/luksd/_asm/gen"
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -17,10 +18,10 @@ import (
 //	512 .. 767  words 8..15 while words 0..7 are written out
 //	768 .. 799  spill slot
 func chachaAVX2() {
-	rol16 := constData("rol16", 0x0504070601000302, 0x0D0C0F0E09080B0A, 0x0504070601000302, 0x0D0C0F0E09080B0A)
-	rol8 := constData("rol8", 0x0605040702010003, 0x0E0D0C0F0A09080B, 0x0605040702010003, 0x0E0D0C0F0A09080B)
-	lanes := constData("lanes", 0x0000000100000000, 0x0000000300000002, 0x0000000500000004, 0x0000000700000006)
-	eight := constData("eight", 0x0000000800000008, 0x0000000800000008, 0x0000000800000008, 0x0000000800000008)
+	rol16 := Words("rol16", 0x0504070601000302, 0x0D0C0F0E09080B0A, 0x0504070601000302, 0x0D0C0F0E09080B0A)
+	rol8 := Words("rol8", 0x0605040702010003, 0x0E0D0C0F0A09080B, 0x0605040702010003, 0x0E0D0C0F0A09080B)
+	lanes := Words("lanes", 0x0000000100000000, 0x0000000300000002, 0x0000000500000004, 0x0000000700000006)
+	eight := Words("eight", 0x0000000800000008, 0x0000000800000008, 0x0000000800000008, 0x0000000800000008)
 
 	TEXT("chachaXOR8AVX2", 0, chachaSignature)
 	frame := AllocLocal(800)
@@ -29,7 +30,7 @@ func chachaAVX2() {
 	loadChaChaArgs()
 
 	for i := range 16 {
-		VPBROADCASTD(at(RAX, 4*i), Y0)
+		VPBROADCASTD(At(RAX, 4*i), Y0)
 		if i == 12 {
 			VPADDD(lanes, Y0, Y0)
 		}
@@ -111,10 +112,10 @@ func xorHalvesAVX2(w [16]Register, off int) {
 	for b := range 4 {
 		lo, hi, t := w[b], w[b+4], w[8]
 		VPERM2I128(Imm(0x20), hi, lo, t)
-		VPXOR(at(RSI, 64*b+off), t, t)
-		VMOVDQU(t, at(RDI, 64*b+off))
+		VPXOR(At(RSI, 64*b+off), t, t)
+		VMOVDQU(t, At(RDI, 64*b+off))
 		VPERM2I128(Imm(0x31), hi, lo, t)
-		VPXOR(at(RSI, 64*(b+4)+off), t, t)
-		VMOVDQU(t, at(RDI, 64*(b+4)+off))
+		VPXOR(At(RSI, 64*(b+4)+off), t, t)
+		VMOVDQU(t, At(RDI, 64*(b+4)+off))
 	}
 }

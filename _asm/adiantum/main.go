@@ -3,16 +3,16 @@
 // with AVX-512, and NH with AVX2 and AVX-512. It is its own module so that
 // the luksd module never depends on avo.
 //
-//	cd adiantum/_asm && go run . -out ../adiantum_amd64.s
+//	cd _asm/adiantum && go run . -out ../../adiantum/adiantum_amd64.s
 package main
 
 import (
+	. "github.com/luksd/luksd/_asm/gen"
 	. "github.com/mmcloughlin/avo/build"
-	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-//go:generate go run . -out ../adiantum_amd64.s
+//go:generate go run . -out ../../adiantum/adiantum_amd64.s
 
 func main() {
 	ConstraintExpr("amd64,gc,!purego")
@@ -31,18 +31,6 @@ var zmm = [32]VecPhysical{
 	Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31,
 }
 
-// at is the memory operand disp(base).
-func at(base Register, disp int) Mem { return Mem{Base: base, Disp: disp} }
-
-// constData declares read-only data of 64-bit words under name.
-func constData(name string, words ...uint64) Mem {
-	m := GLOBL(name, RODATA|NOPTR)
-	for i, w := range words {
-		DATA(8*i, U64(w))
-	}
-	return m
-}
-
 // The kernels' Go declarations are in arch_amd64.go; go vet checks that the
 // generated code matches them. An nhKey is 268 words.
 const (
@@ -53,11 +41,7 @@ const (
 // loadChaChaArgs loads the ChaCha kernels' arguments: the state to AX, dst
 // to DI, src to SI, groups to CX and rounds to DX.
 func loadChaChaArgs() {
-	Load(Param("s"), RAX)
-	Load(Param("dst"), RDI)
-	Load(Param("src"), RSI)
-	Load(Param("groups"), RCX)
-	Load(Param("rounds"), RDX)
+	LoadArgs("s dst src groups rounds", RAX, RDI, RSI, RCX, RDX)
 }
 
 // quad is four ChaCha words, one register each: a quarter round's a, b, c
