@@ -28,12 +28,28 @@ func chachaXOR(im impl, s *[16]uint32, dst, src []byte, rounds int) {
 		if i+1 < len(widths) && len(src) <= widths[i+1]*chachaBlockBytes {
 			continue
 		}
-		var buf [chachaMaxWidth * chachaBlockBytes]byte
-		copy(buf[:], src)
-		chachaKernel(im, w, s, &buf[0], &buf[0], 1, rounds)
-		copy(dst, buf[:len(src)])
-		s[12] += uint32((len(src) + chachaBlockBytes - 1) / chachaBlockBytes)
-		clear(buf[:group])
+		// Go zeroes a buffer when it is declared: one of eight blocks
+		// serves all but the widest kernels.
+		if w <= chachaTailWidth {
+			var buf [chachaTailWidth * chachaBlockBytes]byte
+			chachaTail(im, w, s, dst, src, buf[:group], rounds)
+		} else {
+			var buf [chachaMaxWidth * chachaBlockBytes]byte
+			chachaTail(im, w, s, dst, src, buf[:group], rounds)
+		}
 		return
 	}
+}
+
+// chachaTailWidth is the most blocks the smaller tail buffer holds.
+const chachaTailWidth = min(8, chachaMaxWidth)
+
+// chachaTail XORs the last, partial group of src into dst through buf, one
+// group long, and advances s past the blocks it used.
+func chachaTail(im impl, w int, s *[16]uint32, dst, src, buf []byte, rounds int) {
+	copy(buf, src)
+	chachaKernel(im, w, s, &buf[0], &buf[0], 1, rounds)
+	copy(dst, buf[:len(src)])
+	s[12] += uint32((len(src) + chachaBlockBytes - 1) / chachaBlockBytes)
+	clear(buf)
 }
