@@ -17,11 +17,16 @@
 // evaluations without the final "s" addition. All keys derive from the 32-byte
 // key by XChaCha with the nonce 1 || 0....
 //
-// The hot parts, the ChaCha permutation and NH, have SIMD paths chosen at run
-// time from the CPU's features: AVX2 and AVX-512 on amd64, NEON on arm64 and
-// on 32-bit ARM (ARMv7 cores that have it). Every other platform, and the
-// purego build tag, use the portable code. Key setup allocates; Encrypt and
-// Decrypt do not.
+// The hot parts, the ChaCha permutation and NH, have SIMD paths chosen from
+// the CPU's features when a Cipher is made: AVX2 and AVX-512 on amd64, NEON
+// on arm64 and on 32-bit ARM (ARMv7 cores that have it). Every other
+// platform, and the purego build tag, use the portable code. The assembly
+// only XORs whole groups of ChaCha blocks and sums NH; the Go around it
+// (chacha.go, nh.go) is shared by every architecture. The amd64 assembly,
+// adiantum_amd64.s, is generated with avo by _asm/adiantum at the top of the
+// repository (the _asm module, so luksd never depends on avo); the arm64 and
+// ARMv7 assembly is written by hand, as avo only targets amd64. Key setup
+// allocates; Encrypt and Decrypt do not.
 package adiantum
 
 import (
@@ -50,18 +55,23 @@ type Cipher struct {
 	header    polyKey // Poly1305 key for the length and the tweak
 	message   polyKey // Poly1305 key for the NH hashes
 	nh        nhKey
+	impl      impl // the ChaCha and NH kernels
 }
 
 // New returns Adiantum with XChaCha of the given rounds (12 or 20) keyed with
 // a 32-byte key.
 func New(key []byte, rounds int) (*Cipher, error) {
+	return newCipher(key, rounds, defaultImpl)
+}
+
+func newCipher(key []byte, rounds int, im impl) (*Cipher, error) {
 	if len(key) != KeySize {
 		return nil, errors.New("adiantum: key must be 32 bytes")
 	}
 	if rounds != 12 && rounds != 20 {
 		return nil, errors.New("adiantum: rounds must be 12 or 20")
 	}
-	c := &Cipher{rounds: rounds}
+	c := &Cipher{rounds: rounds, impl: im}
 	for i := range c.streamKey {
 		c.streamKey[i] = binary.LittleEndian.Uint32(key[4*i:])
 	}

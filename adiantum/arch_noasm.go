@@ -2,12 +2,17 @@
 
 package adiantum
 
-// The portable paths serve every platform without assembly here.
+// impls lists the implementations this machine runs: the portable code only.
+func impls() []impl { return []impl{implGeneric} }
 
-func chachaXOR(s *[16]uint32, dst, src []byte, rounds int) {
-	chachaXORGeneric(s, dst, src, rounds)
+const chachaMaxWidth = 1
+
+func chachaWidths(im impl) []int { return nil }
+
+func chachaKernel(im impl, width int, s *[16]uint32, dst, src *byte, groups, rounds int) {
+	panic("adiantum: no assembly")
 }
 
-func nhSum(k *nhKey, m []byte, h *[4]uint64) {
-	nhSumGeneric(k, m, h)
+func nhKernel(im impl, k *nhKey, m *byte, n int, h *[4]uint64) {
+	panic("adiantum: no assembly")
 }

@@ -33,12 +33,12 @@ GLOBL one<>(SB), RODATA|NOPTR, $16
 	VSHLQ(1, 8, 7); VSHLQ(5, 9, 7);     \
 	VSRIQ(1, 8, 25); VSRIQ(5, 9, 25)
 
-// func chachaXOR2NEON(s *[16]uint32, dst, src *byte, pairs int, rounds int)
-TEXT ·chachaXOR2NEON(SB), NOSPLIT, $0-20
+// func chachaXORNEON(s *[16]uint32, dst, src *byte, groups int, rounds int)
+TEXT ·chachaXORNEON(SB), NOSPLIT, $0-20
 	MOVW s+0(FP), R0
 	MOVW dst+4(FP), R1
 	MOVW src+8(FP), R2
-	MOVW pairs+12(FP), R3
+	MOVW groups+12(FP), R3
 	MOVW rounds+16(FP), R4
 
 	VLD1X4P(20, 0)

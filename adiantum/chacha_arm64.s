@@ -98,8 +98,8 @@
 	VDUP src.S[l], V22.S4; \
 	VADD V22.S4, v.S4, v.S4
 
-// func chachaXOR4NEON(s *[16]uint32, dst, src *byte, groups int, rounds int)
-TEXT ·chachaXOR4NEON(SB), NOSPLIT, $0-40
+// func chachaXORNEON(s *[16]uint32, dst, src *byte, groups int, rounds int)
+TEXT ·chachaXORNEON(SB), NOSPLIT, $0-40
 	MOVD s+0(FP), R0
 	MOVD dst+8(FP), R1
 	MOVD src+16(FP), R2

@@ -50,7 +50,7 @@ func (c *Cipher) messageHash(msg []byte) u128 {
 		n := min(len(msg), nhChunkBytes)
 		chunk := msg[:n]
 		full := n &^ (nhUnitBytes - 1)
-		nhSum(&c.nh, chunk[:full], &h)
+		nhSum(c.impl, &c.nh, chunk[:full], &h)
 		if full < n {
 			var pad [nhUnitBytes]byte
 			copy(pad[:], chunk[full:])

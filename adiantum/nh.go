@@ -30,6 +30,16 @@ func (k *nhKey) init(b []byte) {
 	}
 }
 
+// nhSum sets h to NH of m, a whole number of 16-byte units, at most 1024
+// bytes, with im's kernel.
+func nhSum(im impl, k *nhKey, m []byte, h *[4]uint64) {
+	if im == implGeneric || len(m) == 0 {
+		nhSumGeneric(k, m, h)
+		return
+	}
+	nhKernel(im, k, &m[0], len(m), h)
+}
+
 // nhAddUnit adds the contribution of one 16-byte unit at index u of its
 // chunk to h.
 func nhAddUnit(k *nhKey, m []byte, u int, h *[4]uint64) {

@@ -2,13 +2,13 @@ package adiantum
 
 import "testing"
 
-// forEachPath runs f once per implementation path this CPU can run, forcing
-// each one in turn, generic included.
-func forEachPath(t *testing.T, f func(t *testing.T)) {
-	for _, p := range implPaths() {
-		t.Run(p.name, func(t *testing.T) {
-			defer p.use()()
-			f(t)
+// forEachImpl runs f once per implementation this machine runs, generic
+// included, each with its own Cipher values, in parallel.
+func forEachImpl(t *testing.T, f func(t *testing.T, im impl)) {
+	for _, im := range impls() {
+		t.Run(im.String(), func(t *testing.T) {
+			t.Parallel()
+			f(t, im)
 		})
 	}
 }

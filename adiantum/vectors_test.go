@@ -53,9 +53,9 @@ func readVectors(t *testing.T, name string) []adiantumVector {
 }
 
 // checkVector encrypts and decrypts v both in place and out of place.
-func checkVector(t *testing.T, name string, rounds int, v adiantumVector) {
+func checkVector(t *testing.T, name string, rounds int, im impl, v adiantumVector) {
 	t.Helper()
-	c, err := New(v.key, rounds)
+	c, err := newCipher(v.key, rounds, im)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,11 +81,11 @@ func checkVector(t *testing.T, name string, rounds int, v adiantumVector) {
 
 // TestAuthorsVectors checks the Adiantum authors' published vectors.
 func TestAuthorsVectors(t *testing.T) {
-	forEachPath(t, func(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, im impl) {
 		for _, rounds := range []int{12, 20} {
 			name := "testdata/adiantum_xchacha" + map[int]string{12: "12", 20: "20"}[rounds] + "_aes.txt"
 			for _, v := range readVectors(t, name) {
-				checkVector(t, name, rounds, v)
+				checkVector(t, name, rounds, im, v)
 			}
 		}
 	})
@@ -124,9 +124,9 @@ func unhex(t *testing.T, s string) []byte {
 	return b
 }
 
-// streamOnly is a Cipher with only its XChaCha key set.
-func streamOnly(key []byte, rounds int) *Cipher {
-	c := &Cipher{rounds: rounds}
+// streamOnly is a Cipher with only its XChaCha key and impl set.
+func streamOnly(key []byte, rounds int, im impl) *Cipher {
+	c := &Cipher{rounds: rounds, impl: im}
 	for i := range c.streamKey {
 		c.streamKey[i] = binary.LittleEndian.Uint32(key[4*i:])
 	}
@@ -137,10 +137,10 @@ func streamOnly(key []byte, rounds int) *Cipher {
 // block counters 0, 1, 1023, 1024 and 2048, and XChaCha20 encryptions.
 func TestXChaChaVectors(t *testing.T) {
 	vs := readFields(t, "testdata/xchacha.txt")
-	forEachPath(t, func(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, im impl) {
 		for i, f := range vs {
 			rounds, _ := strconv.Atoi(f[0])
-			c := streamOnly(unhex(t, f[1]), rounds)
+			c := streamOnly(unhex(t, f[1]), rounds, im)
 			var nonce [24]byte
 			copy(nonce[:], unhex(t, f[2]))
 			switch f[3] {
@@ -168,13 +168,13 @@ func TestXChaChaVectors(t *testing.T) {
 // TestNHVectors checks NH on 16-, 1008- and 1024-byte messages.
 func TestNHVectors(t *testing.T) {
 	vs := readFields(t, "testdata/nh.txt")
-	forEachPath(t, func(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, im impl) {
 		for i, f := range vs {
 			var k nhKey
 			k.init(unhex(t, f[0]))
 			msg := unhex(t, f[1])
 			var h [4]uint64
-			nhSum(&k, msg, &h)
+			nhSum(im, &k, msg, &h)
 			got := make([]byte, 32)
 			for p := range h {
 				binary.LittleEndian.PutUint64(got[8*p:], h[p])
@@ -191,10 +191,10 @@ func TestNHVectors(t *testing.T) {
 // 19, 1024, 1040 and 2048 bytes.
 func TestNHPoly1305Vectors(t *testing.T) {
 	vs := readFields(t, "testdata/nhpoly1305.txt")
-	forEachPath(t, func(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, im impl) {
 		for i, f := range vs {
 			key := unhex(t, f[0])
-			var c Cipher
+			c := Cipher{impl: im}
 			c.message.init(key[:16])
 			c.nh.init(key[16:])
 			msg := unhex(t, f[1])
@@ -211,10 +211,10 @@ func TestNHPoly1305Vectors(t *testing.T) {
 // vectors, whose IV carries a starting block counter.
 func TestKernelXChaChaVectors(t *testing.T) {
 	vs := readFields(t, "testdata/xchacha_kernel.txt")
-	forEachPath(t, func(t *testing.T) {
+	forEachImpl(t, func(t *testing.T, im impl) {
 		for i, f := range vs {
 			rounds, _ := strconv.Atoi(f[0])
-			c := streamOnly(unhex(t, f[1]), rounds)
+			c := streamOnly(unhex(t, f[1]), rounds, im)
 			iv := unhex(t, f[2])
 			var nonce [24]byte
 			copy(nonce[:], iv)
@@ -243,16 +243,18 @@ var kernelAdiantumKeys = []struct {
 func TestKernelAdiantumVectors(t *testing.T) {
 	const name = "testdata/adiantum_xchacha12_aes.txt"
 	vs := readVectors(t, name)
-	for _, k := range kernelAdiantumKeys {
-		found := false
-		for _, v := range vs {
-			if hex.EncodeToString(v.key[:8]) == k.key && len(v.plaintext) == k.n {
-				found = true
-				checkVector(t, name, 12, v)
+	forEachImpl(t, func(t *testing.T, im impl) {
+		for _, k := range kernelAdiantumKeys {
+			found := false
+			for _, v := range vs {
+				if hex.EncodeToString(v.key[:8]) == k.key && len(v.plaintext) == k.n {
+					found = true
+					checkVector(t, name, 12, im, v)
+				}
+			}
+			if !found {
+				t.Errorf("%s: kernel vector %s (%d bytes) missing", name, k.key, k.n)
 			}
 		}
-		if !found {
-			t.Errorf("%s: kernel vector %s (%d bytes) missing", name, k.key, k.n)
-		}
-	}
+	})
 }

@@ -34,6 +34,6 @@ func (c *Cipher) xorKeyStreamAt(dst, src []byte, nonce *[24]byte, counter uint64
 	s[12], s[13] = uint32(counter), uint32(counter>>32)
 	s[14] = binary.LittleEndian.Uint32(nonce[16:])
 	s[15] = binary.LittleEndian.Uint32(nonce[20:])
-	chachaXOR(&s, dst, src, c.rounds)
+	chachaXOR(c.impl, &s, dst, src, c.rounds)
 	clear(s[:])
 }

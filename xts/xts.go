@@ -16,7 +16,12 @@
 // VPCLMULQDQ and AVX2; and by VAES on 512-bit vectors (32 blocks in flight)
 // where it also has AVX-512. On arm64 it is done by the ARMv8 AES
 // instructions; elsewhere, and with the purego build tag, by a portable path
-// over crypto/aes. The path is chosen once, from the CPU's features.
+// over crypto/aes. Each Cipher is bound to the fastest path the CPU runs when
+// it is made.
+//
+// The amd64 assembly, xts_amd64.s, is generated with avo by _asm/xts at the
+// top of the repository (the _asm module, so luksd never depends on avo);
+// the arm64 assembly is written by hand, as avo only targets amd64.
 package xts
 
 import "errors"

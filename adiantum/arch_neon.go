@@ -1,0 +1,27 @@
+//go:build (arm || arm64) && gc && !purego
+
+package adiantum
+
+// impls lists the implementations this machine runs, slowest first.
+func impls() []impl {
+	if hasNEON {
+		return []impl{implGeneric, implNEON}
+	}
+	return []impl{implGeneric}
+}
+
+// chachaMaxWidth is the most blocks a ChaCha kernel here XORs at a time.
+const chachaMaxWidth = neonWidth
+
+func chachaWidths(im impl) []int {
+	if im == implNEON {
+		return widthsNEON
+	}
+	return nil
+}
+
+var widthsNEON = []int{neonWidth}
+
+func chachaKernel(im impl, width int, s *[16]uint32, dst, src *byte, groups, rounds int) {
+	chachaXORNEON(s, dst, src, groups, rounds)
+}
