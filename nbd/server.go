@@ -73,6 +73,7 @@ type Server struct {
 	wg        sync.WaitGroup
 	nextID    atomic.Uint64
 	budget    *semaphore    // payload bytes in flight over all connections
+	reserve   int64         // of budget, for connections with nothing in flight
 	ioErrors  atomic.Uint64 // requests the backend failed, for the log
 }
 
@@ -110,6 +111,8 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 		sessions:  map[*session]struct{}{},
 		conns:     map[net.Conn]struct{}{},
 		budget:    newSemaphore(cfg.MaxTotalInFlightBytes),
+		// No reserve when one connection may take the whole budget anyway.
+		reserve: min(int64(cfg.MaxRequest), cfg.MaxTotalInFlightBytes-cfg.MaxInFlightBytes),
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/blockdev"
 )
 
 // memDevice is a plaintext in-memory device with switchable failures and a
@@ -69,7 +71,7 @@ func (m *memDevice) Flush() error {
 func (m *memDevice) Close() error { return nil }
 
 // serveMem serves dev on a fresh unix socket and returns the socket path.
-func serveMem(t *testing.T, dev *memDevice, cfg Config) (string, *Server) {
+func serveMem(t *testing.T, dev blockdev.Device, cfg Config) (string, *Server) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s")
 	l, err := ListenUnix(sock, 0)

@@ -38,7 +38,8 @@ type session struct {
 	iov     net.Buffers    // the writer's scratch list of pieces
 	broken  atomic.Bool    // a reply could not be written
 
-	budget   *semaphore // payload bytes in flight on this connection
+	budget   *semaphore   // payload bytes in flight on this connection
+	inFlight atomic.Int64 // the same, once the server-wide budget is taken too
 	slots    chan struct{}
 	work     chan func() // unbuffered: a send succeeds when a worker is idle
 	workers  int         // started so far; only the reading goroutine counts
@@ -201,17 +202,33 @@ func (ss *session) dropPayload(buf []byte, req request) {
 }
 
 // acquire takes a request slot and n payload bytes of budget; it blocks
-// the reading goroutine, which is the back-pressure on the client.
+// the reading goroutine, which is the back-pressure on the client. A
+// connection with requests in flight leaves the server-wide reserve to
+// connections without any (see budget.go).
 func (ss *session) acquire(n int64) {
 	ss.slots <- struct{}{}
-	ss.budget.acquire(n)
-	ss.srv.budget.acquire(n)
+	ss.budget.acquire(n, nil)
+	ss.srv.budget.acquire(n, ss.reserveForOthers)
+	ss.inFlight.Add(n)
 }
 
 func (ss *session) release(n int64) {
-	ss.srv.budget.release(n)
+	// The session's count drops before the server-wide budget wakes the
+	// waiters, so a waiter of this session sees it.
+	ss.inFlight.Add(-n)
 	ss.budget.release(n)
+	ss.srv.budget.release(n)
 	<-ss.slots
+}
+
+// reserveForOthers is how much of the server-wide budget this connection
+// must leave free: nothing while it has no request in flight, else the
+// server's reserve.
+func (ss *session) reserveForOthers() int64 {
+	if ss.inFlight.Load() == 0 {
+		return 0
+	}
+	return ss.srv.reserve
 }
 
 // stop makes the reading goroutine return: its read deadline is moved to
@@ -491,23 +508,33 @@ func (ss *session) send(parts ...[]byte) {
 	}
 }
 
-// write writes bufs unless the session is broken.
+// write writes bufs unless the session is broken. A client that takes no
+// byte of its replies for IOTimeout is dropped (its requests hold their
+// budget until then); one that reads slowly is not.
 func (ss *session) write(bufs net.Buffers) {
 	if ss.broken.Load() {
 		return
 	}
-	if ss.conn != nil {
-		ss.conn.SetWriteDeadline(time.Now().Add(ss.srv.cfg.IOTimeout))
-	}
-	var err error
-	if len(bufs) == 1 {
-		_, err = ss.w.Write(bufs[0])
-	} else {
-		_, err = bufs.WriteTo(ss.w)
-	}
-	if err != nil {
-		ss.broken.Store(true)
-		ss.stop()
+	for {
+		if ss.conn != nil {
+			ss.conn.SetWriteDeadline(time.Now().Add(ss.srv.cfg.IOTimeout))
+		}
+		var n int64
+		var err error
+		if len(bufs) == 1 {
+			k, werr := ss.w.Write(bufs[0])
+			bufs[0], n, err = bufs[0][k:], int64(k), werr
+		} else {
+			n, err = bufs.WriteTo(ss.w) // consumes what it wrote
+		}
+		if err == nil {
+			return
+		}
+		if n == 0 || !isTimeout(err) {
+			ss.broken.Store(true)
+			ss.stop()
+			return
+		}
 	}
 }
 
@@ -518,37 +545,3 @@ type queuedReply struct {
 }
 
 var replyPool = sync.Pool{New: func() any { return &queuedReply{done: make(chan struct{}, 1)} }}
-
-// semaphore is a counting semaphore over bytes.
-type semaphore struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	avail int64
-	limit int64
-}
-
-func newSemaphore(n int64) *semaphore {
-	s := &semaphore{avail: n, limit: n}
-	s.cond = sync.NewCond(&s.mu)
-	return s
-}
-
-// acquire takes n (capped at the limit, so one oversized request can
-// always run alone).
-func (s *semaphore) acquire(n int64) {
-	n = min(n, s.limit)
-	s.mu.Lock()
-	for s.avail < n {
-		s.cond.Wait()
-	}
-	s.avail -= n
-	s.mu.Unlock()
-}
-
-func (s *semaphore) release(n int64) {
-	n = min(n, s.limit)
-	s.mu.Lock()
-	s.avail += n
-	s.mu.Unlock()
-	s.cond.Broadcast()
-}
