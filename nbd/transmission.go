@@ -168,7 +168,7 @@ func (ss *session) dispatch(req request) error {
 		case ss.flags&FlagSendTrim == 0:
 			return ss.replyError(req, errInval)
 		case !ss.inRange(req):
-			return ss.replyError(req, errNoSpc)
+			return ss.replyError(req, errInval)
 		}
 		ss.start(0, ss.then(req, ss.doTrim))
 	case cmdWriteZeroes:
@@ -329,12 +329,12 @@ func (ss *session) doTrim(req request) uint32 {
 		return errInval
 	}
 	if err := t.Trim(int64(req.offset), int64(req.length)); err != nil {
-		if errors.Is(err, blockdev.ErrNotSupported) {
+		if notSupported(err) {
 			// A discard is a hint; a backend that cannot punch holes
 			// (some file systems) ignores it.
 			return ss.fua(req)
 		}
-		return ss.failure(req, err, errNoSpc)
+		return ss.failure(req, err, errInval)
 	}
 	return ss.fua(req)
 }
@@ -345,10 +345,14 @@ func (ss *session) doTrim(req request) uint32 {
 func (ss *session) doWriteZeroes(req request) uint32 {
 	off, n := int64(req.offset), int64(req.length)
 	if z, ok := ss.srv.dev.(blockdev.ZeroWriter); ok {
-		if err := z.WriteZeroes(off, n); err != nil {
+		err := z.WriteZeroes(off, n)
+		if err == nil {
+			return ss.fua(req)
+		}
+		if !notSupported(err) {
 			return ss.failure(req, err, errNoSpc)
 		}
-		return ss.fua(req)
+		// The device cannot do it itself: write the zeroes out.
 	}
 	zero := make([]byte, min(n, 1<<20))
 	for n > 0 {
@@ -386,23 +390,34 @@ func (ss *session) failure(req request, err error, outOfRange uint32) uint32 {
 	return code
 }
 
-// errorCode maps a device error to the protocol's error numbers;
-// outOfRange is the answer for ErrOutOfRange (EINVAL reading, ENOSPC
-// writing).
+// errorCode maps a device error to the protocol's error numbers, as the
+// NBD specification asks: EPERM for a read-only export, ENOSPC for no space
+// (EDQUOT and EFBIG included), outOfRange for a request reaching past the
+// end (EINVAL for reads and trims, ENOSPC for writes and write zeroes),
+// EINVAL for what the export does not support (NBD_ENOTSUP is reserved for
+// fast zeroes), ENOMEM, and EIO for everything else: a failing disk, a
+// stalled one (a timeout), and errors the client cannot act on.
 func errorCode(err error, outOfRange uint32) uint32 {
 	switch {
 	case errors.Is(err, blockdev.ErrReadOnly), errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EPERM):
 		return errPerm
 	case errors.Is(err, blockdev.ErrOutOfRange):
 		return outOfRange
-	case errors.Is(err, blockdev.ErrNotSupported):
-		return errInval // NBD_ENOTSUP is reserved for fast zeroes
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case notSupported(err):
+		return errInval
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
 		return errNoSpc
 	case errors.Is(err, syscall.ENOMEM):
 		return errNoMem
 	}
 	return errIO
+}
+
+// notSupported reports whether err says the device cannot do the
+// operation at all (blockdev.ErrNotSupported, or EOPNOTSUPP from the
+// system).
+func notSupported(err error) bool {
+	return errors.Is(err, blockdev.ErrNotSupported) || errors.Is(err, syscall.EOPNOTSUPP)
 }
 
 // replyError answers req with an error right away (from the reading
