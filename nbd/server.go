@@ -37,6 +37,10 @@ type Config struct {
 	// arrive and for a reply to be taken by the client (default 2 minutes),
 	// so a stalled client cannot hold buffers for ever.
 	IOTimeout time.Duration
+	// RequestTimeout answers a request the device has not carried out in
+	// this time with EIO; the device operation goes on, its result is
+	// dropped (0: wait as long as the device takes). See timeout.go.
+	RequestTimeout time.Duration
 	// HandshakeTimeout bounds the whole option haggling (default 10s).
 	HandshakeTimeout time.Duration
 	// MaxConns bounds simultaneous connections (default 1024); more are
@@ -252,7 +256,9 @@ func (s *Server) serveConn(c net.Conn) error {
 // ServeTransmission serves c, already past the handshake (the kernel NBD
 // driver's socket after NBD_CMD_CONNECT), with simple replies only. flags
 // are the transmission flags the peer was told (normally Flags()). It
-// returns when the peer disconnects or the server closes, and closes c.
+// returns when the peer disconnects (nil after NBD_CMD_DISC,
+// ErrConnectionLost when it just closes) or the server closes (nil), and
+// closes c.
 func (s *Server) ServeTransmission(c net.Conn, flags uint16) error {
 	if !s.track(c) {
 		c.Close()
@@ -293,6 +299,8 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	case closing && (err == nil || isTimeout(err)):
 		reason = "server shut down"
 		err = nil
+	case errors.Is(err, ErrConnectionLost):
+		reason = "client went away without a disconnect request"
 	case err != nil:
 		reason = err.Error()
 	}

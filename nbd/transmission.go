@@ -60,6 +60,11 @@ func (s *Server) newSession(r *bufio.Reader, w io.Writer, flags uint16, structur
 	}
 }
 
+// ErrConnectionLost is returned by ServeConn and ServeTransmission when
+// the peer closed the connection without NBD_CMD_DISC: a client that went
+// away, or the kernel dropping a connection it timed out.
+var ErrConnectionLost = errors.New("nbd: connection closed without a disconnect request")
+
 // errProtocol marks a request the server cannot stay in step after.
 var errProtocol = errors.New("protocol violation")
 
@@ -76,7 +81,7 @@ func (ss *session) serve() error {
 		}
 		if _, err := io.ReadFull(ss.r, hdr[:]); err != nil {
 			if err == io.EOF || errors.Is(err, net.ErrClosed) {
-				return nil
+				return ErrConnectionLost
 			}
 			return err
 		}
@@ -120,6 +125,7 @@ func (ss *session) inRange(req request) bool {
 func (ss *session) dispatch(req request) error {
 	srv := ss.srv
 	ro := ss.flags&FlagReadOnly != 0 || srv.cfg.ReadOnly
+	req.answer = ss.newAnswer()
 	switch req.typ {
 	case cmdRead:
 		switch {
@@ -128,7 +134,7 @@ func (ss *session) dispatch(req request) error {
 		case !ss.inRange(req):
 			return ss.replyError(req, errInval)
 		}
-		ss.start(int64(req.length), func() { ss.doRead(req) })
+		ss.start(req, int64(req.length), func() { ss.doRead(req) })
 	case cmdWrite:
 		if int(req.length) > srv.cfg.MaxRequest {
 			// The payload cannot be skipped without reading it all: say
@@ -154,13 +160,13 @@ func (ss *session) dispatch(req request) error {
 			ss.dropPayload(buf, req)
 			return ss.replyError(req, errNoSpc)
 		}
-		ss.run(int64(req.length), func() {
+		ss.run(req, int64(req.length), func() {
 			code := ss.doWrite(req, buf)
 			putBuffer(buf)
 			ss.reply(req, code)
 		})
 	case cmdFlush:
-		ss.start(0, ss.then(req, ss.doFlush))
+		ss.start(req, 0, ss.then(req, ss.doFlush))
 	case cmdTrim:
 		switch {
 		case ro:
@@ -170,7 +176,7 @@ func (ss *session) dispatch(req request) error {
 		case !ss.inRange(req):
 			return ss.replyError(req, errInval)
 		}
-		ss.start(0, ss.then(req, ss.doTrim))
+		ss.start(req, 0, ss.then(req, ss.doTrim))
 	case cmdWriteZeroes:
 		switch {
 		case ro:
@@ -181,7 +187,7 @@ func (ss *session) dispatch(req request) error {
 		case !ss.inRange(req):
 			return ss.replyError(req, errNoSpc)
 		}
-		ss.start(0, ss.then(req, ss.doWriteZeroes))
+		ss.start(req, 0, ss.then(req, ss.doWriteZeroes))
 	case cmdBlockStatus:
 		switch {
 		case !ss.structured || !ss.allocation:
@@ -189,7 +195,7 @@ func (ss *session) dispatch(req request) error {
 		case req.length == 0 || !ss.inRange(req):
 			return ss.replyError(req, errInval)
 		}
-		ss.start(0, func() { ss.replyBlockStatus(req) })
+		ss.start(req, 0, func() { ss.replyBlockStatus(req) })
 	default:
 		return ss.replyError(req, errInval)
 	}
@@ -252,20 +258,23 @@ func (ss *session) setReadDeadline(t time.Time) {
 }
 
 // start takes budget for req and runs it.
-func (ss *session) start(n int64, fn func()) {
+func (ss *session) start(req request, n int64, fn func()) {
 	ss.acquire(n)
-	ss.run(n, fn)
+	ss.run(req, n, fn)
 }
 
-// run runs fn (budget already taken) on one of the session's workers and
-// gives the budget back when fn has replied. Workers are started as
-// requests find none idle, up to the request limit, and live as long as the
-// session: a fresh goroutine per request would grow a new stack each time.
-func (ss *session) run(n int64, fn func()) {
+// run runs fn, which carries out req (budget already taken), on one of
+// the session's workers and gives the budget back when fn has replied.
+// Workers are started as requests find none idle, up to the request
+// limit, and live as long as the session: a fresh goroutine per request
+// would grow a new stack each time.
+func (ss *session) run(req request, n int64, fn func()) {
 	ss.wg.Add(1)
+	stop := ss.armTimeout(req)
 	job := func() {
 		defer ss.wg.Done()
 		defer ss.release(n)
+		defer stop()
 		fn()
 	}
 	select {
@@ -433,6 +442,9 @@ func (ss *session) replyError(req request, code uint32) error {
 // reply sends a reply without payload: simple, or for a READ or
 // BLOCK_STATUS under structured replies an error chunk.
 func (ss *session) reply(req request, code uint32) {
+	if !req.answer.claim() {
+		return // timed out and answered already
+	}
 	if ss.structured && (req.typ == cmdRead || req.typ == cmdBlockStatus) && code != 0 {
 		var b [structuredHeaderLen + structuredErrorLength]byte
 		putStructuredHeader(b[:], replyFlagDone, replyTypeError, req.cookie, structuredErrorLength)
@@ -447,6 +459,9 @@ func (ss *session) reply(req request, code uint32) {
 
 // replyData sends a READ's data.
 func (ss *session) replyData(req request, data []byte) {
+	if !req.answer.claim() {
+		return // timed out and answered already
+	}
 	if !ss.structured {
 		var h [simpleReplyLen]byte
 		putSimpleHeader(h[:], 0, req.cookie)
