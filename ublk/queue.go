@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +34,7 @@ type queue struct {
 	encoded  bool
 	userCopy bool
 	inline   bool // serve small requests on the queue thread, not on workers
+	timeout  time.Duration
 	h        *handler
 	pool     *bufferPool
 	affinity *unix.CPUSet
@@ -209,15 +211,29 @@ func (q *queue) fail(err error) {
 
 // handle serves one request and returns its result.
 func (q *queue) handle(tag int, d ioDesc) int32 {
+	return q.h.serve(d, q.payload(tag))
+}
+
+// payload is how tag's data moves between the kernel and the daemon.
+func (q *queue) payload(tag int) payload {
 	if q.userCopy {
-		return q.h.serve(d, &userCopyPayload{q: q, tag: tag})
+		return &userCopyPayload{q: q, tag: tag}
 	}
-	return q.h.serve(d, copyPayload(q.bufs[tag]))
+	return copyPayload(q.bufs[tag])
 }
 
 // serve runs on a worker goroutine.
 func (q *queue) serve(tag int, d ioDesc) {
-	res := q.handle(tag, d)
+	defer q.workers.Done()
+	if q.timeout > 0 {
+		q.serveTimed(tag, d)
+		return
+	}
+	q.finish(tag, q.handle(tag, d))
+}
+
+// finish hands a worker's result to the queue thread, which commits it.
+func (q *queue) finish(tag int, res int32) {
 	q.mu.Lock()
 	first := len(q.finished) == 0
 	q.finished = append(q.finished, finished{uint16(tag), res})
@@ -225,7 +241,6 @@ func (q *queue) serve(tag int, d ioDesc) {
 	if first {
 		q.wake()
 	}
-	q.workers.Done()
 }
 
 func (q *queue) wake() {

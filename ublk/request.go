@@ -155,6 +155,9 @@ var opNames = map[uint32]string{opRead: "read", opWrite: "write", opFlush: "flus
 // failed logs a failed request, the first ten and then one in a thousand
 // so a dying disk cannot flood the log, and returns its errno.
 func (h *handler) failed(op uint32, off, n int64, err error) int32 {
+	if errors.Is(err, errTimedOut) {
+		return -int32(syscall.EIO) // logged by the timeout
+	}
 	if h.logf != nil {
 		if k := h.failures.Add(1); k <= 10 || k%1000 == 0 {
 			h.logf("ublk: %s of %d bytes at %d failed (%d so far): %v", opNames[op], n, off, k, err)

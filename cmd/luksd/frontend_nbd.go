@@ -17,9 +17,21 @@ func init() { registerFrontend(nbdFrontend{}) }
 // serving its sockets with luksd's NBD server.
 type nbdFrontend struct{}
 
-// How long the kernel queues requests once every connection is dead, so a
-// restarted daemon (`open --recover`) can take the device over.
-const nbdDeadConnTimeout = 30 * time.Second
+// The kernel's timeouts, set deliberately (nbd.ko's defaults drop a
+// connection whose request takes 30 s, and the device with it):
+//   - the request timeout is none without --io-timeout (a slow disk is
+//     slow, as under dm-crypt); with it, the server answers EIO at
+//     --io-timeout itself, and the kernel's timeout, nbdTimeoutGrace
+//     later, only fires when the daemon does not answer at all (stopped):
+//     the kernel then drops that connection and sends its requests again,
+//     and the daemon replaces the connection (nbd.Attachment);
+//   - the dead-connection timeout is how long the kernel queues requests
+//     once every connection is dead, so that a restarted daemon (`open
+//     --recover`) can take the device over before they fail.
+const (
+	nbdTimeoutGrace    = 10 * time.Second
+	nbdDeadConnTimeout = 30 * time.Second
+)
 
 func (nbdFrontend) Name() string     { return "nbd" }
 func (nbdFrontend) Available() error { return nbd.Available() }
@@ -36,12 +48,16 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, 
 	if opts.Recover && index < 0 {
 		return nil, fmt.Errorf("--recover with the nbd frontend needs --nbd-device /dev/nbdN")
 	}
-	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly, Logf: daemonLog.Printf})
+	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly, RequestTimeout: opts.IOTimeout, Logf: daemonLog.Printf})
 	flags := srv.Flags()
 	if !opts.AllowDiscards {
 		flags &^= nbd.FlagSendTrim
 	}
 	conns := runtime.NumCPU()
+	var kernelTimeout time.Duration // none
+	if opts.IOTimeout > 0 {
+		kernelTimeout = opts.IOTimeout + nbdTimeoutGrace
+	}
 	a, err := nbd.Attach(nbd.AttachConfig{
 		Index:           index,
 		Size:            dev.Size(),
@@ -50,7 +66,9 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, 
 		Trim:            flags&nbd.FlagSendTrim != 0,
 		ServerFlags:     flags,
 		Connections:     conns,
+		Timeout:         kernelTimeout,
 		DeadConnTimeout: nbdDeadConnTimeout,
+		Logf:            daemonLog.Printf,
 		Backend:         nbdBackendID(opts.Name),
 		Reconfigure:     opts.Recover,
 		Serve:           func(c net.Conn) error { return srv.ServeTransmission(c, flags) },
