@@ -49,6 +49,7 @@ type queue struct {
 	finished []finished
 
 	workers  sync.WaitGroup // requests being served
+	stall    stallWatch     // whether the device stalls (stall.go)
 	closed   int            // tags the kernel aborted
 	stopping atomic.Bool
 	err      error
@@ -189,11 +190,15 @@ func (q *queue) complete(ud uint64, res int32) {
 	switch {
 	case res == ioResOK:
 		d := *(*ioDesc)(unsafe.Pointer(&q.descs[tag*ioDescSize]))
-		if q.inline && int64(d.nrSectors)<<9 <= inlineMaxBytes {
-			q.prepIO(ioCommitAndFetchReq, tag, q.handle(tag, d))
+		if q.inline && !q.stall.slow.Load() && int64(d.nrSectors)<<9 <= inlineMaxBytes {
+			q.stall.inlineStarted.Add(1)
+			res := q.handle(tag, d)
+			q.stall.inlineDone.Add(1)
+			q.prepIO(ioCommitAndFetchReq, tag, res)
 			return
 		}
 		q.workers.Add(1)
+		q.stall.workStarted.Add(1)
 		go q.serve(tag, d)
 	case res == -int32(unix.ENODEV):
 		q.closed++ // UBLK_IO_RES_ABORT: the device is going away
@@ -234,6 +239,7 @@ func (q *queue) serve(tag int, d ioDesc) {
 
 // finish hands a worker's result to the queue thread, which commits it.
 func (q *queue) finish(tag int, res int32) {
+	q.stall.workDone.Add(1)
 	q.mu.Lock()
 	first := len(q.finished) == 0
 	q.finished = append(q.finished, finished{uint16(tag), res})

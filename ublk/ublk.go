@@ -288,6 +288,9 @@ func (d *Device) startQueues() error {
 	for _, q := range d.queues {
 		go func() { results <- q.run(ready) }()
 	}
+	if d.inline {
+		go watchStalls(d.queues, d.done, d.h.logf)
+	}
 	var first error
 	for range d.queues {
 		if err := <-ready; err != nil && first == nil {
