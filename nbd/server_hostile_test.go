@@ -419,6 +419,30 @@ func TestServeTransmissionSocketpair(t *testing.T) {
 	}
 }
 
+// TestServeTransmissionTellsLostFromDisconnect: a peer that closes without
+// NBD_CMD_DISC (the kernel dropping a connection it timed out) is
+// ErrConnectionLost, which an Attachment replaces; NBD_CMD_DISC is nil.
+func TestServeTransmissionTellsLostFromDisconnect(t *testing.T) {
+	srv := NewServer(&memDevice{data: make([]byte, 1<<20)}, Config{})
+	defer srv.Close()
+	for _, disc := range []bool{false, true} {
+		server, client := net.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- srv.ServeTransmission(server, srv.Flags()) }()
+		if disc {
+			client.Write(requestBytes(cmdDisc, 0, 1, 0, 0))
+		}
+		client.Close()
+		err := <-done
+		if disc && err != nil {
+			t.Errorf("after NBD_CMD_DISC: %v, want nil", err)
+		}
+		if !disc && !errors.Is(err, ErrConnectionLost) {
+			t.Errorf("after a close without NBD_CMD_DISC: %v, want ErrConnectionLost", err)
+		}
+	}
+}
+
 func TestCloseAnswersInFlight(t *testing.T) {
 	dev := &memDevice{data: make([]byte, 1<<20), gate: make(chan struct{}), entered: make(chan struct{}, 1)}
 	sock, srv := serveMem(t, dev, Config{})
