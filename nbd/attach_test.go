@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseDevicePath(t *testing.T) {
@@ -61,4 +62,22 @@ func TestAvailableSaysWhy(t *testing.T) {
 		t.Fatalf("nbd is not loaded, want ErrNoKernelNBD, got %v", err)
 	}
 	t.Logf("no kernel NBD here: %v", err)
+}
+
+// TestKernelTimeoutSent: no timeout is sent as the longest the kernel can
+// hold, never as 0 (which nbd.ko takes for 30 s); others in whole seconds,
+// rounded up.
+func TestKernelTimeoutSent(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want uint64
+	}{{0, noTimeoutSec}, {-time.Second, noTimeoutSec}, {7 * time.Second, 7}, {1500 * time.Millisecond, 2}, {1000 * time.Hour, noTimeoutSec}} {
+		r := AttachConfig{Size: 1 << 20, Timeout: tc.d}.request([]uint32{3})
+		if r.TimeoutSec != tc.want {
+			t.Errorf("Timeout %v sent as %d s, want %d", tc.d, r.TimeoutSec, tc.want)
+		}
+	}
+	if noTimeoutSec*1000 >= 1<<32 {
+		t.Fatalf("%d s does not fit the kernel's unsigned jiffies at HZ=1000", noTimeoutSec)
+	}
 }
