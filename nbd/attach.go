@@ -37,10 +37,14 @@ type AttachConfig struct {
 	// Timeout is how long the kernel waits for the reply to a request
 	// before it gives the connection up as dead (shuts it down) and sends
 	// the request again on another connection, or on the one the server
-	// reconnects (see Attachment). 0 means never. (The kernel's own 0
-	// means 30 s, and with more than one connection it then drops
-	// connections all the same: 0 is sent as the longest timeout any HZ
-	// allows, 24 days.)
+	// reconnects (see Attachment). 0 means never, which nbd.ko can do only
+	// with a single connection: it then sends a request again only once
+	// the connection it went out on was replaced (checking every 30 s).
+	// With more connections it takes 0 for 30 s and drops them all the
+	// same, so 0 is sent as the longest timeout it can hold (24 days);
+	// but a request in flight on a connection that dies is sent again
+	// only when its timeout expires, so a lost connection then loses its
+	// requests for as long.
 	Timeout time.Duration
 	// DeadConnTimeout is how long the kernel queues requests once every
 	// connection is dead, waiting for a reconfigure (0: fail at once).
@@ -82,7 +86,7 @@ func (c AttachConfig) request(fds []uint32) connectRequest {
 		Index:           c.Index,
 		SizeBytes:       uint64(c.Size),
 		BlockSizeBytes:  uint64(bs),
-		TimeoutSec:      kernelTimeout(c.Timeout),
+		TimeoutSec:      kernelTimeout(c.Timeout, len(fds)),
 		DeadConnSec:     uint64((c.DeadConnTimeout + time.Second - 1) / time.Second),
 		ServerFlags:     uint64(c.Flags()),
 		Sockets:         fds,
@@ -91,14 +95,19 @@ func (c AttachConfig) request(fds []uint32) connectRequest {
 	}
 }
 
-// noTimeoutSec is sent for "no timeout": nbd.ko keeps the request timeout
-// in an unsigned int of jiffies, so 2^31/1000 s (24.8 days) is as long as
-// it can hold at any HZ up to 1000.
+// noTimeoutSec is sent for "no timeout" to a device of several
+// connections: nbd.ko keeps the request timeout in an unsigned int of
+// jiffies, so 2^31/1000 s (24.8 days) is as long as it can hold at any HZ
+// up to 1000.
 const noTimeoutSec = (1 << 31) / 1000
 
-// kernelTimeout is NBD_ATTR_TIMEOUT for d, in whole seconds (rounded up).
-func kernelTimeout(d time.Duration) uint64 {
-	if d <= 0 {
+// kernelTimeout is NBD_ATTR_TIMEOUT for d on a device of conns
+// connections, in whole seconds (rounded up); see AttachConfig.Timeout.
+func kernelTimeout(d time.Duration, conns int) uint64 {
+	switch {
+	case d <= 0 && conns == 1:
+		return 0
+	case d <= 0:
 		return noTimeoutSec
 	}
 	return min(uint64((d+time.Second-1)/time.Second), noTimeoutSec)
@@ -133,6 +142,7 @@ type Attachment struct {
 
 	mu         sync.Mutex
 	conns      []net.Conn // the current server end of each slot
+	dropped    []bool     // slots the kernel did not take (reconfigure)
 	live       bool       // attached: lost connections are replaced
 	closed     bool       // Detach was called
 	err        error      // why a slot ended, if not by a disconnect
@@ -156,7 +166,7 @@ func Attach(cfg AttachConfig) (*Attachment, error) {
 		return nil, err
 	}
 
-	a := &Attachment{index: cfg.Index, cfg: cfg, done: make(chan struct{})}
+	a := &Attachment{index: cfg.Index, cfg: cfg, done: make(chan struct{}), dropped: make([]bool, n)}
 	var kernelFDs []uint32
 	closeKernelFDs := func() {
 		for _, fd := range kernelFDs {
@@ -216,6 +226,9 @@ func Attach(cfg AttachConfig) (*Attachment, error) {
 	}
 	// The kernel holds its own references to its ends now.
 	closeKernelFDs()
+	if cfg.Reconfigure && !a.keepTaken() {
+		return fail(fmt.Errorf("nbd: %s had no dead connection to take over (is it still served?)", a.DevicePath()))
+	}
 	if err := waitForNode(a.DevicePath(), 5*time.Second); err != nil {
 		a.Detach()
 		return nil, err
@@ -224,6 +237,24 @@ func Attach(cfg AttachConfig) (*Attachment, error) {
 	a.live = true
 	a.mu.Unlock()
 	return a, nil
+}
+
+// keepTaken closes the sockets a reconfigure offered that the kernel
+// dropped (it takes one per dead connection) and reports whether it took
+// any. Their slots end without being replaced.
+func (a *Attachment) keepTaken() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	taken := false
+	for slot, c := range a.conns {
+		if peerClosed(c) {
+			a.dropped[slot] = true
+			c.Close()
+			continue
+		}
+		taken = true
+	}
+	return taken
 }
 
 // socketPair returns the kernel's end (a file descriptor) and the server's

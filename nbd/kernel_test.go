@@ -31,23 +31,25 @@ func needKernel(t *testing.T) {
 	}
 }
 
-// attachTest attaches dev as /dev/nbdN over two connections, served by a
-// Server with cfg; kernelTimeout is AttachConfig.Timeout.
-func attachTest(t *testing.T, dev blockdev.Device, cfg Config, kernelTimeout time.Duration) *Attachment {
+// attachTest attaches dev as /dev/nbdN over conns connections, served by
+// a Server with cfg; kernelTimeout is AttachConfig.Timeout.
+func attachTest(t *testing.T, dev blockdev.Device, cfg Config, conns int, kernelTimeout time.Duration) *Attachment {
 	t.Helper()
-	srv := NewServer(dev, cfg)
+	return attachServer(t, NewServer(dev, cfg), AttachConfig{Index: -1, Connections: conns, Timeout: kernelTimeout})
+}
+
+// attachServer attaches srv's device with ac (Index, Connections, Timeout,
+// Reconfigure); the rest is filled in.
+func attachServer(t *testing.T, srv *Server, ac AttachConfig) *Attachment {
+	t.Helper()
 	flags := srv.Flags()
-	a, err := Attach(AttachConfig{
-		Index:           -1,
-		Size:            dev.Size(),
-		ServerFlags:     flags,
-		Connections:     2,
-		Timeout:         kernelTimeout,
-		DeadConnTimeout: 30 * time.Second,
-		Backend:         "luksd-test-" + t.Name(),
-		Logf:            t.Logf,
-		Serve:           func(c net.Conn) error { return srv.ServeTransmission(c, flags) },
-	})
+	ac.Size = srv.Size()
+	ac.ServerFlags = flags
+	ac.DeadConnTimeout = 30 * time.Second
+	ac.Backend = "luksd-test-" + t.Name()
+	ac.Logf = t.Logf
+	ac.Serve = func(c net.Conn) error { return srv.ServeTransmission(c, flags) }
+	a, err := Attach(ac)
 	if err != nil {
 		srv.Close()
 		t.Fatalf("Attach: %v", err)
@@ -59,6 +61,23 @@ func attachTest(t *testing.T, dev blockdev.Device, cfg Config, kernelTimeout tim
 		srv.Close()
 	})
 	return a
+}
+
+// loseConnections shuts every connection of a down as a dying daemon
+// would, and keeps a from replacing them.
+func loseConnections(t *testing.T, a *Attachment, replace bool) {
+	t.Helper()
+	a.mu.Lock()
+	if !replace {
+		a.closed = true
+	}
+	conns := append([]net.Conn(nil), a.conns...)
+	a.mu.Unlock()
+	for i, c := range conns {
+		if err := shutdown(c); err != nil {
+			t.Fatalf("shutting connection %d down: %v", i, err)
+		}
+	}
 }
 
 // alignedBuf returns a buffer aligned for O_DIRECT.
@@ -124,10 +143,11 @@ func shutdown(c net.Conn) error {
 func TestKernelTimeoutsSetDeliberately(t *testing.T) {
 	needKernel(t)
 	for _, tc := range []struct {
+		conns   int
 		timeout time.Duration
 		wantMS  int64
-	}{{0, noTimeoutSec * 1000}, {7 * time.Second, 7000}} {
-		a := attachTest(t, devtest.NewMem(4<<20), Config{}, tc.timeout)
+	}{{1, 0, 30000}, {2, 0, noTimeoutSec * 1000}, {2, 7 * time.Second, 7000}} {
+		a := attachTest(t, devtest.NewMem(4<<20), Config{}, tc.conns, tc.timeout)
 		name := strings.TrimPrefix(a.DevicePath(), "/dev/")
 		b, err := os.ReadFile("/sys/block/" + name + "/queue/io_timeout")
 		if err != nil {
@@ -136,7 +156,7 @@ func TestKernelTimeoutsSetDeliberately(t *testing.T) {
 		var ms int64
 		fmt.Sscan(string(b), &ms)
 		if ms != tc.wantMS {
-			t.Errorf("timeout %v: the kernel's io_timeout is %d ms, want %d", tc.timeout, ms, tc.wantMS)
+			t.Errorf("timeout %v over %d connections: the kernel's io_timeout is %d ms, want %d", tc.timeout, tc.conns, ms, tc.wantMS)
 		}
 	}
 }
@@ -145,24 +165,92 @@ func TestKernelTimeoutsSetDeliberately(t *testing.T) {
 // are replaced, the device keeps its data and serves on.
 func TestKernelReconnectsLostConnections(t *testing.T) {
 	needKernel(t)
-	a := attachTest(t, devtest.NewMem(16<<20), Config{}, 0)
+	a := attachTest(t, devtest.NewMem(16<<20), Config{}, 2, 0)
 	fd := openDirect(t, a)
 	roundTrip(t, fd, 0, 64<<10)
-	a.mu.Lock()
-	conns := append([]net.Conn(nil), a.conns...)
-	a.mu.Unlock()
-	for i, c := range conns {
-		if err := shutdown(c); err != nil {
-			t.Fatalf("shutting connection %d down: %v", i, err)
-		}
-	}
+	loseConnections(t, a, true)
 	for i := range 8 {
 		roundTrip(t, fd, int64(i)<<20, 128<<10)
 	}
 	stillAttached(t, a)
-	if n := a.Reconnects(); n < len(conns) {
-		t.Fatalf("%d reconnects after %d connections were lost", n, len(conns))
+	if n := a.Reconnects(); n < 2 {
+		t.Fatalf("%d reconnects after 2 connections were lost", n)
 	}
+}
+
+// TestKernelResendsAfterReconnect: without a timeout, over one connection,
+// a request in flight when its connection is lost is sent again on the
+// connection that replaced it (nbd.ko checks every 30 s), so it is not
+// lost with the connection; a slow request alone is never sent again.
+func TestKernelResendsAfterReconnect(t *testing.T) {
+	needKernel(t)
+	mem := devtest.NewMem(16 << 20)
+	hold := devtest.NewHold(mem)
+	a := attachTest(t, hold, Config{}, 1, 0)
+	fd := openDirect(t, a)
+	roundTrip(t, fd, 3<<20, 4096)
+	want := mem.Bytes()[3<<20 : 3<<20+4096]
+	hold.Stall()
+	done := make(chan error, 1)
+	got := alignedBuf(4096)
+	go func() {
+		_, err := unix.Pread(fd, got, 3<<20)
+		done <- err
+	}()
+	<-hold.Entered()
+	loseConnections(t, a, true)
+	for deadline := time.Now().Add(10 * time.Second); a.Reconnects() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lost connection was not replaced")
+		}
+	}
+	hold.Release() // the first copy's answer goes to the dead socket
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the read in flight on the lost connection: %v", err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("the read in flight on the lost connection never completed")
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the read returned other data")
+	}
+	stillAttached(t, a)
+	if n := a.Reconnects(); n != 1 {
+		t.Fatalf("%d reconnects, want 1", n)
+	}
+}
+
+// TestKernelRecoverTakesDeadConnections: a second server takes over a
+// device whose server died (Reconfigure); sockets beyond the device's dead
+// connections are dropped by the kernel and not replaced.
+func TestKernelRecoverTakesDeadConnections(t *testing.T) {
+	needKernel(t)
+	mem := devtest.NewMem(16 << 20)
+	first := attachTest(t, mem, Config{}, 1, 0)
+	fd := openDirect(t, first)
+	roundTrip(t, fd, 0, 4096)
+	loseConnections(t, first, false)
+	<-first.Done()
+	second := attachServer(t, NewServer(mem, Config{}), AttachConfig{Index: first.Index(), Connections: 3, Reconfigure: true})
+	roundTrip(t, fd, 1<<20, 64<<10)
+	second.mu.Lock()
+	dropped := 0
+	for _, d := range second.dropped {
+		if d {
+			dropped++
+		}
+	}
+	second.mu.Unlock()
+	if dropped != 2 {
+		t.Fatalf("%d of 3 sockets dropped, want 2 (the device has one connection)", dropped)
+	}
+	time.Sleep(time.Second)
+	if n := second.Reconnects(); n != 0 {
+		t.Fatalf("%d reconnects: dropped sockets were offered again", n)
+	}
+	stillAttached(t, second)
 }
 
 // TestKernelTimeoutReconnects: with a short kernel timeout and a stalled
@@ -173,7 +261,7 @@ func TestKernelTimeoutReconnects(t *testing.T) {
 	needKernel(t)
 	mem := devtest.NewMem(16 << 20)
 	hold := devtest.NewHold(mem)
-	a := attachTest(t, hold, Config{}, 2*time.Second)
+	a := attachTest(t, hold, Config{}, 2, 2*time.Second)
 	fd := openDirect(t, a)
 	roundTrip(t, fd, 1<<20, 4096)
 	want := mem.Bytes()[1<<20 : 1<<20+4096]
@@ -210,7 +298,7 @@ func TestKernelTimeoutReconnects(t *testing.T) {
 func TestKernelRequestTimeoutFailsRequest(t *testing.T) {
 	needKernel(t)
 	hold := devtest.NewHold(devtest.NewMem(16 << 20))
-	a := attachTest(t, hold, Config{RequestTimeout: time.Second}, 30*time.Second)
+	a := attachTest(t, hold, Config{RequestTimeout: time.Second}, 2, 30*time.Second)
 	fd := openDirect(t, a)
 	roundTrip(t, fd, 0, 4096)
 	hold.Stall()
@@ -233,7 +321,7 @@ func TestKernelRequestTimeoutFailsRequest(t *testing.T) {
 // nbd-client -d) ends the attachment; nothing is reconnected.
 func TestKernelDisconnectEndsAttachment(t *testing.T) {
 	needKernel(t)
-	a := attachTest(t, devtest.NewMem(4<<20), Config{}, 0)
+	a := attachTest(t, devtest.NewMem(4<<20), Config{}, 2, 0)
 	if err := Disconnect(a.Index()); err != nil {
 		t.Fatal(err)
 	}

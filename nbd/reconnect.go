@@ -21,7 +21,11 @@ import (
 // So each connection slot of an Attachment serves its socket until Serve
 // returns: nil (NBD_CMD_DISC, or the server closed) ends the slot; an error
 // while the device is attached means the kernel dropped the connection, and
-// the slot offers the kernel a new socket and serves that.
+// the slot offers the kernel a new socket and serves that. (The Server's
+// ServeTransmission returns as soon as a connection is lost, while a
+// stalled device may still hold its requests.) The requests that were in
+// flight on the lost connection are the kernel's to send again: see
+// AttachConfig.Timeout.
 
 // How long a slot keeps offering sockets the kernel does not take: it
 // takes one only in place of a connection it has marked dead, which it
@@ -40,7 +44,7 @@ func (a *Attachment) serveSlot(slot int, conn net.Conn) {
 	defer a.wg.Done()
 	for {
 		err := a.cfg.Serve(conn)
-		if err == nil || !a.replacing() {
+		if err == nil || !a.replacing() || a.wasDropped(slot) {
 			return
 		}
 		a.logf("nbd: %s: connection %d lost (%v), reconnecting", a.DevicePath(), slot, err)
@@ -67,6 +71,13 @@ func (a *Attachment) replacing() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.live && !a.closed
+}
+
+// wasDropped reports whether the kernel did not take slot's first socket.
+func (a *Attachment) wasDropped(slot int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.dropped[slot]
 }
 
 // reconnect offers the kernel new sockets for slot until it takes one, and
@@ -130,8 +141,8 @@ func (a *Attachment) offerSocket() (net.Conn, error) {
 	return conn, nil
 }
 
-// peerClosed reports whether the other end of a unix socket is closed,
-// without waiting or consuming data.
+// peerClosed reports whether the other end of a unix socket is closed (or
+// this end already is), without waiting or consuming data.
 func peerClosed(conn net.Conn) bool {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
@@ -139,14 +150,16 @@ func peerClosed(conn net.Conn) bool {
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return true
 	}
 	closed := false
-	rc.Control(func(fd uintptr) {
+	if err := rc.Control(func(fd uintptr) {
 		var b [1]byte
 		n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 		closed = n == 0 && err == nil
-	})
+	}); err != nil {
+		return true
+	}
 	return closed
 }
 

@@ -271,8 +271,13 @@ func (s *Server) ServeTransmission(c net.Conn, flags uint16) error {
 	return s.runSession(c, bufio.NewReaderSize(c, 16<<10), describe(c, id), flags, handshakeResult{export: s.cfg.Name})
 }
 
+// runSession serves a connection in the transmission phase. After a
+// disconnect request, or when the server closes, it returns once every
+// request in flight is answered. When the connection is lost or broken,
+// the answers can no longer be delivered: it returns at once and the
+// requests finish in the background, so that a caller (an Attachment) can
+// replace the connection while a stalled device still holds them.
 func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint16, hs handshakeResult) error {
-	defer s.wg.Done()
 	ss := s.newSession(br, c, flags, hs.structured)
 	ss.allocation = hs.allocation
 	ss.conn = c
@@ -280,6 +285,7 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	if s.closing {
 		s.mu.Unlock()
 		c.Close()
+		s.wg.Done()
 		return ErrServerClosed
 	}
 	s.sessions[ss] = struct{}{}
@@ -288,15 +294,10 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	if grow {
 		growSendBuffer(c)
 	}
-	err := ss.serve()
-	c.Close()
-	s.mu.Lock()
-	delete(s.sessions, ss)
-	closing := s.closing
-	s.mu.Unlock()
+	err := ss.read()
 	reason := "client disconnected"
 	switch {
-	case closing && (err == nil || isTimeout(err)):
+	case s.isClosing() && (err == nil || isTimeout(err)):
 		reason = "server shut down"
 		err = nil
 	case errors.Is(err, ErrConnectionLost):
@@ -304,7 +305,21 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	case err != nil:
 		reason = err.Error()
 	}
-	s.logf("nbd: %s: export %q, %d requests, %s", who, hs.export, ss.requests.Load(), reason)
+	end := func() {
+		ss.wg.Wait()
+		c.Close()
+		s.mu.Lock()
+		delete(s.sessions, ss)
+		s.mu.Unlock()
+		s.logf("nbd: %s: export %q, %d requests, %s", who, hs.export, ss.requests.Load(), reason)
+		s.wg.Done()
+	}
+	if err == nil {
+		end()
+		return nil
+	}
+	c.Close()
+	go end()
 	return err
 }
 

@@ -72,8 +72,15 @@ var errProtocol = errors.New("protocol violation")
 // NBD_CMD_DISC, breaks the protocol, or the server stops the session. It
 // waits for every dispatched request to be answered.
 func (ss *session) serve() error {
+	err := ss.read()
+	ss.wg.Wait()
+	return err
+}
+
+// read is serve without the wait: requests may still be in flight when it
+// returns, until ss.wg says they are done.
+func (ss *session) read() error {
 	defer close(ss.work)
-	defer ss.wg.Wait()
 	var hdr [requestHeaderLen]byte
 	for {
 		if ss.broken.Load() {
