@@ -17,15 +17,24 @@ func init() { registerFrontend(nbdFrontend{}) }
 // serving its sockets with luksd's NBD server.
 type nbdFrontend struct{}
 
-// The kernel's timeouts, set deliberately (nbd.ko's defaults drop a
-// connection whose request takes 30 s, and the device with it):
-//   - the request timeout is none without --io-timeout (a slow disk is
-//     slow, as under dm-crypt); with it, the server answers EIO at
-//     --io-timeout itself, and the kernel's timeout, nbdTimeoutGrace
-//     later, only fires when the daemon does not answer at all (stopped):
-//     the kernel then drops that connection and sends its requests again,
-//     and the daemon replaces the connection (nbd.Attachment);
-//   - the dead-connection timeout is how long the kernel queues requests
+// The kernel's timeouts and connections, set deliberately: with nbd.ko's
+// defaults a request that takes 30 s made it drop the connection, and the
+// daemon lost the device.
+//   - Without --io-timeout, a slow disk is slow, as under dm-crypt. nbd.ko
+//     can wait for ever only on a device of one connection: with more, a
+//     request that times out (and 0 means 30 s) always costs its
+//     connection, and a request in flight on a connection that dies (the
+//     daemon was killed) is sent again only when it times out. With one
+//     connection and no timeout, the kernel waits, and every 30 s sends
+//     again what was in flight on a connection since replaced (`open
+//     --recover`, or the daemon replacing a connection it lost).
+//   - With --io-timeout, the server answers EIO at --io-timeout itself, and
+//     the kernel's timeout, nbdTimeoutGrace later, fires only when the
+//     daemon does not answer at all (stopped): the kernel then drops that
+//     connection and sends its requests again, and the daemon replaces
+//     the connection (nbd.Attachment). Requests lost with a connection are
+//     sent again at that timeout too, so one connection per CPU is safe.
+//   - The dead-connection timeout is how long the kernel queues requests
 //     once every connection is dead, so that a restarted daemon (`open
 //     --recover`) can take the device over before they fail.
 const (
@@ -53,10 +62,9 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, 
 	if !opts.AllowDiscards {
 		flags &^= nbd.FlagSendTrim
 	}
-	conns := runtime.NumCPU()
-	var kernelTimeout time.Duration // none
+	conns, kernelTimeout := 1, time.Duration(0) // wait for ever
 	if opts.IOTimeout > 0 {
-		kernelTimeout = opts.IOTimeout + nbdTimeoutGrace
+		conns, kernelTimeout = runtime.NumCPU(), opts.IOTimeout+nbdTimeoutGrace
 	}
 	a, err := nbd.Attach(nbd.AttachConfig{
 		Index:           index,
