@@ -41,6 +41,7 @@ type Device struct {
 	closed     atomic.Bool
 	active     atomic.Int32 // requests in progress, to size their parallelism
 	procs      int          // GOMAXPROCS when the device was made
+	helpers    atomic.Int32 // goroutines started for stalled requests (parallel.go)
 }
 
 // chunkSize is the unit of work one goroutine encrypts or decrypts at a time.
@@ -291,62 +292,6 @@ func (d *Device) readFull(dst []byte, off int64) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return err
-}
-
-// parallel splits [off, off+length) at chunk boundaries aligned to the
-// sector size and runs fn on each piece, on up to GOMAXPROCS goroutines
-// shared with the other requests in progress: when the cores are busy with
-// other requests already, the pieces run one after the other. It returns
-// the first error; pieces already done stay done.
-func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) error {
-	active := int(d.active.Add(1))
-	defer d.active.Add(-1)
-	// Pieces start at multiples of chunkSize (a multiple of every sector
-	// size), so only the first and last can hold a partial sector.
-	firstChunk := off / chunkSize
-	lastChunk := (off + length - 1) / chunkSize
-	n := int(lastChunk - firstChunk + 1)
-	piece := func(i int) (int64, int64) {
-		s := max(off, (firstChunk+int64(i))*chunkSize)
-		e := min(off+length, (firstChunk+int64(i)+1)*chunkSize)
-		return s, e - s
-	}
-	workers := min(n, d.procs-active+1)
-	if workers <= 1 {
-		for i := range n {
-			if err := fn(piece(i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	var (
-		next     atomic.Int64
-		errOnce  sync.Once
-		firstErr error
-		failed   atomic.Bool
-		wg       sync.WaitGroup
-	)
-	work := func() {
-		for !failed.Load() {
-			i := int(next.Add(1) - 1)
-			if i >= n {
-				return
-			}
-			if err := fn(piece(i)); err != nil {
-				errOnce.Do(func() { firstErr = err })
-				failed.Store(true)
-				return
-			}
-		}
-	}
-	wg.Add(workers - 1)
-	for range workers - 1 {
-		go func() { defer wg.Done(); work() }()
-	}
-	work()
-	wg.Wait()
-	return firstErr
 }
 
 func roundUp(x, to int64) int64 { return (x + to - 1) / to * to }

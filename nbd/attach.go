@@ -34,12 +34,24 @@ type AttachConfig struct {
 	ServerFlags uint16
 	// Connections is the number of socket pairs; 0 means one per CPU.
 	Connections int
-	// Timeout fails a request the server has not answered in time (0:
-	// never; the kernel only warns about stuck requests every 30s).
+	// Timeout is how long the kernel waits for the reply to a request
+	// before it gives the connection up as dead (shuts it down) and sends
+	// the request again on another connection, or on the one the server
+	// reconnects (see Attachment). 0 means never, which nbd.ko can do only
+	// with a single connection: it then sends a request again only once
+	// the connection it went out on was replaced (checking every 30 s).
+	// With more connections it takes 0 for 30 s and drops them all the
+	// same, so 0 is sent as the longest timeout it can hold (24 days);
+	// but a request in flight on a connection that dies is sent again
+	// only when its timeout expires, so a lost connection then loses its
+	// requests for as long.
 	Timeout time.Duration
 	// DeadConnTimeout is how long the kernel queues requests once every
 	// connection is dead, waiting for a reconfigure (0: fail at once).
 	DeadConnTimeout time.Duration
+	// Logf receives a line per lost and reconnected connection; nil logs
+	// nothing.
+	Logf func(format string, args ...any)
 	// Backend names the device's backend in /sys/block/nbdN/backend.
 	Backend string
 	// Reconfigure hands new sockets to the existing device Index (whose
@@ -74,13 +86,31 @@ func (c AttachConfig) request(fds []uint32) connectRequest {
 		Index:           c.Index,
 		SizeBytes:       uint64(c.Size),
 		BlockSizeBytes:  uint64(bs),
-		TimeoutSec:      uint64((c.Timeout + time.Second - 1) / time.Second),
+		TimeoutSec:      kernelTimeout(c.Timeout, len(fds)),
 		DeadConnSec:     uint64((c.DeadConnTimeout + time.Second - 1) / time.Second),
 		ServerFlags:     uint64(c.Flags()),
 		Sockets:         fds,
 		BackendID:       c.Backend,
 		reconfigureOnly: c.Reconfigure,
 	}
+}
+
+// noTimeoutSec is sent for "no timeout" to a device of several
+// connections: nbd.ko keeps the request timeout in an unsigned int of
+// jiffies, so 2^31/1000 s (24.8 days) is as long as it can hold at any HZ
+// up to 1000.
+const noTimeoutSec = (1 << 31) / 1000
+
+// kernelTimeout is NBD_ATTR_TIMEOUT for d on a device of conns
+// connections, in whole seconds (rounded up); see AttachConfig.Timeout.
+func kernelTimeout(d time.Duration, conns int) uint64 {
+	switch {
+	case d <= 0 && conns == 1:
+		return 0
+	case d <= 0:
+		return noTimeoutSec
+	}
+	return min(uint64((d+time.Second-1)/time.Second), noTimeoutSec)
 }
 
 func (c AttachConfig) validate() error {
@@ -99,15 +129,26 @@ func (c AttachConfig) validate() error {
 	return nil
 }
 
-// Attachment is a kernel NBD device served by this process.
+// Attachment is a kernel NBD device served by this process. A connection
+// the kernel drops — it timed one out, or the server's end failed — is
+// replaced with a fresh socket (NBD_CMD_RECONFIGURE) as long as the device
+// is attached: only a disconnect (NBD_CMD_DISC from the kernel, Detach)
+// or a device that can no longer be reconfigured ends the attachment.
 type Attachment struct {
-	index  int
-	conns  []net.Conn
-	done   chan struct{}
-	mu     sync.Mutex
-	err    error // first error a connection's Serve returned
+	index int
+	cfg   AttachConfig
+	done  chan struct{}
+	wg    sync.WaitGroup // one per connection slot
+
+	mu         sync.Mutex
+	conns      []net.Conn // the current server end of each slot
+	dropped    []bool     // slots the kernel did not take (reconfigure)
+	live       bool       // attached: lost connections are replaced
+	closed     bool       // Detach was called
+	err        error      // why a slot ended, if not by a disconnect
+	reconnects int
+
 	detach sync.Once
-	closed bool
 	derr   error
 }
 
@@ -121,13 +162,11 @@ func Attach(cfg AttachConfig) (*Attachment, error) {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	c, family, err := dial()
-	if err != nil {
+	if err := Available(); err != nil {
 		return nil, err
 	}
-	defer c.Close()
 
-	a := &Attachment{index: cfg.Index, done: make(chan struct{})}
+	a := &Attachment{index: cfg.Index, cfg: cfg, done: make(chan struct{}), dropped: make([]bool, n)}
 	var kernelFDs []uint32
 	closeKernelFDs := func() {
 		for _, fd := range kernelFDs {
@@ -137,19 +176,12 @@ func Attach(cfg AttachConfig) (*Attachment, error) {
 	}
 	defer closeKernelFDs()
 	for range n {
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		kfd, conn, err := socketPair()
 		if err != nil {
 			a.closeConns()
-			return nil, fmt.Errorf("nbd: socketpair: %w", err)
+			return nil, err
 		}
-		kernelFDs = append(kernelFDs, uint32(fds[0]))
-		f := os.NewFile(uintptr(fds[1]), "nbd-server")
-		conn, err := net.FileConn(f)
-		f.Close()
-		if err != nil {
-			a.closeConns()
-			return nil, fmt.Errorf("nbd: socket: %w", err)
-		}
+		kernelFDs = append(kernelFDs, uint32(kfd))
 		a.conns = append(a.conns, conn)
 	}
 
@@ -164,55 +196,82 @@ func Attach(cfg AttachConfig) (*Attachment, error) {
 		return nil, err
 	}
 	// Serve before the kernel can send anything.
-	var wg sync.WaitGroup
-	for _, conn := range a.conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := cfg.Serve(conn); err != nil {
-				a.mu.Lock()
-				if a.err == nil {
-					a.err = err
-				}
-				a.mu.Unlock()
-			}
-		}()
+	for slot, conn := range a.conns {
+		a.wg.Add(1)
+		go a.serveSlot(slot, conn)
 	}
 	go func() {
-		wg.Wait()
+		a.wg.Wait()
 		close(a.done)
 	}()
-
-	msgs, err := c.Execute(genetlink.Message{
-		Header: genetlink.Header{Command: cmd, Version: genlVersion},
-		Data:   body,
-	}, family.ID, netlink.Request|netlink.Acknowledge)
-	if err != nil {
+	fail := func(err error) (*Attachment, error) {
 		a.closeConns()
 		<-a.done
-		return nil, kernelError(op, cfg.Index, err)
+		return nil, err
+	}
+
+	msgs, err := execute(op, cfg.Index, cmd, body)
+	if err != nil {
+		return fail(err)
 	}
 	if !cfg.Reconfigure {
 		if len(msgs) == 0 {
-			a.closeConns()
-			<-a.done
-			return nil, errors.New("nbd: the kernel sent no connect reply")
+			return fail(errors.New("nbd: the kernel sent no connect reply"))
 		}
 		idx, err := decodeIndex(msgs[0].Data)
 		if err != nil {
-			a.closeConns()
-			<-a.done
-			return nil, err
+			return fail(err)
 		}
 		a.index = idx
 	}
 	// The kernel holds its own references to its ends now.
 	closeKernelFDs()
+	if cfg.Reconfigure && !a.keepTaken() {
+		return fail(fmt.Errorf("nbd: %s had no dead connection to take over (is it still served?)", a.DevicePath()))
+	}
 	if err := waitForNode(a.DevicePath(), 5*time.Second); err != nil {
 		a.Detach()
 		return nil, err
 	}
+	a.mu.Lock()
+	a.live = true
+	a.mu.Unlock()
 	return a, nil
+}
+
+// keepTaken closes the sockets a reconfigure offered that the kernel
+// dropped (it takes one per dead connection) and reports whether it took
+// any. Their slots end without being replaced.
+func (a *Attachment) keepTaken() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	taken := false
+	for slot, c := range a.conns {
+		if peerClosed(c) {
+			a.dropped[slot] = true
+			c.Close()
+			continue
+		}
+		taken = true
+	}
+	return taken
+}
+
+// socketPair returns the kernel's end (a file descriptor) and the server's
+// end of a new connection.
+func socketPair() (int, net.Conn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, fmt.Errorf("nbd: socketpair: %w", err)
+	}
+	f := os.NewFile(uintptr(fds[1]), "nbd-server")
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		unix.Close(fds[0])
+		return -1, nil, fmt.Errorf("nbd: socket: %w", err)
+	}
+	return fds[0], conn, nil
 }
 
 // Index returns the N of /dev/nbdN.
@@ -237,9 +296,10 @@ func ParseDevicePath(path string) (int, error) {
 	return n, nil
 }
 
-// Wait blocks until every connection has ended: the kernel disconnected
-// (NBD_CMD_DISCONNECT, nbd-client -d, a timeout) or Detach was called. It
-// returns the first error a connection's Serve returned, or nil.
+// Wait blocks until every connection has ended for good: the kernel
+// disconnected the device (NBD_CMD_DISCONNECT, nbd-client -d), Detach was
+// called, or a lost connection could not be replaced. It returns why a
+// connection could not be replaced, or nil.
 func (a *Attachment) Wait() error {
 	<-a.done
 	a.mu.Lock()
@@ -248,6 +308,13 @@ func (a *Attachment) Wait() error {
 		return nil
 	}
 	return a.err
+}
+
+// Reconnects returns how many lost connections were replaced.
+func (a *Attachment) Reconnects() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.reconnects
 }
 
 // Done is closed when every connection has ended.
@@ -285,6 +352,8 @@ func (a *Attachment) Detach() error {
 }
 
 func (a *Attachment) closeConns() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	for _, c := range a.conns {
 		c.Close()
 	}
@@ -306,42 +375,23 @@ func syncDevice(path string) error {
 // Disconnect asks the kernel to disconnect /dev/nbd<index>: it sends
 // NBD_CMD_DISC to the server and shuts the sockets down.
 func Disconnect(index int) error {
-	c, family, err := dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	body, err := encodeIndex(index)
 	if err != nil {
 		return err
 	}
-	_, err = c.Execute(genetlink.Message{
-		Header: genetlink.Header{Command: genlCmdDisconnect, Version: genlVersion},
-		Data:   body,
-	}, family.ID, netlink.Request|netlink.Acknowledge)
-	if err != nil {
-		return kernelError("disconnect", index, err)
-	}
-	return nil
+	_, err = execute("disconnect", index, genlCmdDisconnect, body)
+	return err
 }
 
 // Devices lists the kernel's NBD devices and whether each is connected.
 func Devices() ([]DeviceStatus, error) {
-	c, family, err := dial()
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
 	body, err := encodeIndex(-1)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := c.Execute(genetlink.Message{
-		Header: genetlink.Header{Command: genlCmdStatus, Version: genlVersion},
-		Data:   body,
-	}, family.ID, netlink.Request|netlink.Acknowledge)
+	msgs, err := execute("status", -1, genlCmdStatus, body)
 	if err != nil {
-		return nil, kernelError("status", -1, err)
+		return nil, err
 	}
 	var all []DeviceStatus
 	for _, m := range msgs {
@@ -362,6 +412,24 @@ func Available() error {
 		return err
 	}
 	return c.Close()
+}
+
+// execute sends one nbd netlink command, op on device index (for the
+// error), and returns the kernel's replies.
+func execute(op string, index int, cmd uint8, body []byte) ([]genetlink.Message, error) {
+	c, family, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	msgs, err := c.Execute(genetlink.Message{
+		Header: genetlink.Header{Command: cmd, Version: genlVersion},
+		Data:   body,
+	}, family.ID, netlink.Request|netlink.Acknowledge)
+	if err != nil {
+		return nil, kernelError(op, index, err)
+	}
+	return msgs, nil
 }
 
 // ErrNoKernelNBD means the kernel has no NBD driver and none could be loaded.
@@ -411,17 +479,18 @@ func kernelError(op string, index int, err error) error {
 		why = dev + " is already in use"
 	case errors.Is(err, unix.EINVAL) && op == "disconnect":
 		why = dev + " does not exist"
+	case errors.Is(err, unix.EINVAL) && op == "reconfigure":
+		// (A device whose connections all live answers success and drops
+		// the socket: see offerSocket.)
+		why = dev + " is not configured, or for another volume"
 	case errors.Is(err, unix.EINVAL):
 		why = "invalid request (size, block size, flags or socket rejected)"
-	case errors.Is(err, unix.ENOSPC) && op == "reconfigure":
-		why = dev + " has no dead connection to replace"
 	case errors.Is(err, unix.ENOMEM):
 		why = "out of memory"
 	default:
-		why = err.Error()
-		return fmt.Errorf("nbd: the kernel refused %s of %s: %s", op, dev, why)
+		return fmt.Errorf("nbd: the kernel refused %s of %s: %w", op, dev, err)
 	}
-	return fmt.Errorf("nbd: the kernel refused %s of %s: %s (%v)", op, dev, why, err)
+	return fmt.Errorf("nbd: the kernel refused %s of %s: %s (%w)", op, dev, why, err)
 }
 
 // waitForNode waits for a device node to appear (devtmpfs or udev).

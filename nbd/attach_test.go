@@ -6,6 +6,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseDevicePath(t *testing.T) {
@@ -61,4 +64,55 @@ func TestAvailableSaysWhy(t *testing.T) {
 		t.Fatalf("nbd is not loaded, want ErrNoKernelNBD, got %v", err)
 	}
 	t.Logf("no kernel NBD here: %v", err)
+}
+
+// TestTimeoutSentToKernel: no timeout is 0 for a single connection (nbd.ko
+// then waits for ever), and over several the longest the kernel can hold,
+// never 0 (which nbd.ko then takes for 30 s); others in whole seconds,
+// rounded up.
+func TestTimeoutSentToKernel(t *testing.T) {
+	for _, tc := range []struct {
+		d     time.Duration
+		want  uint64
+		conns int
+	}{{0, noTimeoutSec, 2}, {-time.Second, noTimeoutSec, 4}, {0, 0, 1}, {7 * time.Second, 7, 1}, {7 * time.Second, 7, 2},
+		{1500 * time.Millisecond, 2, 2}, {1000 * time.Hour, noTimeoutSec, 2}} {
+		r := AttachConfig{Size: 1 << 20, Timeout: tc.d}.request(make([]uint32, tc.conns))
+		if r.TimeoutSec != tc.want {
+			t.Errorf("Timeout %v over %d connections sent as %d s, want %d", tc.d, tc.conns, r.TimeoutSec, tc.want)
+		}
+	}
+	if noTimeoutSec*1000 >= 1<<32 {
+		t.Fatalf("%d s does not fit the kernel's unsigned jiffies at HZ=1000", noTimeoutSec)
+	}
+}
+
+// TestPeerClosed: a unix socket whose other end is closed reads as closed,
+// one with an open peer (with or without data waiting) does not, and the
+// data is still there afterwards.
+func TestPeerClosed(t *testing.T) {
+	kfd, conn, err := socketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if peerClosed(conn) {
+		t.Fatal("closed while the peer is open")
+	}
+	unix.Write(kfd, []byte("x"))
+	if peerClosed(conn) {
+		t.Fatal("closed while data waits")
+	}
+	unix.Close(kfd)
+	b := make([]byte, 1)
+	if n, err := conn.Read(b); n != 1 || err != nil {
+		t.Fatalf("the data was consumed: %d, %v", n, err)
+	}
+	if !peerClosed(conn) {
+		t.Fatal("open after the peer closed")
+	}
+	conn.Close()
+	if !peerClosed(conn) {
+		t.Fatal("open after this end closed")
+	}
 }

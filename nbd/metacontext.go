@@ -117,6 +117,9 @@ func (s *Server) handleMetaContext(w io.Writer, opt uint32, data []byte, res *ha
 // replyBlockStatus answers NBD_CMD_BLOCK_STATUS for base:allocation: the
 // whole requested range as one allocated-data extent.
 func (ss *session) replyBlockStatus(req request) {
+	if !req.answer.claim() {
+		return
+	}
 	var b [structuredHeaderLen + blockStatusLen]byte
 	putStructuredHeader(b[:], replyFlagDone, replyTypeBlockStatus, req.cookie, blockStatusLen)
 	binary.BigEndian.PutUint32(b[structuredHeaderLen:], allocationID)

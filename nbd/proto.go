@@ -128,4 +128,7 @@ type request struct {
 	cookie uint64
 	offset uint64
 	length uint32
+	// answer, when set, is shared by whoever may reply: the request's
+	// worker and its timeout (timeout.go).
+	answer *answer
 }

@@ -37,6 +37,10 @@ type Config struct {
 	// arrive and for a reply to be taken by the client (default 2 minutes),
 	// so a stalled client cannot hold buffers for ever.
 	IOTimeout time.Duration
+	// RequestTimeout answers a request the device has not carried out in
+	// this time with EIO; the device operation goes on, its result is
+	// dropped (0: wait as long as the device takes). See timeout.go.
+	RequestTimeout time.Duration
 	// HandshakeTimeout bounds the whole option haggling (default 10s).
 	HandshakeTimeout time.Duration
 	// MaxConns bounds simultaneous connections (default 1024); more are
@@ -73,6 +77,7 @@ type Server struct {
 	wg        sync.WaitGroup
 	nextID    atomic.Uint64
 	budget    *semaphore    // payload bytes in flight over all connections
+	reserve   int64         // of budget, for connections with nothing in flight
 	ioErrors  atomic.Uint64 // requests the backend failed, for the log
 }
 
@@ -110,6 +115,8 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 		sessions:  map[*session]struct{}{},
 		conns:     map[net.Conn]struct{}{},
 		budget:    newSemaphore(cfg.MaxTotalInFlightBytes),
+		// No reserve when one connection may take the whole budget anyway.
+		reserve: min(int64(cfg.MaxRequest), cfg.MaxTotalInFlightBytes-cfg.MaxInFlightBytes),
 	}
 }
 
@@ -249,7 +256,9 @@ func (s *Server) serveConn(c net.Conn) error {
 // ServeTransmission serves c, already past the handshake (the kernel NBD
 // driver's socket after NBD_CMD_CONNECT), with simple replies only. flags
 // are the transmission flags the peer was told (normally Flags()). It
-// returns when the peer disconnects or the server closes, and closes c.
+// returns when the peer disconnects (nil after NBD_CMD_DISC,
+// ErrConnectionLost when it just closes) or the server closes (nil), and
+// closes c.
 func (s *Server) ServeTransmission(c net.Conn, flags uint16) error {
 	if !s.track(c) {
 		c.Close()
@@ -262,8 +271,13 @@ func (s *Server) ServeTransmission(c net.Conn, flags uint16) error {
 	return s.runSession(c, bufio.NewReaderSize(c, 16<<10), describe(c, id), flags, handshakeResult{export: s.cfg.Name})
 }
 
+// runSession serves a connection in the transmission phase. After a
+// disconnect request, or when the server closes, it returns once every
+// request in flight is answered. When the connection is lost or broken,
+// the answers can no longer be delivered: it returns at once and the
+// requests finish in the background, so that a caller (an Attachment) can
+// replace the connection while a stalled device still holds them.
 func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint16, hs handshakeResult) error {
-	defer s.wg.Done()
 	ss := s.newSession(br, c, flags, hs.structured)
 	ss.allocation = hs.allocation
 	ss.conn = c
@@ -271,6 +285,7 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	if s.closing {
 		s.mu.Unlock()
 		c.Close()
+		s.wg.Done()
 		return ErrServerClosed
 	}
 	s.sessions[ss] = struct{}{}
@@ -279,21 +294,32 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	if grow {
 		growSendBuffer(c)
 	}
-	err := ss.serve()
-	c.Close()
-	s.mu.Lock()
-	delete(s.sessions, ss)
-	closing := s.closing
-	s.mu.Unlock()
+	err := ss.read()
 	reason := "client disconnected"
 	switch {
-	case closing && (err == nil || isTimeout(err)):
+	case s.isClosing() && (err == nil || isTimeout(err)):
 		reason = "server shut down"
 		err = nil
+	case errors.Is(err, ErrConnectionLost):
+		reason = "client went away without a disconnect request"
 	case err != nil:
 		reason = err.Error()
 	}
-	s.logf("nbd: %s: export %q, %d requests, %s", who, hs.export, ss.requests.Load(), reason)
+	end := func() {
+		ss.wg.Wait()
+		c.Close()
+		s.mu.Lock()
+		delete(s.sessions, ss)
+		s.mu.Unlock()
+		s.logf("nbd: %s: export %q, %d requests, %s", who, hs.export, ss.requests.Load(), reason)
+		s.wg.Done()
+	}
+	if err == nil {
+		end()
+		return nil
+	}
+	c.Close()
+	go end()
 	return err
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/blockdev"
 )
 
 // memDevice is a plaintext in-memory device with switchable failures and a
@@ -69,7 +71,7 @@ func (m *memDevice) Flush() error {
 func (m *memDevice) Close() error { return nil }
 
 // serveMem serves dev on a fresh unix socket and returns the socket path.
-func serveMem(t *testing.T, dev *memDevice, cfg Config) (string, *Server) {
+func serveMem(t *testing.T, dev blockdev.Device, cfg Config) (string, *Server) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s")
 	l, err := ListenUnix(sock, 0)
@@ -414,6 +416,30 @@ func TestServeTransmissionSocketpair(t *testing.T) {
 	}
 	if srv.Flags()&(FlagSendFlush|FlagSendFUA|FlagCanMultiConn) != FlagSendFlush|FlagSendFUA|FlagCanMultiConn {
 		t.Fatalf("flags %#x", srv.Flags())
+	}
+}
+
+// TestServeTransmissionTellsLostFromDisconnect: a peer that closes without
+// NBD_CMD_DISC (the kernel dropping a connection it timed out) is
+// ErrConnectionLost, which an Attachment replaces; NBD_CMD_DISC is nil.
+func TestServeTransmissionTellsLostFromDisconnect(t *testing.T) {
+	srv := NewServer(&memDevice{data: make([]byte, 1<<20)}, Config{})
+	defer srv.Close()
+	for _, disc := range []bool{false, true} {
+		server, client := net.Pipe()
+		done := make(chan error, 1)
+		go func() { done <- srv.ServeTransmission(server, srv.Flags()) }()
+		if disc {
+			client.Write(requestBytes(cmdDisc, 0, 1, 0, 0))
+		}
+		client.Close()
+		err := <-done
+		if disc && err != nil {
+			t.Errorf("after NBD_CMD_DISC: %v, want nil", err)
+		}
+		if !disc && !errors.Is(err, ErrConnectionLost) {
+			t.Errorf("after a close without NBD_CMD_DISC: %v, want ErrConnectionLost", err)
+		}
 	}
 }
 

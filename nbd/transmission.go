@@ -38,7 +38,8 @@ type session struct {
 	iov     net.Buffers    // the writer's scratch list of pieces
 	broken  atomic.Bool    // a reply could not be written
 
-	budget   *semaphore // payload bytes in flight on this connection
+	budget   *semaphore   // payload bytes in flight on this connection
+	inFlight atomic.Int64 // the same, once the server-wide budget is taken too
 	slots    chan struct{}
 	work     chan func() // unbuffered: a send succeeds when a worker is idle
 	workers  int         // started so far; only the reading goroutine counts
@@ -59,6 +60,11 @@ func (s *Server) newSession(r *bufio.Reader, w io.Writer, flags uint16, structur
 	}
 }
 
+// ErrConnectionLost is returned by ServeConn and ServeTransmission when
+// the peer closed the connection without NBD_CMD_DISC: a client that went
+// away, or the kernel dropping a connection it timed out.
+var ErrConnectionLost = errors.New("nbd: connection closed without a disconnect request")
+
 // errProtocol marks a request the server cannot stay in step after.
 var errProtocol = errors.New("protocol violation")
 
@@ -66,8 +72,15 @@ var errProtocol = errors.New("protocol violation")
 // NBD_CMD_DISC, breaks the protocol, or the server stops the session. It
 // waits for every dispatched request to be answered.
 func (ss *session) serve() error {
+	err := ss.read()
+	ss.wg.Wait()
+	return err
+}
+
+// read is serve without the wait: requests may still be in flight when it
+// returns, until ss.wg says they are done.
+func (ss *session) read() error {
 	defer close(ss.work)
-	defer ss.wg.Wait()
 	var hdr [requestHeaderLen]byte
 	for {
 		if ss.broken.Load() {
@@ -75,7 +88,7 @@ func (ss *session) serve() error {
 		}
 		if _, err := io.ReadFull(ss.r, hdr[:]); err != nil {
 			if err == io.EOF || errors.Is(err, net.ErrClosed) {
-				return nil
+				return ErrConnectionLost
 			}
 			return err
 		}
@@ -119,6 +132,7 @@ func (ss *session) inRange(req request) bool {
 func (ss *session) dispatch(req request) error {
 	srv := ss.srv
 	ro := ss.flags&FlagReadOnly != 0 || srv.cfg.ReadOnly
+	req.answer = ss.newAnswer()
 	switch req.typ {
 	case cmdRead:
 		switch {
@@ -127,7 +141,7 @@ func (ss *session) dispatch(req request) error {
 		case !ss.inRange(req):
 			return ss.replyError(req, errInval)
 		}
-		ss.start(int64(req.length), func() { ss.doRead(req) })
+		ss.start(req, int64(req.length), func() { ss.doRead(req) })
 	case cmdWrite:
 		if int(req.length) > srv.cfg.MaxRequest {
 			// The payload cannot be skipped without reading it all: say
@@ -153,13 +167,13 @@ func (ss *session) dispatch(req request) error {
 			ss.dropPayload(buf, req)
 			return ss.replyError(req, errNoSpc)
 		}
-		ss.run(int64(req.length), func() {
+		ss.run(req, int64(req.length), func() {
 			code := ss.doWrite(req, buf)
 			putBuffer(buf)
 			ss.reply(req, code)
 		})
 	case cmdFlush:
-		ss.start(0, ss.then(req, ss.doFlush))
+		ss.start(req, 0, ss.then(req, ss.doFlush))
 	case cmdTrim:
 		switch {
 		case ro:
@@ -167,9 +181,9 @@ func (ss *session) dispatch(req request) error {
 		case ss.flags&FlagSendTrim == 0:
 			return ss.replyError(req, errInval)
 		case !ss.inRange(req):
-			return ss.replyError(req, errNoSpc)
+			return ss.replyError(req, errInval)
 		}
-		ss.start(0, ss.then(req, ss.doTrim))
+		ss.start(req, 0, ss.then(req, ss.doTrim))
 	case cmdWriteZeroes:
 		switch {
 		case ro:
@@ -180,7 +194,7 @@ func (ss *session) dispatch(req request) error {
 		case !ss.inRange(req):
 			return ss.replyError(req, errNoSpc)
 		}
-		ss.start(0, ss.then(req, ss.doWriteZeroes))
+		ss.start(req, 0, ss.then(req, ss.doWriteZeroes))
 	case cmdBlockStatus:
 		switch {
 		case !ss.structured || !ss.allocation:
@@ -188,7 +202,7 @@ func (ss *session) dispatch(req request) error {
 		case req.length == 0 || !ss.inRange(req):
 			return ss.replyError(req, errInval)
 		}
-		ss.start(0, func() { ss.replyBlockStatus(req) })
+		ss.start(req, 0, func() { ss.replyBlockStatus(req) })
 	default:
 		return ss.replyError(req, errInval)
 	}
@@ -201,17 +215,33 @@ func (ss *session) dropPayload(buf []byte, req request) {
 }
 
 // acquire takes a request slot and n payload bytes of budget; it blocks
-// the reading goroutine, which is the back-pressure on the client.
+// the reading goroutine, which is the back-pressure on the client. A
+// connection with requests in flight leaves the server-wide reserve to
+// connections without any (see budget.go).
 func (ss *session) acquire(n int64) {
 	ss.slots <- struct{}{}
-	ss.budget.acquire(n)
-	ss.srv.budget.acquire(n)
+	ss.budget.acquire(n, nil)
+	ss.srv.budget.acquire(n, ss.reserveForOthers)
+	ss.inFlight.Add(n)
 }
 
 func (ss *session) release(n int64) {
-	ss.srv.budget.release(n)
+	// The session's count drops before the server-wide budget wakes the
+	// waiters, so a waiter of this session sees it.
+	ss.inFlight.Add(-n)
 	ss.budget.release(n)
+	ss.srv.budget.release(n)
 	<-ss.slots
+}
+
+// reserveForOthers is how much of the server-wide budget this connection
+// must leave free: nothing while it has no request in flight, else the
+// server's reserve.
+func (ss *session) reserveForOthers() int64 {
+	if ss.inFlight.Load() == 0 {
+		return 0
+	}
+	return ss.srv.reserve
 }
 
 // stop makes the reading goroutine return: its read deadline is moved to
@@ -235,20 +265,23 @@ func (ss *session) setReadDeadline(t time.Time) {
 }
 
 // start takes budget for req and runs it.
-func (ss *session) start(n int64, fn func()) {
+func (ss *session) start(req request, n int64, fn func()) {
 	ss.acquire(n)
-	ss.run(n, fn)
+	ss.run(req, n, fn)
 }
 
-// run runs fn (budget already taken) on one of the session's workers and
-// gives the budget back when fn has replied. Workers are started as
-// requests find none idle, up to the request limit, and live as long as the
-// session: a fresh goroutine per request would grow a new stack each time.
-func (ss *session) run(n int64, fn func()) {
+// run runs fn, which carries out req (budget already taken), on one of
+// the session's workers and gives the budget back when fn has replied.
+// Workers are started as requests find none idle, up to the request
+// limit, and live as long as the session: a fresh goroutine per request
+// would grow a new stack each time.
+func (ss *session) run(req request, n int64, fn func()) {
 	ss.wg.Add(1)
+	stop := ss.armTimeout(req)
 	job := func() {
 		defer ss.wg.Done()
 		defer ss.release(n)
+		defer stop()
 		fn()
 	}
 	select {
@@ -312,12 +345,12 @@ func (ss *session) doTrim(req request) uint32 {
 		return errInval
 	}
 	if err := t.Trim(int64(req.offset), int64(req.length)); err != nil {
-		if errors.Is(err, blockdev.ErrNotSupported) {
+		if notSupported(err) {
 			// A discard is a hint; a backend that cannot punch holes
 			// (some file systems) ignores it.
 			return ss.fua(req)
 		}
-		return ss.failure(req, err, errNoSpc)
+		return ss.failure(req, err, errInval)
 	}
 	return ss.fua(req)
 }
@@ -328,10 +361,14 @@ func (ss *session) doTrim(req request) uint32 {
 func (ss *session) doWriteZeroes(req request) uint32 {
 	off, n := int64(req.offset), int64(req.length)
 	if z, ok := ss.srv.dev.(blockdev.ZeroWriter); ok {
-		if err := z.WriteZeroes(off, n); err != nil {
+		err := z.WriteZeroes(off, n)
+		if err == nil {
+			return ss.fua(req)
+		}
+		if !notSupported(err) {
 			return ss.failure(req, err, errNoSpc)
 		}
-		return ss.fua(req)
+		// The device cannot do it itself: write the zeroes out.
 	}
 	zero := make([]byte, min(n, 1<<20))
 	for n > 0 {
@@ -369,23 +406,34 @@ func (ss *session) failure(req request, err error, outOfRange uint32) uint32 {
 	return code
 }
 
-// errorCode maps a device error to the protocol's error numbers;
-// outOfRange is the answer for ErrOutOfRange (EINVAL reading, ENOSPC
-// writing).
+// errorCode maps a device error to the protocol's error numbers, as the
+// NBD specification asks: EPERM for a read-only export, ENOSPC for no space
+// (EDQUOT and EFBIG included), outOfRange for a request reaching past the
+// end (EINVAL for reads and trims, ENOSPC for writes and write zeroes),
+// EINVAL for what the export does not support (NBD_ENOTSUP is reserved for
+// fast zeroes), ENOMEM, and EIO for everything else: a failing disk, a
+// stalled one (a timeout), and errors the client cannot act on.
 func errorCode(err error, outOfRange uint32) uint32 {
 	switch {
 	case errors.Is(err, blockdev.ErrReadOnly), errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EPERM):
 		return errPerm
 	case errors.Is(err, blockdev.ErrOutOfRange):
 		return outOfRange
-	case errors.Is(err, blockdev.ErrNotSupported):
-		return errInval // NBD_ENOTSUP is reserved for fast zeroes
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case notSupported(err):
+		return errInval
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
 		return errNoSpc
 	case errors.Is(err, syscall.ENOMEM):
 		return errNoMem
 	}
 	return errIO
+}
+
+// notSupported reports whether err says the device cannot do the
+// operation at all (blockdev.ErrNotSupported, or EOPNOTSUPP from the
+// system).
+func notSupported(err error) bool {
+	return errors.Is(err, blockdev.ErrNotSupported) || errors.Is(err, syscall.EOPNOTSUPP)
 }
 
 // replyError answers req with an error right away (from the reading
@@ -401,6 +449,9 @@ func (ss *session) replyError(req request, code uint32) error {
 // reply sends a reply without payload: simple, or for a READ or
 // BLOCK_STATUS under structured replies an error chunk.
 func (ss *session) reply(req request, code uint32) {
+	if !req.answer.claim() {
+		return // timed out and answered already
+	}
 	if ss.structured && (req.typ == cmdRead || req.typ == cmdBlockStatus) && code != 0 {
 		var b [structuredHeaderLen + structuredErrorLength]byte
 		putStructuredHeader(b[:], replyFlagDone, replyTypeError, req.cookie, structuredErrorLength)
@@ -415,6 +466,9 @@ func (ss *session) reply(req request, code uint32) {
 
 // replyData sends a READ's data.
 func (ss *session) replyData(req request, data []byte) {
+	if !req.answer.claim() {
+		return // timed out and answered already
+	}
 	if !ss.structured {
 		var h [simpleReplyLen]byte
 		putSimpleHeader(h[:], 0, req.cookie)
@@ -491,23 +545,33 @@ func (ss *session) send(parts ...[]byte) {
 	}
 }
 
-// write writes bufs unless the session is broken.
+// write writes bufs unless the session is broken. A client that takes no
+// byte of its replies for IOTimeout is dropped (its requests hold their
+// budget until then); one that reads slowly is not.
 func (ss *session) write(bufs net.Buffers) {
 	if ss.broken.Load() {
 		return
 	}
-	if ss.conn != nil {
-		ss.conn.SetWriteDeadline(time.Now().Add(ss.srv.cfg.IOTimeout))
-	}
-	var err error
-	if len(bufs) == 1 {
-		_, err = ss.w.Write(bufs[0])
-	} else {
-		_, err = bufs.WriteTo(ss.w)
-	}
-	if err != nil {
-		ss.broken.Store(true)
-		ss.stop()
+	for {
+		if ss.conn != nil {
+			ss.conn.SetWriteDeadline(time.Now().Add(ss.srv.cfg.IOTimeout))
+		}
+		var n int64
+		var err error
+		if len(bufs) == 1 {
+			k, werr := ss.w.Write(bufs[0])
+			bufs[0], n, err = bufs[0][k:], int64(k), werr
+		} else {
+			n, err = bufs.WriteTo(ss.w) // consumes what it wrote
+		}
+		if err == nil {
+			return
+		}
+		if n == 0 || !isTimeout(err) {
+			ss.broken.Store(true)
+			ss.stop()
+			return
+		}
 	}
 }
 
@@ -518,37 +582,3 @@ type queuedReply struct {
 }
 
 var replyPool = sync.Pool{New: func() any { return &queuedReply{done: make(chan struct{}, 1)} }}
-
-// semaphore is a counting semaphore over bytes.
-type semaphore struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	avail int64
-	limit int64
-}
-
-func newSemaphore(n int64) *semaphore {
-	s := &semaphore{avail: n, limit: n}
-	s.cond = sync.NewCond(&s.mu)
-	return s
-}
-
-// acquire takes n (capped at the limit, so one oversized request can
-// always run alone).
-func (s *semaphore) acquire(n int64) {
-	n = min(n, s.limit)
-	s.mu.Lock()
-	for s.avail < n {
-		s.cond.Wait()
-	}
-	s.avail -= n
-	s.mu.Unlock()
-}
-
-func (s *semaphore) release(n int64) {
-	n = min(n, s.limit)
-	s.mu.Lock()
-	s.avail += n
-	s.mu.Unlock()
-	s.cond.Broadcast()
-}

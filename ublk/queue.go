@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +34,7 @@ type queue struct {
 	encoded  bool
 	userCopy bool
 	inline   bool // serve small requests on the queue thread, not on workers
+	timeout  time.Duration
 	h        *handler
 	pool     *bufferPool
 	affinity *unix.CPUSet
@@ -47,6 +49,7 @@ type queue struct {
 	finished []finished
 
 	workers  sync.WaitGroup // requests being served
+	stall    stallWatch     // whether the device stalls (stall.go)
 	closed   int            // tags the kernel aborted
 	stopping atomic.Bool
 	err      error
@@ -187,11 +190,15 @@ func (q *queue) complete(ud uint64, res int32) {
 	switch {
 	case res == ioResOK:
 		d := *(*ioDesc)(unsafe.Pointer(&q.descs[tag*ioDescSize]))
-		if q.inline && int64(d.nrSectors)<<9 <= inlineMaxBytes {
-			q.prepIO(ioCommitAndFetchReq, tag, q.handle(tag, d))
+		if q.inline && !q.stall.slow.Load() && int64(d.nrSectors)<<9 <= inlineMaxBytes {
+			q.stall.inlineStarted.Add(1)
+			res := q.handle(tag, d)
+			q.stall.inlineDone.Add(1)
+			q.prepIO(ioCommitAndFetchReq, tag, res)
 			return
 		}
 		q.workers.Add(1)
+		q.stall.workStarted.Add(1)
 		go q.serve(tag, d)
 	case res == -int32(unix.ENODEV):
 		q.closed++ // UBLK_IO_RES_ABORT: the device is going away
@@ -209,15 +216,30 @@ func (q *queue) fail(err error) {
 
 // handle serves one request and returns its result.
 func (q *queue) handle(tag int, d ioDesc) int32 {
+	return q.h.serve(d, q.payload(tag))
+}
+
+// payload is how tag's data moves between the kernel and the daemon.
+func (q *queue) payload(tag int) payload {
 	if q.userCopy {
-		return q.h.serve(d, &userCopyPayload{q: q, tag: tag})
+		return &userCopyPayload{q: q, tag: tag}
 	}
-	return q.h.serve(d, copyPayload(q.bufs[tag]))
+	return copyPayload(q.bufs[tag])
 }
 
 // serve runs on a worker goroutine.
 func (q *queue) serve(tag int, d ioDesc) {
-	res := q.handle(tag, d)
+	defer q.workers.Done()
+	if q.timeout > 0 {
+		q.serveTimed(tag, d)
+		return
+	}
+	q.finish(tag, q.handle(tag, d))
+}
+
+// finish hands a worker's result to the queue thread, which commits it.
+func (q *queue) finish(tag int, res int32) {
+	q.stall.workDone.Add(1)
 	q.mu.Lock()
 	first := len(q.finished) == 0
 	q.finished = append(q.finished, finished{uint16(tag), res})
@@ -225,7 +247,6 @@ func (q *queue) serve(tag int, d ioDesc) {
 	if first {
 		q.wake()
 	}
-	q.workers.Done()
 }
 
 func (q *queue) wake() {

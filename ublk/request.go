@@ -41,7 +41,11 @@ func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(str
 		h.readOnly = true
 	}
 	if t, ok := dev.(blockdev.Trimmer); ok && allowDiscards && !h.readOnly {
-		h.trim = t
+		// The crypt layer always has Trim; it says whether it passes
+		// discards down.
+		if c, ok := dev.(interface{ CanTrim() bool }); !ok || c.CanTrim() {
+			h.trim = t
+		}
 	}
 	if z, ok := dev.(blockdev.ZeroWriter); ok {
 		h.zero = z
@@ -92,7 +96,9 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 		if h.trim == nil {
 			return -int32(syscall.EOPNOTSUPP)
 		}
-		if err := h.trim.Trim(off, n); err != nil {
+		if err := h.trim.Trim(off, n); err != nil && !notSupported(err) {
+			// A discard the backend cannot carry out is a hint ignored,
+			// as the NBD server ignores it.
 			return h.failed(op, off, n, err)
 		}
 		return 0
@@ -116,7 +122,10 @@ var zeroes = make([]byte, zeroChunk)
 
 func (h *handler) writeZeroes(off, n int64) error {
 	if h.zero != nil {
-		return h.zero.WriteZeroes(off, n)
+		if err := h.zero.WriteZeroes(off, n); !notSupported(err) {
+			return err
+		}
+		// The device cannot do it itself: write the zeroes out.
 	}
 	for n > 0 {
 		c := min(n, zeroChunk)
@@ -146,6 +155,9 @@ var opNames = map[uint32]string{opRead: "read", opWrite: "write", opFlush: "flus
 // failed logs a failed request, the first ten and then one in a thousand
 // so a dying disk cannot flood the log, and returns its errno.
 func (h *handler) failed(op uint32, off, n int64, err error) int32 {
+	if errors.Is(err, errTimedOut) {
+		return -int32(syscall.EIO) // logged by the timeout
+	}
 	if h.logf != nil {
 		if k := h.failures.Add(1); k <= 10 || k%1000 == 0 {
 			h.logf("ublk: %s of %d bytes at %d failed (%d so far): %v", opNames[op], n, off, k, err)
@@ -155,13 +167,31 @@ func (h *handler) failed(op uint32, off, n int64, err error) int32 {
 }
 
 // errno maps err to the negative errno the kernel completes the request
-// with: the underlying errno when there is one, else EIO.
+// with. ublk_drv turns it into a block status (errno_to_blk_status), and
+// only a few of those mean what a backend error means: ENOSPC (the store
+// is full: EDQUOT and EFBIG too), EOPNOTSUPP (the device cannot do the
+// operation) and EROFS. Every other error is EIO, as dm-crypt reports a
+// failing disk: passed through, EAGAIN would be BLK_STS_AGAIN (retry a
+// non-blocking request), EBUSY and ENOMEM resource shortages the block
+// layer may retry, ETIMEDOUT or ENOLINK path errors a multipath layer
+// fails over on. A request outside the device is EIO, as the block layer
+// reports an access beyond the end.
 func errno(err error) int32 {
-	var e syscall.Errno
-	if errors.As(err, &e) && e != 0 {
-		return -int32(e)
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG):
+		return -int32(syscall.ENOSPC)
+	case notSupported(err):
+		return -int32(syscall.EOPNOTSUPP)
+	case errors.Is(err, blockdev.ErrReadOnly), errors.Is(err, syscall.EROFS), errors.Is(err, syscall.EPERM):
+		return -int32(syscall.EROFS)
 	}
 	return -int32(syscall.EIO)
+}
+
+// notSupported reports whether err says the device cannot do the
+// operation at all.
+func notSupported(err error) bool {
+	return errors.Is(err, blockdev.ErrNotSupported) || errors.Is(err, syscall.EOPNOTSUPP)
 }
 
 // bufferPool hands out request buffers in power-of-two size classes from

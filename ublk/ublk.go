@@ -47,6 +47,10 @@ type Options struct {
 	// RecoverTimeout bounds how long Recover waits for the kernel to
 	// quiesce the device of a daemon that died; 0 = 30 s.
 	RecoverTimeout time.Duration
+	// RequestTimeout completes a request the device has not carried out
+	// in this time with EIO (0: wait as long as it takes). Requests are
+	// then all served on workers. See timeout.go.
+	RequestTimeout time.Duration
 	// Logf receives a line per failed request (rate-limited); nil logs
 	// nothing.
 	Logf func(format string, args ...any)
@@ -64,6 +68,7 @@ type Device struct {
 	h        *handler
 	userCopy bool
 	inline   bool
+	timeout  time.Duration // Options.RequestTimeout
 	charFD   int
 	queues   []*queue
 	running  bool // queue goroutines were launched
@@ -131,7 +136,8 @@ func New(dev blockdev.Device, opts Options) (*Device, error) {
 		c.close()
 		return nil, err
 	}
-	d := &Device{ctrl: c, info: info, h: h, userCopy: info.flags&FeatureUserCopy != 0, inline: !opts.Workers, charFD: -1, done: make(chan struct{})}
+	d := &Device{ctrl: c, info: info, h: h, userCopy: info.flags&FeatureUserCopy != 0, inline: !opts.Workers && opts.RequestTimeout <= 0,
+		timeout: opts.RequestTimeout, charFD: -1, done: make(chan struct{})}
 	p, err := buildParams(geometry{
 		size:        h.size,
 		blockSize:   bs,
@@ -208,7 +214,8 @@ func recoverDevice(c *control, id uint32, dev blockdev.Device, opts Options) (*D
 		info:       info,
 		h:          newHandler(dev, readOnly, discards, opts.Logf),
 		userCopy:   info.flags&FeatureUserCopy != 0,
-		inline:     !opts.Workers,
+		inline:     !opts.Workers && opts.RequestTimeout <= 0,
+		timeout:    opts.RequestTimeout,
 		charFD:     -1,
 		done:       make(chan struct{}),
 		recovering: true,
@@ -264,6 +271,7 @@ func (d *Device) startQueues() error {
 			encoded:  d.info.flags&FeatureCmdIoctlEncode != 0,
 			userCopy: d.userCopy,
 			inline:   d.inline,
+			timeout:  d.timeout,
 			h:        d.h,
 			pool:     pool,
 			wakeFD:   -1,
@@ -279,6 +287,9 @@ func (d *Device) startQueues() error {
 	d.running = true
 	for _, q := range d.queues {
 		go func() { results <- q.run(ready) }()
+	}
+	if d.inline {
+		go watchStalls(d.queues, d.done, d.h.logf)
 	}
 	var first error
 	for range d.queues {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/luksd/luksd/blockdev"
 )
@@ -18,6 +19,9 @@ type attachOptions struct {
 	BlockSize     int    // logical block size the kernel device advertises (the volume's sector size)
 	Device        string // --nbd-device /dev/nbdN, or a ublk device id wish; "" = pick a free one
 	Recover       bool   // re-attach to a kernel device left by a daemon that died (ublk user recovery)
+	// IOTimeout fails a request the volume has not carried out in this
+	// time with EIO, and the device stays (0: wait as long as it takes).
+	IOTimeout time.Duration
 }
 
 // frontend exposes a blockdev.Device as a kernel block device.

@@ -17,9 +17,30 @@ func init() { registerFrontend(nbdFrontend{}) }
 // serving its sockets with luksd's NBD server.
 type nbdFrontend struct{}
 
-// How long the kernel queues requests once every connection is dead, so a
-// restarted daemon (`open --recover`) can take the device over.
-const nbdDeadConnTimeout = 30 * time.Second
+// The kernel's timeouts and connections, set deliberately: with nbd.ko's
+// defaults a request that takes 30 s made it drop the connection, and the
+// daemon lost the device.
+//   - Without --io-timeout, a slow disk is slow, as under dm-crypt. nbd.ko
+//     can wait for ever only on a device of one connection: with more, a
+//     request that times out (and 0 means 30 s) always costs its
+//     connection, and a request in flight on a connection that dies (the
+//     daemon was killed) is sent again only when it times out. With one
+//     connection and no timeout, the kernel waits, and every 30 s sends
+//     again what was in flight on a connection since replaced (`open
+//     --recover`, or the daemon replacing a connection it lost).
+//   - With --io-timeout, the server answers EIO at --io-timeout itself, and
+//     the kernel's timeout, nbdTimeoutGrace later, fires only when the
+//     daemon does not answer at all (stopped): the kernel then drops that
+//     connection and sends its requests again, and the daemon replaces
+//     the connection (nbd.Attachment). Requests lost with a connection are
+//     sent again at that timeout too, so one connection per CPU is safe.
+//   - The dead-connection timeout is how long the kernel queues requests
+//     once every connection is dead, so that a restarted daemon (`open
+//     --recover`) can take the device over before they fail.
+const (
+	nbdTimeoutGrace    = 10 * time.Second
+	nbdDeadConnTimeout = 30 * time.Second
+)
 
 func (nbdFrontend) Name() string     { return "nbd" }
 func (nbdFrontend) Available() error { return nbd.Available() }
@@ -36,12 +57,15 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, 
 	if opts.Recover && index < 0 {
 		return nil, fmt.Errorf("--recover with the nbd frontend needs --nbd-device /dev/nbdN")
 	}
-	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly, Logf: daemonLog.Printf})
+	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly, RequestTimeout: opts.IOTimeout, Logf: daemonLog.Printf})
 	flags := srv.Flags()
 	if !opts.AllowDiscards {
 		flags &^= nbd.FlagSendTrim
 	}
-	conns := runtime.NumCPU()
+	conns, kernelTimeout := 1, time.Duration(0) // wait for ever
+	if opts.IOTimeout > 0 {
+		conns, kernelTimeout = runtime.NumCPU(), opts.IOTimeout+nbdTimeoutGrace
+	}
 	a, err := nbd.Attach(nbd.AttachConfig{
 		Index:           index,
 		Size:            dev.Size(),
@@ -50,7 +74,9 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, 
 		Trim:            flags&nbd.FlagSendTrim != 0,
 		ServerFlags:     flags,
 		Connections:     conns,
+		Timeout:         kernelTimeout,
 		DeadConnTimeout: nbdDeadConnTimeout,
+		Logf:            daemonLog.Printf,
 		Backend:         nbdBackendID(opts.Name),
 		Reconfigure:     opts.Recover,
 		Serve:           func(c net.Conn) error { return srv.ServeTransmission(c, flags) },

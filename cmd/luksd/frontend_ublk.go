@@ -60,7 +60,10 @@ func (ublkFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment,
 		ReadOnly:      opts.ReadOnly,
 		AllowDiscards: opts.AllowDiscards,
 		BlockSize:     opts.BlockSize,
-		Logf:          daemonLog.Printf,
+		// ublk_drv waits for a live daemon however long a request takes;
+		// --io-timeout is the daemon's to enforce.
+		RequestTimeout: opts.IOTimeout,
+		Logf:           daemonLog.Printf,
 	}
 	if opts.Recover {
 		if id < 0 {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -42,6 +43,7 @@ func init() {
 		&cli.StringFlag{Name: "ublk-device", Usage: "use `/dev/ublkbN` instead of a free one"},
 		&cli.BoolFlag{Name: "foreground", Usage: "stay in the foreground (for systemd); ready once the device exists"},
 		&cli.BoolFlag{Name: "recover", Usage: "take over the kernel device of a daemon that died (needs --nbd-device for nbd)"},
+		&cli.UintFlag{Name: "io-timeout", Usage: "fail a request the disk has not carried out in `SECONDS` with EIO, the device stays (0: wait as long as it takes, as dm-crypt)"},
 		&cli.BoolFlag{Name: "test-passphrase", Usage: "only check that the passphrase unlocks a keyslot"},
 		&cli.BoolFlag{Name: "unbound", Usage: "with --test-passphrase: unbound keyslots count too"},
 	}
@@ -74,6 +76,7 @@ type daemonSpec struct {
 	ReadOnly      bool
 	AllowDiscards bool
 	Recover       bool
+	IOTimeout     time.Duration
 	Slot          int
 	KeyLen        int
 }
@@ -99,6 +102,7 @@ func openAction(c *cli.Context) error {
 		ReadOnly:      c.Bool("readonly"),
 		AllowDiscards: c.Bool("allow-discards"),
 		Recover:       c.Bool("recover"),
+		IOTimeout:     time.Duration(min(c.Uint("io-timeout"), math.MaxInt32)) * time.Second,
 	}
 	if err := checkOpenType(c.String("type"), false); err != nil {
 		return err
@@ -469,6 +473,7 @@ func runVolume(spec daemonSpec, key *keyring.Secret, kernelIO bool, ready func(s
 			BlockSize:     seg.SectorSize,
 			Device:        spec.Device,
 			Recover:       spec.Recover,
+			IOTimeout:     spec.IOTimeout,
 		},
 		State: volumeState{
 			Image:         spec.Image,

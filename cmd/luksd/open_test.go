@@ -71,7 +71,7 @@ func TestOpenTestPassphrase(t *testing.T) {
 
 func TestSpecPipeRoundTrip(t *testing.T) {
 	want := daemonSpec{Name: "v", Image: "/a", Header: "/b", Frontend: "nbd", Device: "/dev/nbd2",
-		ReadOnly: true, AllowDiscards: true, Recover: true, Slot: 3, KeyLen: 4}
+		ReadOnly: true, AllowDiscards: true, Recover: true, IOTimeout: 90 * time.Second, Slot: 3, KeyLen: 4}
 	var b bytes.Buffer
 	if err := writeSpec(&b, want, []byte{1, 2, 3, 4}); err != nil {
 		t.Fatal(err)

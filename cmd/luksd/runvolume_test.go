@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/luksd/luksd/internal/testtool"
 	"github.com/luksd/luksd/keyring"
@@ -36,7 +37,7 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 	var logged bytes.Buffer
 	daemonLog.SetOutput(&logged)
 	defer daemonLog.SetOutput(os.Stderr)
-	spec := daemonSpec{Name: "e2e", Image: img, Header: img, Frontend: "fake", Slot: 0, KeyLen: len(vk)}
+	spec := daemonSpec{Name: "e2e", Image: img, Header: img, Frontend: "fake", Slot: 0, KeyLen: len(vk), IOTimeout: 7 * time.Second}
 	start := func() chan error {
 		key, err := keyring.FromBytes(bytes.Clone(vk))
 		if err != nil {
@@ -67,6 +68,9 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 	}
 	if bs := fe.attachment().opts.BlockSize; bs != 4096 {
 		t.Fatalf("attached with block size %d, want the sector size 4096", bs)
+	}
+	if to := fe.attachment().opts.IOTimeout; to != 7*time.Second {
+		t.Fatalf("attached with I/O timeout %v, want open's 7s", to)
 	}
 	pattern := make([]byte, 3*4096)
 	rand.Read(pattern)

@@ -113,7 +113,7 @@ fi
 tests=$out/tests
 rm -rf "$tests"
 mkdir -p "$tests"
-for pkg in ublk; do
+for pkg in ublk nbd; do
 	(cd "$top" && CGO_ENABLED=0 GOFLAGS=-mod=mod go test -c -o "$tests/$pkg.test" "./$pkg") ||
 		echo "vmtest: WARNING: go test -c ./$pkg failed; the VM has no $pkg.test" >&2
 done

@@ -233,7 +233,47 @@ cleanup_all() {
 	for m in /dev/mapper/*; do
 		[ "$m" = /dev/mapper/control ] || [ ! -e "$m" ] || cryptsetup close "${m##*/}" || true
 	done
+	# what is left is not dm-crypt (dm_delay's targets)
+	for m in /dev/mapper/*; do
+		[ "$m" = /dev/mapper/control ] || [ ! -e "$m" ] || DM_DISABLE_UDEV=1 dmsetup remove --noudevsync "${m##*/}" || true
+	done
 	losetup -D 2>/dev/null || true
+}
+
+# mkloop FILE attaches FILE to a free loop device and prints the device
+# (busybox losetup has no --show).
+mkloop() {
+	_l=$(losetup -f) && losetup "$_l" "$1" && echo "$_l"
+}
+
+# dm_delay NAME DEV puts a device-mapper delay target over DEV, with no
+# delay yet, and prints its path (/dev/mapper/NAME). (No udev in the VM.)
+dm_delay() {
+	_sectors=$(blockdev --getsz "$2") || return 1
+	DM_DISABLE_UDEV=1 dmsetup create --noudevsync "$1" --table "0 $_sectors delay $2 0 0" || return 1
+	echo "/dev/mapper/$1"
+}
+
+# set_delay NAME MS makes every request to dm_delay's NAME (reads, writes
+# and flushes) take MS milliseconds from now on. Setting it releases the
+# requests held so far at once.
+set_delay() {
+	_table=$(DM_DISABLE_UDEV=1 dmsetup table "$1" | awk -v ms="$2" '{ $6 = ms; print }')
+	DM_DISABLE_UDEV=1 dmsetup suspend --noudevsync "$1" &&
+		DM_DISABLE_UDEV=1 dmsetup load "$1" --table "$_table" &&
+		DM_DISABLE_UDEV=1 dmsetup resume --noudevsync "$1"
+}
+
+# timed FILE CMD... runs CMD and writes how long it took, in seconds with
+# two decimals, to FILE; it returns CMD's status.
+timed() {
+	_tf=$1
+	shift
+	_t0=$(uptime_s)
+	_trc=0
+	"$@" || _trc=$?
+	awk -v a="$_t0" -v b="$(uptime_s)" 'BEGIN { printf "%.2f\n", b - a }' >"$_tf"
+	return $_trc
 }
 
 # because WHY... records why the current check failed and ends it: use

@@ -7,11 +7,13 @@
 # requires: luksd-open-ublk
 . /vmtest/guest/lib.sh
 
-bin=/usr/local/lib/luksd-tests/ublk.test
+# (Scenario 90 runs package nbd's the same way, with PKG=nbd.)
+PKG=${PKG:-ublk}
+bin=/usr/local/lib/luksd-tests/$PKG.test
 
 gotest() {
 	_t=$1
-	[ -x "$bin" ] || because "$bin missing (did go test -c ./ublk fail?)"
+	[ -x "$bin" ] || because "$bin missing (did go test -c ./$PKG fail?)"
 	_rc=0
 	(cd "$SCRATCH" && "$bin" -test.v -test.count=1 -test.timeout=240s -test.run "^$_t\$") >"$SCRATCH/$_t.out" 2>&1 || _rc=$?
 	cat "$SCRATCH/$_t.out"
@@ -24,5 +26,5 @@ gotest() {
 tests=$([ -x "$bin" ] && "$bin" -test.list '^TestKernel' | grep -v '^TestKernelSpeed$')
 [ -n "$tests" ] || { check "$VMTEST_SCENARIO list" because "no TestKernel* tests in $bin"; exit 0; }
 for t in $tests; do
-	check "$VMTEST_SCENARIO $t ublk" gotest "$t"
+	check "$VMTEST_SCENARIO $t $PKG" gotest "$t"
 done

@@ -1,0 +1,164 @@
+package devtest
+
+import (
+	"sync"
+
+	"github.com/luksd/luksd/blockdev"
+)
+
+// Erring passes every call to the device below, except that an operation
+// whose error is set fails with exactly that error (and does nothing).
+// Frontend tests use it to check that each backend error reaches the
+// client or the kernel with the right meaning.
+type Erring struct {
+	blockdev.Device
+	mu   sync.Mutex
+	errs map[ErringOp]error
+}
+
+// NewErring wraps dev; it fails nothing until Fail says so.
+func NewErring(dev blockdev.Device) *Erring {
+	return &Erring{Device: dev, errs: map[ErringOp]error{}}
+}
+
+// ErringOp names an operation of Erring.
+type ErringOp int
+
+// The operations Erring can fail.
+const (
+	OpRead ErringOp = iota
+	OpWrite
+	OpFlush
+	OpTrim
+	OpWriteZeroes
+)
+
+// Fail makes op fail with err from now on; nil heals it.
+func (e *Erring) Fail(op ErringOp, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.errs[op] = err
+}
+
+func (e *Erring) failure(op ErringOp) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.errs[op]
+}
+
+// ReadAt fails with the read error, else reads below.
+func (e *Erring) ReadAt(p []byte, off int64) (int, error) {
+	if err := e.failure(OpRead); err != nil {
+		return 0, err
+	}
+	return e.Device.ReadAt(p, off)
+}
+
+// WriteAt fails with the write error, else writes below.
+func (e *Erring) WriteAt(p []byte, off int64) (int, error) {
+	if err := e.failure(OpWrite); err != nil {
+		return 0, err
+	}
+	return e.Device.WriteAt(p, off)
+}
+
+// Flush fails with the flush error (every time), else flushes below.
+func (e *Erring) Flush() error {
+	if err := e.failure(OpFlush); err != nil {
+		return err
+	}
+	return e.Device.Flush()
+}
+
+// Trim fails with the trim error; without one it trims below, or reports
+// blockdev.ErrNotSupported when the device below cannot.
+func (e *Erring) Trim(off, length int64) error {
+	if err := e.failure(OpTrim); err != nil {
+		return err
+	}
+	if t, ok := e.Device.(blockdev.Trimmer); ok {
+		return t.Trim(off, length)
+	}
+	return blockdev.ErrNotSupported
+}
+
+// WriteZeroes fails with the write-zeroes error; without one it writes
+// zeroes below (through WriteZeroes when the device has it).
+func (e *Erring) WriteZeroes(off, length int64) error {
+	if err := e.failure(OpWriteZeroes); err != nil {
+		return err
+	}
+	if z, ok := e.Device.(blockdev.ZeroWriter); ok {
+		return z.WriteZeroes(off, length)
+	}
+	_, err := e.Device.WriteAt(make([]byte, length), off)
+	return err
+}
+
+// Hold passes every call to the device below, but while held, reads,
+// writes and flushes wait until Release: a backend that stalls.
+type Hold struct {
+	blockdev.Device
+	mu      sync.Mutex
+	gate    chan struct{} // nil: not held
+	entered chan struct{}
+}
+
+// NewHold wraps dev, not held.
+func NewHold(dev blockdev.Device) *Hold {
+	return &Hold{Device: dev, entered: make(chan struct{}, 1024)}
+}
+
+// Stall makes calls from now on wait until Release.
+func (h *Hold) Stall() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate == nil {
+		h.gate = make(chan struct{})
+	}
+}
+
+// Release lets every waiting and later call through.
+func (h *Hold) Release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate != nil {
+		close(h.gate)
+		h.gate = nil
+	}
+}
+
+// Entered receives once for every call that started waiting.
+func (h *Hold) Entered() <-chan struct{} { return h.entered }
+
+func (h *Hold) wait() {
+	h.mu.Lock()
+	g := h.gate
+	h.mu.Unlock()
+	if g == nil {
+		return
+	}
+	select {
+	case h.entered <- struct{}{}:
+	default:
+	}
+	<-g
+}
+
+// ReadAt waits while held, then reads below.
+func (h *Hold) ReadAt(p []byte, off int64) (int, error) {
+	h.wait()
+	return h.Device.ReadAt(p, off)
+}
+
+// WriteAt waits while held, then writes below.
+func (h *Hold) WriteAt(p []byte, off int64) (int, error) {
+	h.wait()
+	return h.Device.WriteAt(p, off)
+}
+
+// Flush waits while held, then flushes below.
+func (h *Hold) Flush() error {
+	h.wait()
+	return h.Device.Flush()
+}

@@ -1,0 +1,121 @@
+package ublk
+
+import (
+	"errors"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// With Options.RequestTimeout set, a request the device has not carried
+// out in that time is completed with EIO, and the device stays. ublk_drv
+// itself never times a request of a live daemon out (its timeout handler
+// re-arms the timer unless the daemon is dying). The device operation
+// cannot be cancelled: it goes on in its worker and its result is dropped;
+// a write that timed out may so still reach the disk later.
+//
+// Once the kernel has the EIO, it may hand the tag to the next request, so
+// a request that timed out must no longer move data through its tag: the
+// handler works on a buffer of its own, and copies to and from the tag (or
+// preads and pwrites it, with user copy) only under a lock that the
+// timeout takes too. Requests that may time out are all served on workers:
+// a request on the queue thread would hold back the timeout's commit.
+
+// errTimedOut is what a timed-out request's late data copy returns.
+var errTimedOut = errors.New("ublk: the request timed out")
+
+// timedPayload wraps a request's payload when requests time out.
+type timedPayload struct {
+	inner  payload
+	tagBuf []byte // copy mode: the tag's buffer; nil with user copy
+	pool   *bufferPool
+
+	mu       sync.Mutex
+	expired  bool // the timeout completed the request
+	finished bool // the worker completed it
+}
+
+func (p *timedPayload) buffer(n int) []byte {
+	if p.tagBuf != nil {
+		return p.pool.get(n)
+	}
+	return p.inner.buffer(n)
+}
+
+func (p *timedPayload) release(b []byte) {
+	if p.tagBuf != nil {
+		p.pool.put(b)
+		return
+	}
+	p.inner.release(b)
+}
+
+func (p *timedPayload) load(buf []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.expired {
+		return errTimedOut
+	}
+	if p.tagBuf != nil {
+		copy(buf, p.tagBuf)
+		return nil
+	}
+	return p.inner.load(buf)
+}
+
+func (p *timedPayload) store(buf []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.expired {
+		return errTimedOut
+	}
+	if p.tagBuf != nil {
+		copy(p.tagBuf, buf)
+		return nil
+	}
+	return p.inner.store(buf)
+}
+
+// expire claims the request for the timeout; finish claims it for the
+// worker. Exactly one of them succeeds.
+func (p *timedPayload) expire() bool { return p.claim(&p.expired) }
+func (p *timedPayload) finish() bool { return p.claim(&p.finished) }
+func (p *timedPayload) claim(b *bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.expired || p.finished {
+		return false
+	}
+	*b = true
+	return true
+}
+
+// serveTimed serves a request that times out after q.timeout.
+func (q *queue) serveTimed(tag int, d ioDesc) {
+	p := &timedPayload{inner: q.payload(tag), pool: q.pool}
+	if !q.userCopy {
+		p.tagBuf = q.bufs[tag]
+	}
+	t := time.AfterFunc(q.timeout, func() {
+		if p.expire() {
+			q.h.timedOut(d, q.timeout)
+			q.finish(tag, -int32(syscall.EIO))
+		}
+	})
+	res := q.h.serve(d, p)
+	t.Stop()
+	if p.finish() {
+		q.finish(tag, res)
+	}
+}
+
+// timedOut logs a request that timed out, rate-limited with the failures.
+func (h *handler) timedOut(d ioDesc, after time.Duration) {
+	if h.logf == nil {
+		return
+	}
+	if k := h.failures.Add(1); k <= 10 || k%1000 == 0 {
+		h.logf("ublk: %s of %d bytes at %d not done after %v: completed with EIO (%d failures so far)",
+			opNames[d.opFlags&0xff], int64(d.nrSectors)<<9, int64(d.startSector)<<9, after, k)
+	}
+}
