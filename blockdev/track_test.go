@@ -1,0 +1,269 @@
+package blockdev_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/devtest"
+)
+
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+	return b
+}
+
+// flushFails asserts that Flush fails n times in a row with a lost-writes
+// error that says EIO.
+func flushFails(t *testing.T, d blockdev.Device, n int, when string) {
+	t.Helper()
+	for i := range n {
+		err := d.Flush()
+		if !errors.Is(err, blockdev.ErrLostWrites) && !errors.Is(err, syscall.EIO) {
+			t.Fatalf("%s: flush %d = %v, want it to fail", when, i+1, err)
+		}
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("%s: flush %d error %v does not carry EIO for the frontends", when, i+1, err)
+		}
+	}
+}
+
+// A write that fails leaves its range failed: every later flush fails,
+// also after the device heals, until the range is written again.
+func TestTrackedFailedWriteFailsEveryFlushUntilRewritten(t *testing.T) {
+	mem := devtest.NewMem(1 << 20)
+	faulty := devtest.NewFaulty(mem)
+	d := blockdev.Track(faulty)
+
+	if _, err := d.WriteAt(pattern(8192, 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	faulty.Fail(devtest.FaultWrite, 64<<10, 4096)
+	if _, err := d.WriteAt(pattern(16384, 2), 60<<10); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("write over the failing range = %v, want EIO", err)
+	}
+	// Elsewhere the device works.
+	if _, err := d.WriteAt(pattern(4096, 3), 0); err != nil {
+		t.Fatal(err)
+	}
+	flushFails(t, d, 3, "while failing")
+	if err := d.LostWrites(60<<10, 1); err == nil {
+		t.Fatal("LostWrites sees nothing in the failed range")
+	}
+	if err := d.LostWrites(0, 8192); err != nil {
+		t.Fatalf("LostWrites outside the failed range: %v", err)
+	}
+	faulty.Heal()
+	flushFails(t, d, 3, "healed, not rewritten")
+	// Rewriting part of the range is not enough.
+	if _, err := d.WriteAt(pattern(8192, 4), 60<<10); err != nil {
+		t.Fatal(err)
+	}
+	flushFails(t, d, 1, "half rewritten")
+	if _, err := d.WriteAt(pattern(8192, 5), 68<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatalf("flush after the range was rewritten: %v", err)
+	}
+	want := append(pattern(8192, 4), pattern(8192, 5)...)
+	if got := mem.Bytes()[60<<10 : 76<<10]; !bytes.Equal(got, want) {
+		t.Fatal("the rewritten range does not hold the rewrite")
+	}
+}
+
+// Over a write-back cache that reports a write-back error to one flush
+// only (the kernel's page cache), the lost write fails every flush.
+func TestTrackedWriteBackErrorReportedEveryTime(t *testing.T) {
+	// The cache alone: the second flush succeeds and the write is gone,
+	// though reads still show it. This is the failure Tracked is for.
+	mem := devtest.NewMem(1 << 20)
+	faulty := devtest.NewFaulty(mem)
+	wb := devtest.NewWriteBack(faulty)
+	if _, err := wb.WriteAt(pattern(4096, 9), 8192); err != nil {
+		t.Fatal(err)
+	}
+	faulty.Fail(devtest.FaultWrite, 0, -1)
+	if err := wb.Flush(); err == nil {
+		t.Fatal("the cache's first flush hid the write-back error")
+	}
+	if err := wb.Flush(); err != nil {
+		t.Fatalf("the model changed: a second flush reports %v", err)
+	}
+	got := make([]byte, 4096)
+	wb.ReadAt(got, 8192)
+	if !bytes.Equal(got, pattern(4096, 9)) || bytes.Equal(mem.Bytes()[8192:12288], pattern(4096, 9)) {
+		t.Fatal("the model changed: reads should show the lost write until the cache is dropped")
+	}
+
+	// With Tracked on top, every flush fails until the range is rewritten.
+	mem = devtest.NewMem(1 << 20)
+	faulty = devtest.NewFaulty(mem)
+	wb = devtest.NewWriteBack(faulty)
+	d := blockdev.Track(wb)
+	if _, err := d.WriteAt(pattern(4096, 9), 8192); err != nil {
+		t.Fatal(err)
+	}
+	faulty.Fail(devtest.FaultWrite, 0, -1)
+	flushFails(t, d, 3, "write-back failing")
+	faulty.Heal()
+	flushFails(t, d, 2, "healed")
+	if _, err := d.WriteAt(pattern(4096, 10), 8192); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatalf("flush after the rewrite: %v", err)
+	}
+	if !bytes.Equal(mem.Bytes()[8192:12288], pattern(4096, 10)) {
+		t.Fatal("the rewrite did not reach the device")
+	}
+}
+
+// A flush that fails makes every write since the last good flush failed.
+func TestTrackedFailedFlushFailsPendingWrites(t *testing.T) {
+	faulty := devtest.NewFaulty(devtest.NewMem(1 << 20))
+	d := blockdev.Track(faulty)
+	d.WriteAt(pattern(4096, 1), 0)
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	d.WriteAt(pattern(4096, 2), 4096)
+	d.WriteAt(pattern(512, 3), 768<<10)
+	faulty.Fail(devtest.FaultFlush, 0, 0)
+	if err := d.Flush(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("flush = %v", err)
+	}
+	faulty.Heal()
+	flushFails(t, d, 2, "after the failed flush")
+	var lw *blockdev.LostWritesError
+	if err := d.Flush(); !errors.As(err, &lw) || lw.Bytes != 4096+512 || lw.Ranges != 2 || lw.First != 4096 {
+		t.Fatalf("lost writes %+v (%v), want 4608 bytes in 2 ranges from 4096", lw, err)
+	}
+	if err := d.LostWrites(0, 4096); err != nil {
+		t.Fatalf("the range flushed before the failure is reported lost: %v", err)
+	}
+	d.WriteAt(pattern(4096, 4), 4096)
+	flushFails(t, d, 1, "one range rewritten of two")
+	d.WriteZeroes(768<<10, 512)
+	if err := d.Flush(); err != nil {
+		t.Fatalf("flush after both ranges were rewritten: %v", err)
+	}
+}
+
+// Requests refused before anything was written leave no failed range.
+func TestTrackedRefusalsLeaveNoTrace(t *testing.T) {
+	d := blockdev.Track(devtest.NewMem(4096))
+	if _, err := d.WriteAt(make([]byte, 10), 4090); !errors.Is(err, blockdev.ErrOutOfRange) {
+		t.Fatalf("write past the end = %v", err)
+	}
+	if err := d.Trim(0, 512); !errors.Is(err, blockdev.ErrNotSupported) {
+		t.Fatalf("trim on a device without it = %v", err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatalf("flush after refused requests: %v", err)
+	}
+}
+
+// gatedDevice blocks writes until released, to run one across a flush.
+type gatedDevice struct {
+	*devtest.Faulty
+	started, release chan struct{}
+}
+
+func (g *gatedDevice) WriteAt(p []byte, off int64) (int, error) {
+	g.started <- struct{}{}
+	<-g.release
+	return g.Faulty.WriteAt(p, off)
+}
+
+// A write that was running while a flush failed may have been lost by that
+// flush's write-back: it is failed, though it returned success.
+func TestTrackedWriteAcrossFailedFlush(t *testing.T) {
+	g := &gatedDevice{Faulty: devtest.NewFaulty(devtest.NewMem(1 << 20)), started: make(chan struct{}), release: make(chan struct{})}
+	d := blockdev.Track(g)
+	done := make(chan error)
+	go func() { _, err := d.WriteAt(pattern(4096, 1), 0); done <- err }()
+	<-g.started
+	g.Fail(devtest.FaultFlush, 0, 0)
+	if err := d.Flush(); err == nil {
+		t.Fatal("flush did not fail")
+	}
+	g.Heal()
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	flushFails(t, d, 2, "write ran across a failed flush")
+}
+
+// A shard with too many pending ranges flushes by itself, so memory stays
+// bounded under random writes that never flush.
+func TestTrackedPendingIsBounded(t *testing.T) {
+	mem := devtest.NewMem(64 << 20)
+	d := blockdev.Track(mem)
+	for i := range 3000 {
+		if _, err := d.WriteAt(make([]byte, 512), int64(i%1600)*640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mem.Flushes() == 0 {
+		t.Fatal("3000 disjoint pending ranges in one shard never flushed")
+	}
+}
+
+// Concurrent writes and flushes, some failing, under the race detector;
+// afterwards the failed ranges are exactly the writes that failed since
+// their last successful rewrite.
+func TestTrackedConcurrent(t *testing.T) {
+	const block, blocks = 4096, 256
+	faulty := devtest.NewFaulty(devtest.NewMem(block * blocks))
+	d := blockdev.Track(faulty)
+	faulty.Fail(devtest.FaultWrite, 100*block, 10*block)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range 500 {
+				if r.IntN(20) == 0 {
+					d.Flush()
+					continue
+				}
+				b := r.IntN(blocks)
+				if b >= 100 && b < 110 {
+					continue // the failing blocks get one write each, below
+				}
+				d.WriteAt(make([]byte, block), int64(b)*block)
+			}
+		}()
+	}
+	wg.Wait()
+	for b := 100; b < 110; b++ {
+		d.WriteAt(make([]byte, block), int64(b)*block)
+	}
+	faulty.Heal()
+	var lw *blockdev.LostWritesError
+	if err := d.Flush(); !errors.As(err, &lw) || lw.Bytes != 10*block || lw.First != 100*block {
+		t.Fatalf("flush = %v, want the 10 failed blocks lost", err)
+	}
+	for b := 100; b < 110; b++ {
+		if _, err := d.WriteAt(make([]byte, block), int64(b)*block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(fmt.Errorf("after rewriting: %w", err))
+	}
+}
