@@ -43,10 +43,10 @@ type Device struct {
 	procs      int          // GOMAXPROCS when the device was made
 }
 
-// chunkSize is the unit of work one goroutine encrypts or decrypts at a time.
+// chunkSize is the unit of work one goroutine encrypts or decrypts at a
+// time. Its buffers come from blockdev.GetBuffer: locked in memory (they
+// hold plaintext for a moment) and aligned for the backend's direct I/O.
 const chunkSize = 64 << 10
-
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
 // NewDevice returns the crypt layer over backend, encrypting with c. The
 // Device owns backend and c: Close closes the one and wipes the other.
@@ -146,9 +146,8 @@ func (d *Device) readChunk(dst []byte, off int64) error {
 	}
 	start := off - off%ss
 	end := roundUp(off+int64(len(dst)), ss)
-	bp := chunkPool.Get().(*[]byte)
-	defer chunkPool.Put(bp)
-	buf := (*bp)[:end-start]
+	buf := blockdev.GetBuffer(int(end - start))
+	defer blockdev.PutBuffer(buf)
 	if err := d.readFull(buf, start); err != nil {
 		return err
 	}
@@ -253,16 +252,15 @@ func (d *Device) writeChunk(off, length int64, fill func(dst []byte, at int64)) 
 	ss := d.sectorSize
 	start := off - off%ss
 	end := roundUp(off+length, ss)
-	bp := chunkPool.Get().(*[]byte)
-	defer chunkPool.Put(bp)
-	buf := (*bp)[:end-start]
+	buf := blockdev.GetBuffer(int(end - start))
+	defer blockdev.PutBuffer(buf)
 	if off != start {
-		if err := d.readSector(buf[:ss], start); err != nil {
+		if err := d.readPartialSector(buf[:ss], start); err != nil {
 			return err
 		}
 	}
 	if off+length != end && (end-ss != start || off == start) {
-		if err := d.readSector(buf[len(buf)-int(ss):], end-ss); err != nil {
+		if err := d.readPartialSector(buf[len(buf)-int(ss):], end-ss); err != nil {
 			return err
 		}
 	}
@@ -272,8 +270,18 @@ func (d *Device) writeChunk(off, length int64, fill func(dst []byte, at int64)) 
 	return err
 }
 
-// readSector reads and decrypts the one sector at off into dst.
-func (d *Device) readSector(dst []byte, off int64) error {
+// readPartialSector reads and decrypts the one sector at off into dst, for
+// a write that covers it only in part. A sector whose last write did not
+// reach the backend holds unknown bytes: patching part of it and writing
+// it back whole would pass them off as written (and clear the backend's
+// record of the loss), so such a write fails until the whole sector is
+// written again.
+func (d *Device) readPartialSector(dst []byte, off int64) error {
+	if lw, ok := d.backend.(lostWrites); ok {
+		if err := lw.LostWrites(d.offset+off, d.sectorSize); err != nil {
+			return err
+		}
+	}
 	if err := d.readFull(dst, off); err != nil {
 		return err
 	}
@@ -347,6 +355,12 @@ func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) er
 	work()
 	wg.Wait()
 	return firstErr
+}
+
+// lostWrites is implemented by backends that remember writes that did not
+// reach the device (blockdev.Tracked, blockdev.File).
+type lostWrites interface {
+	LostWrites(off, length int64) error
 }
 
 func roundUp(x, to int64) int64 { return (x + to - 1) / to * to }

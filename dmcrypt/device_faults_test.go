@@ -1,0 +1,72 @@
+package dmcrypt
+
+import (
+	"bytes"
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/devtest"
+)
+
+// faultyCrypt is the crypt layer over Tracked over a fault layer.
+func faultyCrypt(t *testing.T, sectorSize int) (*Device, *devtest.Faulty) {
+	t.Helper()
+	c, err := New("aes-xts-plain64", randBytes(t, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	faulty := devtest.NewFaulty(devtest.NewMem(1 << 20))
+	d, err := NewDevice(blockdev.Track(faulty), c, DeviceOptions{Offset: 64 << 10, SectorSize: sectorSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, faulty
+}
+
+// A write that fails on the backend fails, every later flush fails, and a
+// partial-sector write into the failed sector is refused: its
+// read-modify-write would pass the sector's unknown bytes off as written.
+// Writing the whole sector again settles it.
+func TestDeviceLostSectorNotLaundered(t *testing.T) {
+	const ss = 4096
+	d, faulty := faultyCrypt(t, ss)
+	before := randBytes(t, 4*ss)
+	if _, err := d.WriteAt(before, 0); err != nil {
+		t.Fatal(err)
+	}
+	faulty.Fail(devtest.FaultWrite, 64<<10+2*ss, ss)
+	if _, err := d.WriteAt(randBytes(t, ss), 2*ss); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("write to the failing sector = %v, want EIO", err)
+	}
+	faulty.Heal()
+	for range 2 {
+		if err := d.Flush(); !errors.Is(err, blockdev.ErrLostWrites) {
+			t.Fatalf("flush after the lost write = %v", err)
+		}
+	}
+	if _, err := d.WriteAt([]byte("patch"), 2*ss+100); !errors.Is(err, blockdev.ErrLostWrites) {
+		t.Fatalf("partial write into the lost sector = %v, want ErrLostWrites", err)
+	}
+	// A partial write into a sector that was not lost works.
+	if _, err := d.WriteAt([]byte("patch"), 3*ss+100); err != nil {
+		t.Fatal(err)
+	}
+	whole := randBytes(t, ss)
+	if _, err := d.WriteAt(whole, 2*ss); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatalf("flush after the sector was written again: %v", err)
+	}
+	got := make([]byte, 4*ss)
+	if _, err := d.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(append([]byte(nil), before[:2*ss]...), whole...), before[3*ss:]...)
+	copy(want[3*ss+100:], "patch")
+	if !bytes.Equal(got, want) {
+		t.Fatal("the volume does not read back what was written")
+	}
+}
