@@ -128,8 +128,15 @@ func (a *fakeAttachment) detachCount() int {
 // frontend and waits until it is ready.
 func startFake(t *testing.T, name string) (*fakeFrontend, *memDevice, chan error) {
 	t.Helper()
-	fe := &fakeFrontend{}
 	dev := newMemDevice(1 << 20)
+	fe, done := startFakeDev(t, name, dev)
+	return fe, dev, done
+}
+
+// startFakeDev is startFake over dev.
+func startFakeDev(t *testing.T, name string, dev blockdev.Device) (*fakeFrontend, chan error) {
+	t.Helper()
+	fe := &fakeFrontend{}
 	img := zeroFile(t, t.TempDir(), name+".img", 4096)
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -152,7 +159,7 @@ func startFake(t *testing.T, name string) (*fakeFrontend, *memDevice, chan error
 	case <-time.After(20 * time.Second):
 		t.Fatal("daemon not ready")
 	}
-	return fe, dev, done
+	return fe, done
 }
 
 func waitDaemon(t *testing.T, done chan error) error {
