@@ -17,8 +17,9 @@ import (
 //   - A block device is opened with O_EXCL. The kernel then refuses every
 //     other exclusive opener: mount, dm-crypt (cryptsetup open), md, swapon,
 //     mkfs and another luksd; it refuses our claim while any of them holds
-//     the device. A loop device whose backing file another luksd has open
-//     is refused too (see below).
+//     the device. A loop device's backing file is locked as well (see
+//     below), so a second loop device over the same file, or the file
+//     itself, cannot be opened by another luksd either.
 //   - A regular file gets an open-file-description write lock over all of
 //     it (fcntl F_OFD_SETLK; a read lock when opened read-only, so
 //     read-only opens may share an image). Another luksd, or qemu, which
@@ -53,20 +54,22 @@ func (d *fileIO) takeClaim() error {
 		return &os.PathError{Op: "fstat", Path: d.path, Err: err}
 	}
 	if d.isBlock {
-		if backing, ok := loopBacking(d.fd, st.Rdev); ok && fileLocked(backing) {
-			return &ClaimError{Path: d.path, Holder: "its backing file " + backing + " is open in another program"}
+		backing, ok := loopBacking(d.fd, st.Rdev)
+		if !ok {
+			return nil
+		}
+		f, err := os.OpenFile(backing, d.openFlag(), 0)
+		if err != nil {
+			return nil // moved or not ours to open: the loop device is held all the same
+		}
+		d.backing = f
+		if err := d.lock(f, backing); err != nil {
+			return &ClaimError{Path: d.path, Holder: "its backing file " + backing + " is in use by another program"}
 		}
 		return nil
 	}
-	lk := unix.Flock_t{Type: unix.F_WRLCK}
-	if d.readOnly {
-		lk.Type = unix.F_RDLCK
-	}
-	if err := unix.FcntlFlock(uintptr(d.fd), unix.F_OFD_SETLK, &lk); err != nil {
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-			return &ClaimError{Path: d.path, Holder: "locked by another program"}
-		}
-		return &os.PathError{Op: "lock", Path: d.path, Err: err}
+	if err := d.lock(d.f, d.path); err != nil {
+		return err
 	}
 	d.claim = "OFD lock"
 	if loop := loopOver(uint64(st.Dev), st.Ino); loop != "" {
@@ -75,19 +78,20 @@ func (d *fileIO) takeClaim() error {
 	return nil
 }
 
-// fileLocked reports whether another open file description holds a lock
-// on the file at path.
-func fileLocked(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
+// lock takes an OFD lock over all of f: a write lock, or a read lock when
+// d is read-only.
+func (d *fileIO) lock(f *os.File, path string) error {
 	lk := unix.Flock_t{Type: unix.F_WRLCK}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil {
-		return false
+	if d.readOnly {
+		lk.Type = unix.F_RDLCK
 	}
-	return lk.Type != unix.F_UNLCK
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return &ClaimError{Path: path, Holder: "locked by another program"}
+		}
+		return &os.PathError{Op: "lock", Path: path, Err: err}
+	}
+	return nil
 }
 
 // loopBacking returns the backing file of the loop device open as fd

@@ -49,6 +49,12 @@ func TestClaimLoopDevice(t *testing.T) {
 	if _, err := Open(loop, OpenOptions{Exclusive: true, ReadOnly: true}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("second exclusive open of %s: %v", loop, err)
 	}
+	// A second loop device over the same file is refused: the first
+	// claim locked the file.
+	other := loopDevice(t, img)
+	if _, err := Open(other, OpenOptions{Exclusive: true}); !errors.As(err, &ce) || !strings.Contains(ce.Holder, img) {
+		t.Fatalf("exclusive open of a second loop device %s over the same file: %v", other, err)
+	}
 	mkfs := testtool.Need(t, "mkfs.ext4")
 	if out, err := exec.Command(mkfs, "-q", "-F", loop).CombinedOutput(); err == nil {
 		t.Fatalf("mkfs.ext4 wrote to the claimed %s", loop)

@@ -83,6 +83,7 @@ type fileIO struct {
 	dfd      int      // its descriptor when it does direct I/O, else -1
 	offAlign int64    // direct I/O: offset and length alignment
 	memAlign uintptr  // direct I/O: buffer address alignment
+	backing  *os.File // a loop device's backing file, locked (claim.go)
 	size     int64
 	isBlock  bool
 	readOnly bool
@@ -90,20 +91,25 @@ type fileIO struct {
 }
 
 func openFileIO(path string, opts OpenOptions) (*fileIO, error) {
-	flag := os.O_RDWR
-	if opts.ReadOnly {
-		flag = os.O_RDONLY
-	}
+	d := &fileIO{path: path, dfd: -1, readOnly: opts.ReadOnly}
+	flag := d.openFlag()
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, err
 	}
-	d := &fileIO{path: path, f: f, fd: int(f.Fd()), dfd: -1, readOnly: opts.ReadOnly}
+	d.f, d.fd = f, int(f.Fd())
 	if err := d.setup(flag, opts); err != nil {
 		d.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+func (d *fileIO) openFlag() int {
+	if d.readOnly {
+		return os.O_RDONLY
+	}
+	return os.O_RDWR
 }
 
 // setup sizes the device, opens the direct descriptor and takes the claim.
@@ -362,6 +368,9 @@ func (d *fileIO) rangeCall(req uint, mode uint32, off, length int64) error {
 
 // Close closes the descriptors, which releases the claim.
 func (d *fileIO) Close() error {
+	if d.backing != nil {
+		d.backing.Close()
+	}
 	if d.direct != nil {
 		d.direct.Close()
 	}
