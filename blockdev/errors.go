@@ -18,8 +18,8 @@ var (
 	// device (EINVAL). NBD reports it as EINVAL (reads) or ENOSPC (writes).
 	ErrOutOfRange error = &errnoError{"request outside the device", syscall.EINVAL}
 	// ErrLostWrites is matched (errors.Is) by the error of a Flush while
-	// some range's last write did not reach the device: see Tracked.
-	ErrLostWrites = errors.New("writes did not reach the device")
+	// an acknowledged write may not have reached the device: see Tracked.
+	ErrLostWrites = errors.New("acknowledged writes may not have reached the device")
 	// ErrInUse is returned when a device is claimed, mounted or mapped by
 	// someone else (EBUSY): see Claim.
 	ErrInUse error = &errnoError{"device is in use", syscall.EBUSY}

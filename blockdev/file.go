@@ -11,9 +11,10 @@ import (
 )
 
 // File is a Device over a regular file or a block device, behind a Tracked
-// layer: a write is acknowledged only once the device (or, for a buffered
-// write, a later successful Flush) has it, and a Flush fails while any
-// write did not reach the device (see Tracked).
+// layer: a write is acknowledged only once the device has it (or, for a
+// buffered write, is made durable by a later successful Flush), and every
+// Flush fails while an acknowledged write may have been lost, until it is
+// written again (see Tracked).
 //
 // I/O bypasses the kernel's page cache (O_DIRECT) whenever the device and
 // the request allow it, as qemu's cache=none and nbdkit's file plugin with

@@ -3,27 +3,31 @@ package blockdev
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 )
 
-// Tracked is a Device layer that remembers the fate of every write until a
-// flush settles it, so that no write the layer acknowledged can be lost
-// without every later Flush failing:
+// Tracked is a Device layer that remembers every acknowledged write until
+// a flush settles it, so that no acknowledged write can be lost without
+// every later Flush failing:
 //
-//   - A write (WriteAt, Trim, WriteZeroes) that fails leaves its range
-//     failed: what the device holds there is unknown.
-//   - A write that succeeds is pending until the next Flush. If that Flush
-//     fails, every pending range becomes failed: the device may have dropped
-//     any of them (a page-cache writeback error is reported to one fdatasync
-//     only; a volatile cache that fails to flush loses what it held).
+//   - A write (WriteAt, Trim, WriteZeroes) that succeeds is pending until
+//     the next Flush. If that Flush fails, every pending range becomes
+//     failed: the device may have dropped any of them (a page-cache
+//     writeback error is reported to one fdatasync only; a volatile cache
+//     that fails to flush loses what it held).
 //   - A Flush fails while any range is failed, every time, with an error
 //     that matches ErrLostWrites, until each failed range is written again
 //     successfully (and that write is flushed).
+//   - A write that fails is not acknowledged: its caller hears the error,
+//     and the range holds whatever the device has, as under dm-crypt. It
+//     does not fail later flushes: a file system that gets EIO for a block
+//     handles it (ext4 aborts its journal, e2fsck repairs after healing),
+//     and a flush that failed over a block nobody rewrites (ext4 does not
+//     rewrite lost data blocks) would keep e2fsck's own flush failing.
 //
 // Refused requests (read-only, out of range, not supported, closed) leave
-// no trace: nothing was written. Reads pass through untouched.
+// no trace. Reads pass through untouched.
 //
 // Pending ranges are kept exactly, in shards by offset so that concurrent
 // writes do not share a lock. A shard that would hold more than
@@ -160,21 +164,19 @@ func (t *Tracked) LostWrites(off, length int64) error {
 	return &LostWritesError{Bytes: t.failed.bytes(), Ranges: t.failed.len(), First: t.failed.s[0].start, Err: t.cause}
 }
 
-// write runs one write of [off, off+length) and records how it went.
+// write runs one write of [off, off+length) and, when it succeeded,
+// records it pending.
 func (t *Tracked) write(off, length int64, do func() error) error {
 	gen := t.failGen.Load()
 	err := do()
-	switch {
-	case err == nil:
-		t.clearFailed(off, off+length)
-		if t.addPending(off, off+length, gen) {
-			t.Flush() // a failure is recorded; the write itself succeeded
-		}
-	case refused(err):
-	default:
-		t.fail([]span{{off, off + length}}, err)
+	if err != nil {
+		return err
 	}
-	return err
+	t.clearFailed(off, off+length)
+	if t.addPending(off, off+length, gen) {
+		t.Flush() // a failure is recorded; the write itself succeeded
+	}
+	return nil
 }
 
 // addPending records a successful write as pending, or as failed when a
@@ -232,15 +234,8 @@ func (t *Tracked) clearFailed(start, end int64) {
 	t.mu.Unlock()
 }
 
-// refused reports whether err means the request was turned down before
-// anything was written.
-func refused(err error) bool {
-	return errors.Is(err, ErrReadOnly) || errors.Is(err, ErrOutOfRange) ||
-		errors.Is(err, ErrNotSupported) || errors.Is(err, os.ErrClosed)
-}
-
-// LostWritesError is a Flush's error while writes that did not reach the
-// device have not been written again.
+// LostWritesError is a Flush's error while acknowledged writes that may
+// not have reached the device have not been written again.
 type LostWritesError struct {
 	Bytes  int64 // bytes in failed ranges
 	Ranges int   // how many ranges
@@ -249,7 +244,7 @@ type LostWritesError struct {
 }
 
 func (e *LostWritesError) Error() string {
-	return fmt.Sprintf("%d bytes in %d ranges (the first at offset %d) did not reach the device and were not written again: %v",
+	return fmt.Sprintf("%d bytes in %d ranges (the first at offset %d) may not have reached the device and were not written again: %v",
 		e.Bytes, e.Ranges, e.First, e.Err)
 }
 

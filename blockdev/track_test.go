@@ -36,9 +36,11 @@ func flushFails(t *testing.T, d blockdev.Device, n int, when string) {
 	}
 }
 
-// A write that fails leaves its range failed: every later flush fails,
-// also after the device heals, until the range is written again.
-func TestTrackedFailedWriteFailsEveryFlushUntilRewritten(t *testing.T) {
+// A write that fails is not acknowledged: its caller gets EIO, and it does
+// not fail later flushes (dm-crypt's behaviour: the writer knows). An
+// acknowledged write that a failed flush may have lost fails every later
+// flush, also after the device heals, until it is written again.
+func TestTrackedLostWriteFailsEveryFlushUntilRewritten(t *testing.T) {
 	mem := devtest.NewMem(1 << 20)
 	faulty := devtest.NewFaulty(mem)
 	d := blockdev.Track(faulty)
@@ -53,16 +55,22 @@ func TestTrackedFailedWriteFailsEveryFlushUntilRewritten(t *testing.T) {
 	if _, err := d.WriteAt(pattern(16384, 2), 60<<10); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("write over the failing range = %v, want EIO", err)
 	}
-	// Elsewhere the device works.
-	if _, err := d.WriteAt(pattern(4096, 3), 0); err != nil {
+	if err := d.Flush(); err != nil {
+		t.Fatalf("flush after a write that failed (and said so): %v", err)
+	}
+	faulty.Heal()
+
+	// Acknowledged, then the flush that should make it durable fails.
+	if _, err := d.WriteAt(pattern(16384, 3), 60<<10); err != nil {
 		t.Fatal(err)
 	}
-	flushFails(t, d, 3, "while failing")
+	faulty.Fail(devtest.FaultFlush, 0, 0)
+	flushFails(t, d, 3, "while flushes fail")
 	if err := d.LostWrites(60<<10, 1); err == nil {
-		t.Fatal("LostWrites sees nothing in the failed range")
+		t.Fatal("LostWrites sees nothing in the lost range")
 	}
 	if err := d.LostWrites(0, 8192); err != nil {
-		t.Fatalf("LostWrites outside the failed range: %v", err)
+		t.Fatalf("LostWrites outside the lost range: %v", err)
 	}
 	faulty.Heal()
 	flushFails(t, d, 3, "healed, not rewritten")
@@ -222,14 +230,13 @@ func TestTrackedPendingIsBounded(t *testing.T) {
 	}
 }
 
-// Concurrent writes and flushes, some failing, under the race detector;
-// afterwards the failed ranges are exactly the writes that failed since
-// their last successful rewrite.
+// Concurrent writes and flushes under the race detector; then a failed
+// flush loses exactly what was written since the last good one.
 func TestTrackedConcurrent(t *testing.T) {
 	const block, blocks = 4096, 256
 	faulty := devtest.NewFaulty(devtest.NewMem(block * blocks))
 	d := blockdev.Track(faulty)
-	faulty.Fail(devtest.FaultWrite, 100*block, 10*block)
+	faulty.Fail(devtest.FaultWrite, 200*block, 10*block)
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
@@ -238,25 +245,37 @@ func TestTrackedConcurrent(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(w), 1))
 			for range 500 {
 				if r.IntN(20) == 0 {
-					d.Flush()
+					if err := d.Flush(); err != nil {
+						t.Error(err)
+					}
 					continue
 				}
-				b := r.IntN(blocks)
-				if b >= 100 && b < 110 {
-					continue // the failing blocks get one write each, below
-				}
-				d.WriteAt(make([]byte, block), int64(b)*block)
+				d.WriteAt(make([]byte, block), int64(r.IntN(blocks))*block)
 			}
 		}()
 	}
 	wg.Wait()
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	for b := 100; b < 110; b++ {
-		d.WriteAt(make([]byte, block), int64(b)*block)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := d.WriteAt(make([]byte, block), int64(b)*block); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	faulty.Fail(devtest.FaultFlush, 0, 0)
+	if err := d.Flush(); err == nil {
+		t.Fatal("flush did not fail")
 	}
 	faulty.Heal()
 	var lw *blockdev.LostWritesError
-	if err := d.Flush(); !errors.As(err, &lw) || lw.Bytes != 10*block || lw.First != 100*block {
-		t.Fatalf("flush = %v, want the 10 failed blocks lost", err)
+	if err := d.Flush(); !errors.As(err, &lw) || lw.Bytes != 10*block || lw.First != 100*block || lw.Ranges != 1 {
+		t.Fatalf("flush = %v, want the 10 blocks written since the last good flush lost", err)
 	}
 	for b := 100; b < 110; b++ {
 		if _, err := d.WriteAt(make([]byte, block), int64(b)*block); err != nil {

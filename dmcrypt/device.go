@@ -271,11 +271,11 @@ func (d *Device) writeChunk(off, length int64, fill func(dst []byte, at int64)) 
 }
 
 // readPartialSector reads and decrypts the one sector at off into dst, for
-// a write that covers it only in part. A sector whose last write did not
-// reach the backend holds unknown bytes: patching part of it and writing
-// it back whole would pass them off as written (and clear the backend's
-// record of the loss), so such a write fails until the whole sector is
-// written again.
+// a write that covers it only in part. A sector whose acknowledged write
+// the backend may have lost (a flush failed after it) holds unknown bytes:
+// patching part of it and writing it back whole would pass them off as
+// written (and clear the backend's record of the loss), so such a write
+// fails until the whole sector is written again.
 func (d *Device) readPartialSector(dst []byte, off int64) error {
 	if lw, ok := d.backend.(lostWrites); ok {
 		if err := lw.LostWrites(d.offset+off, d.sectorSize); err != nil {
@@ -357,8 +357,8 @@ func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) er
 	return firstErr
 }
 
-// lostWrites is implemented by backends that remember writes that did not
-// reach the device (blockdev.Tracked, blockdev.File).
+// lostWrites is implemented by backends that remember acknowledged writes
+// that may have been lost (blockdev.Tracked, blockdev.File).
 type lostWrites interface {
 	LostWrites(off, length int64) error
 }

@@ -25,10 +25,11 @@ func faultyCrypt(t *testing.T, sectorSize int) (*Device, *devtest.Faulty) {
 	return d, faulty
 }
 
-// A write that fails on the backend fails, every later flush fails, and a
-// partial-sector write into the failed sector is refused: its
-// read-modify-write would pass the sector's unknown bytes off as written.
-// Writing the whole sector again settles it.
+// A write that fails on the backend fails with EIO. An acknowledged sector
+// that a failed flush may have lost fails every later flush, and a
+// partial-sector write into it is refused: its read-modify-write would
+// pass the sector's unknown bytes off as written. Writing the whole sector
+// again settles it.
 func TestDeviceLostSectorNotLaundered(t *testing.T) {
 	const ss = 4096
 	d, faulty := faultyCrypt(t, ss)
@@ -36,9 +37,20 @@ func TestDeviceLostSectorNotLaundered(t *testing.T) {
 	if _, err := d.WriteAt(before, 0); err != nil {
 		t.Fatal(err)
 	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	faulty.Fail(devtest.FaultWrite, 64<<10+2*ss, ss)
 	if _, err := d.WriteAt(randBytes(t, ss), 2*ss); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("write to the failing sector = %v, want EIO", err)
+	}
+	faulty.Heal()
+	if _, err := d.WriteAt(randBytes(t, ss), 2*ss); err != nil {
+		t.Fatal(err)
+	}
+	faulty.Fail(devtest.FaultFlush, 0, 0)
+	if err := d.Flush(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("flush = %v", err)
 	}
 	faulty.Heal()
 	for range 2 {

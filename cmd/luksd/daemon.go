@@ -60,7 +60,7 @@ func runDaemon(cfg daemonConfig) error {
 	switch {
 	case errors.Is(err, blockdev.ErrLostWrites):
 		// The device took the last flush: what is lost was lost earlier,
-		// and each write and flush since has reported it.
+		// and every flush since has reported it.
 		daemonLog.Printf("%s: closed; %s", name, oneLine(err))
 		reply, err = ctlWarning+oneLine(err), nil
 	case err != nil:
