@@ -31,6 +31,13 @@ import (
 // (fdatasync) settles them, and a failed Flush drops their pages so that
 // reads show what the device holds.
 //
+// The price, measured with fio through `luksd serve` (iodepth 32, image on
+// ext4, a client with no cache of its own that never flushes): direct I/O
+// runs at 0.35-0.5x of buffered, which gained from acknowledging writes
+// before they were durable and from a second, ciphertext cache. With a
+// flush every 64 writes, random 4 KiB writes cost the same either way
+// (BenchmarkFile), and on tmpfs direct I/O is as fast as buffered.
+//
 // Reads and writes are pread/pwrite, so any number may run at once.
 type File struct {
 	*Tracked
