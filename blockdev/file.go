@@ -303,6 +303,43 @@ func (d *fileIO) writeDirect(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// errNoFUA is fileIO.WriteAtFUA's answer for a request that does not go
+// through direct I/O: Tracked then writes and flushes.
+var errNoFUA = errors.New("no FUA write for this request")
+
+// WriteAtFUA writes p at off with RWF_DSYNC, which the kernel sends to the
+// device as a FUA write (or a write and a cache flush): durable when it
+// returns, errors its own. Only direct I/O does that alone: a request that
+// would go through the page cache gets errNoFUA.
+func (d *fileIO) WriteAtFUA(p []byte, off int64) (int, error) {
+	if d.readOnly {
+		return 0, d.opError("write", off, len(p), ErrReadOnly)
+	}
+	if off < 0 || off > d.size || int64(len(p)) > d.size-off {
+		return 0, d.opError("write", off, len(p), ErrOutOfRange)
+	}
+	var n int
+	var err error
+	switch d.pathFor(p, off) {
+	case pathDirect:
+		n, err = pwriteDsync(d.dfd, p, off)
+	case pathBounce:
+		b := GetBuffer(len(p))
+		copy(b, p)
+		n, err = pwriteDsync(d.dfd, b[:len(p)], off)
+		PutBuffer(b)
+	default:
+		return 0, errNoFUA
+	}
+	if n == 0 && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS)) {
+		return 0, errNoFUA // nothing written: an alignment rule, or no RWF_DSYNC
+	}
+	if err != nil {
+		err = d.opError("write", off, len(p), err)
+	}
+	return n, err
+}
+
 // Flush makes completed writes durable: fdatasync writes back what went
 // through the page cache and flushes the device's volatile cache. A
 // writeback error is reported to one fdatasync only; Tracked remembers it.
@@ -431,6 +468,26 @@ func pwrite(fd int, p []byte, off int64) (int, error) {
 		}
 		if n <= 0 {
 			break
+		}
+		done += n
+	}
+	return done, nil
+}
+
+// pwriteDsync is pwrite with RWF_DSYNC.
+func pwriteDsync(fd int, p []byte, off int64) (int, error) {
+	done := 0
+	for done < len(p) {
+		var n int
+		err := ignoreEINTR(func() (err error) {
+			n, err = unix.Pwritev2(fd, [][]byte{p[done:]}, off+int64(done), unix.RWF_DSYNC)
+			return err
+		})
+		if err != nil {
+			return done, err
+		}
+		if n <= 0 {
+			return done, io.ErrShortWrite
 		}
 		done += n
 	}

@@ -97,6 +97,32 @@ func (t *Tracked) WriteAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// WriteAtFUA writes p at off and returns once it is durable: as one FUA
+// write where the device below has them (blockdev.FUAWriter), else as a
+// write and a Flush. A durable write settles its range at once. Lost
+// writes elsewhere do not fail it: it answers for itself.
+func (t *Tracked) WriteAtFUA(p []byte, off int64) (int, error) {
+	end := off + int64(len(p))
+	if fw, ok := t.dev.(FUAWriter); ok {
+		n, err := fw.WriteAtFUA(p, off)
+		if err == nil {
+			t.clearFailed(off, end)
+			return n, nil
+		}
+		if !errors.Is(err, errNoFUA) {
+			return n, err
+		}
+	}
+	n, err := t.WriteAt(p, off)
+	if err != nil {
+		return n, err
+	}
+	if err := t.Flush(); err != nil && (!errors.Is(err, ErrLostWrites) || t.LostWrites(off, end-off) != nil) {
+		return n, err
+	}
+	return n, nil
+}
+
 // Trim discards through the device below (ErrNotSupported when it cannot).
 // A discarded range counts as written: its old contents are not wanted.
 func (t *Tracked) Trim(off, length int64) error {

@@ -166,7 +166,31 @@ func (d *Device) WriteAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	err := d.write(off, int64(len(p)), func(dst []byte, at int64) { copy(dst, p[at-off:]) })
+	err := d.write(off, int64(len(p)), false, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WriteAtFUA is WriteAt that returns once the write is durable: each piece
+// goes to the backend as a FUA write where it takes them
+// (blockdev.FUAWriter), else the backend is flushed after the write.
+func (d *Device) WriteAtFUA(p []byte, off int64) (int, error) {
+	if _, ok := d.backend.(blockdev.FUAWriter); !ok {
+		n, err := d.WriteAt(p, off)
+		if err == nil {
+			err = d.backend.Flush()
+		}
+		return n, err
+	}
+	if err := d.checkWrite("write", off, int64(len(p))); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	err := d.write(off, int64(len(p)), true, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
 	if err != nil {
 		return 0, err
 	}
@@ -182,7 +206,7 @@ func (d *Device) WriteZeroes(off, length int64) error {
 	if length == 0 {
 		return nil
 	}
-	return d.write(off, length, func(dst []byte, _ int64) { clear(dst) })
+	return d.write(off, length, false, func(dst []byte, _ int64) { clear(dst) })
 }
 
 // Trim discards the whole sectors inside the range on the backend when
@@ -234,21 +258,22 @@ func (d *Device) checkWrite(op string, off, length int64) error {
 }
 
 // write writes length bytes at off whose plaintext fill produces: fill(dst,
-// at) fills dst with the plaintext that belongs at offset at.
-func (d *Device) write(off, length int64, fill func(dst []byte, at int64)) error {
+// at) fills dst with the plaintext that belongs at offset at. With fua,
+// each piece is a FUA write (the backend is a blockdev.FUAWriter).
+func (d *Device) write(off, length int64, fua bool, fill func(dst []byte, at int64)) error {
 	ss := d.sectorSize
 	partial := off%ss != 0 || (off+length)%ss != 0
 	first, last := off/ss, (off+length-1)/ss
 	unlock := d.locks.lock(first, last, partial)
 	defer unlock()
 	return d.parallel(off, length, func(cOff, cLen int64) error {
-		return d.writeChunk(cOff, cLen, fill)
+		return d.writeChunk(cOff, cLen, fua, fill)
 	})
 }
 
 // writeChunk encrypts and writes one chunk's span. Sectors it covers only
 // in part are read and decrypted first (the caller holds them exclusively).
-func (d *Device) writeChunk(off, length int64, fill func(dst []byte, at int64)) error {
+func (d *Device) writeChunk(off, length int64, fua bool, fill func(dst []byte, at int64)) error {
 	ss := d.sectorSize
 	start := off - off%ss
 	end := roundUp(off+length, ss)
@@ -266,6 +291,10 @@ func (d *Device) writeChunk(off, length int64, fill func(dst []byte, at int64)) 
 	}
 	fill(buf[off-start:off-start+length], off)
 	d.cipher.Encrypt(buf, d.ivSector(start), int(ss))
+	if fua {
+		_, err := d.backend.(blockdev.FUAWriter).WriteAtFUA(buf, d.offset+start)
+		return err
+	}
 	_, err := d.backend.WriteAt(buf, d.offset+start)
 	return err
 }

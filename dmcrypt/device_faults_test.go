@@ -82,3 +82,28 @@ func TestDeviceLostSectorNotLaundered(t *testing.T) {
 		t.Fatal("the volume does not read back what was written")
 	}
 }
+
+// WriteAtFUA writes what WriteAt would, durable when it returns: over a
+// backend without FUA writes of its own, it flushes.
+func TestDeviceWriteAtFUA(t *testing.T) {
+	c, err := New("aes-xts-plain64", randBytes(t, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := devtest.NewMem(1 << 20)
+	d, err := NewDevice(blockdev.Track(mem), c, DeviceOptions{SectorSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := randBytes(t, 200<<10)
+	if _, err := d.WriteAtFUA(want, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if mem.Flushes() == 0 {
+		t.Fatal("a FUA write over a backend without FUA did not flush")
+	}
+	got := make([]byte, len(want))
+	if _, err := d.ReadAt(got, 1000); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read back after WriteAtFUA: %v", err)
+	}
+}
