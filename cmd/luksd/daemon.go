@@ -120,7 +120,7 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 		if ferr := dev.Flush(); ferr != nil {
 			if err == nil {
 				err = fmt.Errorf("flush: %w", ferr)
-			} else if !errors.Is(err, ferr) {
+			} else if !errors.Is(err, ferr) && !bothLost(err, ferr) {
 				daemonLog.Printf("%s: flush: %s", name, oneLine(ferr))
 			}
 		}
@@ -236,6 +236,12 @@ func lockedMemory() error {
 		return errors.New("cannot lock the daemon's I/O buffers in memory (mlock; RLIMIT_MEMLOCK too low?)")
 	}
 	return nil
+}
+
+// bothLost reports whether both errors report lost writes (the same ones,
+// seen by the frontend's flush and the daemon's last).
+func bothLost(a, b error) bool {
+	return errors.Is(a, blockdev.ErrLostWrites) && errors.Is(b, blockdev.ErrLostWrites)
 }
 
 // claimOf says how the crypt layer's backend is claimed ("O_EXCL", "OFD
