@@ -264,44 +264,7 @@ func (d *fileIO) readDirect(p []byte, off int64) (int, error) {
 
 // WriteAt writes p at off. Writes reaching past Size fail with
 // ErrOutOfRange.
-func (d *fileIO) WriteAt(p []byte, off int64) (int, error) {
-	if d.readOnly {
-		return 0, d.opError("write", off, len(p), ErrReadOnly)
-	}
-	if off < 0 || off > d.size || int64(len(p)) > d.size-off {
-		return 0, d.opError("write", off, len(p), ErrOutOfRange)
-	}
-	var n int
-	var err error
-	switch d.pathFor(p, off) {
-	case pathDirect:
-		n, err = d.writeDirect(p, off)
-	case pathBounce:
-		b := GetBuffer(len(p))
-		copy(b, p)
-		n, err = d.writeDirect(b[:len(p)], off)
-		PutBuffer(b)
-	default:
-		n, err = d.f.WriteAt(p, off)
-	}
-	if err != nil {
-		err = d.opError("write", off, len(p), err)
-	}
-	return n, err
-}
-
-func (d *fileIO) writeDirect(p []byte, off int64) (int, error) {
-	n, err := pwrite(d.dfd, p, off)
-	if n == 0 && errors.Is(err, unix.EINVAL) {
-		// An alignment rule the device did not declare: nothing was
-		// written, so the page cache may take it.
-		return d.f.WriteAt(p, off)
-	}
-	if err == nil && n < len(p) {
-		err = io.ErrShortWrite
-	}
-	return n, err
-}
+func (d *fileIO) WriteAt(p []byte, off int64) (int, error) { return d.write(p, off, false) }
 
 // errNoFUA is fileIO.WriteAtFUA's answer for a request that does not go
 // through direct I/O: Tracked then writes and flushes.
@@ -310,32 +273,52 @@ var errNoFUA = errors.New("no FUA write for this request")
 // WriteAtFUA writes p at off with RWF_DSYNC, which the kernel sends to the
 // device as a FUA write (or a write and a cache flush): durable when it
 // returns, errors its own. Only direct I/O does that alone: a request that
-// would go through the page cache gets errNoFUA.
-func (d *fileIO) WriteAtFUA(p []byte, off int64) (int, error) {
+// would go through the page cache gets errNoFUA, and so does a kernel
+// without RWF_DSYNC.
+func (d *fileIO) WriteAtFUA(p []byte, off int64) (int, error) { return d.write(p, off, true) }
+
+func (d *fileIO) write(p []byte, off int64, fua bool) (int, error) {
 	if d.readOnly {
 		return 0, d.opError("write", off, len(p), ErrReadOnly)
 	}
 	if off < 0 || off > d.size || int64(len(p)) > d.size-off {
 		return 0, d.opError("write", off, len(p), ErrOutOfRange)
 	}
+	path := d.pathFor(p, off)
+	if fua && path == pathBuffered {
+		return 0, errNoFUA
+	}
 	var n int
 	var err error
-	switch d.pathFor(p, off) {
+	switch path {
 	case pathDirect:
-		n, err = pwriteDsync(d.dfd, p, off)
+		n, err = d.writeDirect(p, off, fua)
 	case pathBounce:
 		b := GetBuffer(len(p))
 		copy(b, p)
-		n, err = pwriteDsync(d.dfd, b[:len(p)], off)
+		n, err = d.writeDirect(b[:len(p)], off, fua)
 		PutBuffer(b)
 	default:
-		return 0, errNoFUA
+		n, err = d.f.WriteAt(p, off)
 	}
-	if n == 0 && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS)) {
-		return 0, errNoFUA // nothing written: an alignment rule, or no RWF_DSYNC
-	}
-	if err != nil {
+	if err != nil && err != errNoFUA {
 		err = d.opError("write", off, len(p), err)
+	}
+	return n, err
+}
+
+func (d *fileIO) writeDirect(p []byte, off int64, fua bool) (int, error) {
+	n, err := pwrite(d.dfd, p, off, fua)
+	if n == 0 && (errors.Is(err, unix.EINVAL) || fua && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS))) {
+		// An alignment rule the device did not declare, or no
+		// RWF_DSYNC: nothing was written, so the page cache may take it.
+		if fua {
+			return 0, errNoFUA
+		}
+		return d.f.WriteAt(p, off)
+	}
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
 	}
 	return n, err
 }
@@ -457,37 +440,25 @@ func pread(fd int, p []byte, off int64) (int, error) {
 	return max(n, 0), err
 }
 
-// pwrite writes all of p unless an error stops it.
-func pwrite(fd int, p []byte, off int64) (int, error) {
-	done := 0
-	for done < len(p) {
-		var n int
-		err := ignoreEINTR(func() (err error) { n, err = unix.Pwrite(fd, p[done:], off+int64(done)); return err })
-		if err != nil {
-			return done, err
-		}
-		if n <= 0 {
-			break
-		}
-		done += n
-	}
-	return done, nil
-}
-
-// pwriteDsync is pwrite with RWF_DSYNC.
-func pwriteDsync(fd int, p []byte, off int64) (int, error) {
+// pwrite writes all of p unless an error stops it; with dsync, as
+// pwritev2 with RWF_DSYNC.
+func pwrite(fd int, p []byte, off int64, dsync bool) (int, error) {
 	done := 0
 	for done < len(p) {
 		var n int
 		err := ignoreEINTR(func() (err error) {
-			n, err = unix.Pwritev2(fd, [][]byte{p[done:]}, off+int64(done), unix.RWF_DSYNC)
+			if dsync {
+				n, err = unix.Pwritev2(fd, [][]byte{p[done:]}, off+int64(done), unix.RWF_DSYNC)
+			} else {
+				n, err = unix.Pwrite(fd, p[done:], off+int64(done))
+			}
 			return err
 		})
 		if err != nil {
 			return done, err
 		}
 		if n <= 0 {
-			return done, io.ErrShortWrite
+			break
 		}
 		done += n
 	}
