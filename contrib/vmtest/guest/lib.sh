@@ -244,6 +244,21 @@ fault_set() {
 	echo "$_t" | dmsetup load "$1" && dmsetup resume "$1"
 }
 
+# fault_volume ENGINE FRONTEND IMAGE KEY formats IMAGE with cryptsetup
+# (aes-xts-plain64, 4096-byte sectors), puts it under fault_stack's flt and
+# opens it with ENGINE: dm-crypt (/dev/mapper/vmt) or luksd (FRONTEND, name
+# vol); prints the device. On failure, why is in $SCRATCH/fault.why.
+fault_volume() {
+	cs_format "$3" "$4" "$(cipher_line aes-xts-plain64/4096)" || { echo "cryptsetup luksFormat failed" >"$SCRATCH/fault.why"; return 1; }
+	_flt=$(fault_stack "$3" flt) || { echo "cannot set up the dm device over the image" >"$SCRATCH/fault.why"; return 1; }
+	if [ "$1" = dm-crypt ]; then
+		cs_open "$_flt" vmt "$4" || { echo "cryptsetup open failed" >"$SCRATCH/fault.why"; return 1; }
+		echo /dev/mapper/vmt
+		return
+	fi
+	luksd_open "$2" "$_flt" vol "$4" || { echo "luksd open failed: $(open_failure vol)" >"$SCRATCH/fault.why"; return 1; }
+}
+
 # flush_dev DEV sends DEV a cache flush (fdatasync on the device node: the
 # kernel passes it to the driver as a FLUSH request) and returns its result.
 flush_dev() { sync -d "$1" 2>/dev/null; }

@@ -44,14 +44,8 @@ faults() {
 	engine=$1 mode=$2
 	img=$SCRATCH/img
 	mkimage "$img" 48
-	cs_format "$img" "$key" "$(cipher_line aes-xts-plain64/4096)" || because "cryptsetup luksFormat failed"
-	flt=$(fault_stack "$img" flt) || because "cannot set up the dm device over the image"
-	if [ "$engine" = dm-crypt ]; then
-		cs_open "$flt" vmt "$key" || because "cryptsetup open failed"
-		dev=/dev/mapper/vmt
-	else
-		dev=$(luksd_open "$FRONTEND" "$flt" vol "$key") || because "luksd open failed: $(open_failure vol)"
-	fi
+	dev=$(fault_volume "$engine" "$FRONTEND" "$img" "$key") || because "$(cat "$SCRATCH/fault.why")"
+	flt=/dev/mapper/flt
 	write_at "$dev" "$SCRATCH/a" 8 || because "writing before the fault failed"
 	flush_dev "$dev" || because "a flush before the fault failed"
 	direct_write "$dev" "$SCRATCH/d" 20 || because "the write just before the fault failed"

@@ -31,14 +31,8 @@ ext4_faults() {
 	engine=$1 mode=$2
 	img=$SCRATCH/img
 	mkimage "$img" 64
-	cs_format "$img" "$key" "$(cipher_line aes-xts-plain64/4096)" || because "cryptsetup luksFormat failed"
-	flt=$(fault_stack "$img" flt) || because "cannot set up the dm device over the image"
-	if [ "$engine" = dm-crypt ]; then
-		cs_open "$flt" vmt "$key" || because "cryptsetup open failed"
-		dev=/dev/mapper/vmt
-	else
-		dev=$(luksd_open "$FRONTEND" "$flt" vol "$key") || because "luksd open failed: $(open_failure vol)"
-	fi
+	dev=$(fault_volume "$engine" "$FRONTEND" "$img" "$key") || because "$(cat "$SCRATCH/fault.why")"
+	flt=/dev/mapper/flt
 	mkfs.ext4 -q -F "$dev" || because "mkfs.ext4 failed"
 	mount -t ext4 "$dev" "$mnt" || because "mount failed"
 	mkdir "$mnt/before"
