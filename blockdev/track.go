@@ -190,6 +190,22 @@ func (t *Tracked) LostWrites(off, length int64) error {
 	return &LostWritesError{Bytes: t.failed.bytes(), Ranges: t.failed.len(), First: t.failed.s[0].start, Err: t.cause}
 }
 
+// TakeLostWrites returns what Flush would report as lost (nil when
+// nothing is) and forgets it, for a device being closed: its closer is
+// told instead, and the last flushes answer for the writes since.
+func (t *Tracked) TakeLostWrites() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.failed.len() == 0 {
+		return nil
+	}
+	err := &LostWritesError{Bytes: t.failed.bytes(), Ranges: t.failed.len(), First: t.failed.s[0].start, Err: t.cause}
+	t.failed.take()
+	t.cause = nil
+	t.failedN.Store(0)
+	return err
+}
+
 // write runs one write of [off, off+length) and, when it succeeded,
 // records it pending.
 func (t *Tracked) write(off, length int64, do func() error) error {

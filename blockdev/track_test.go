@@ -286,3 +286,24 @@ func TestTrackedConcurrent(t *testing.T) {
 		t.Fatal(fmt.Errorf("after rewriting: %w", err))
 	}
 }
+
+// TakeLostWrites reports the lost writes once and forgets them: the next
+// flush answers for what came since.
+func TestTrackedTakeLostWrites(t *testing.T) {
+	faulty := devtest.NewFaulty(devtest.NewMem(1 << 20))
+	d := blockdev.Track(faulty)
+	if d.TakeLostWrites() != nil {
+		t.Fatal("lost writes on a fresh device")
+	}
+	d.WriteAt(pattern(4096, 1), 4096)
+	faulty.Fail(devtest.FaultFlush, 0, 0)
+	d.Flush()
+	faulty.Heal()
+	var lw *blockdev.LostWritesError
+	if err := d.TakeLostWrites(); !errors.As(err, &lw) || lw.Bytes != 4096 || lw.First != 4096 {
+		t.Fatalf("TakeLostWrites = %v", err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatalf("flush after the loss was taken: %v", err)
+	}
+}

@@ -143,7 +143,7 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 	if cfg.Ready != nil {
 		cfg.Ready(st.Device)
 	}
-	return serveUntilStopped(name, ctl, att, sigs)
+	return serveUntilStopped(name, ctl, att, dev, sigs)
 }
 
 // stopSignals ask the daemon to close. SIGQUIT is one of them rather than
@@ -166,14 +166,14 @@ var stopPoll = time.Second
 //     unmounting what is on it, and SIGKILL after its timeout still ends
 //     the daemon;
 //   - SIGHUP reopens the log file (logrotate).
-func serveUntilStopped(name string, ctl net.Listener, att attachment, sigs <-chan os.Signal) (net.Conn, error) {
+func serveUntilStopped(name string, ctl net.Listener, att attachment, dev blockdev.Device, sigs <-chan os.Signal) (net.Conn, error) {
 	done := make(chan struct{})
 	defer close(done)
 	closes := make(chan net.Conn)
 	go acceptControl(ctl, closes, done)
 	gone := make(chan error, 1)
 	go func() { gone <- att.Wait() }()
-	dev := att.DevicePath()
+	kdev := att.DevicePath()
 	var poll <-chan time.Time // set once a stop signal waits for release
 	for {
 		select {
@@ -182,35 +182,60 @@ func serveUntilStopped(name string, ctl net.Listener, att attachment, sigs <-cha
 				daemonLog.Printf("%s: hangup: %s", name, reopenLog())
 				continue
 			}
-			if !deviceBusy(dev) {
+			if !deviceBusy(kdev) {
 				daemonLog.Printf("%s: %v, detaching", name, sig)
-				return nil, att.Detach()
+				return nil, detach(att, dev)
 			}
-			daemonLog.Printf("%s: %v while %s is in use: serving on, closing once it is released", name, sig, dev)
+			daemonLog.Printf("%s: %v while %s is in use: serving on, closing once it is released", name, sig, kdev)
 			if poll == nil {
 				t := time.NewTicker(stopPoll)
 				defer t.Stop()
 				poll = t.C
 			}
 		case <-poll:
-			if !deviceBusy(dev) {
-				daemonLog.Printf("%s: %s released, detaching", name, dev)
-				return nil, att.Detach()
+			if !deviceBusy(kdev) {
+				daemonLog.Printf("%s: %s released, detaching", name, kdev)
+				return nil, detach(att, dev)
 			}
 		case conn := <-closes:
-			if deviceBusy(dev) {
+			if deviceBusy(kdev) {
 				fmt.Fprintln(conn, ctlBusy)
 				conn.Close()
 				continue
 			}
-			return conn, att.Detach()
+			return conn, detach(att, dev)
 		case werr := <-gone:
 			// The kernel side went away by itself (nbd-client -d, ublk
 			// device deleted): nothing is left to detach.
-			daemonLog.Printf("%s: %s went away", name, dev)
+			daemonLog.Printf("%s: %s went away", name, kdev)
 			return nil, werr
 		}
 	}
+}
+
+// detach detaches the kernel device. Acknowledged writes lost earlier have
+// failed every flush since; they are taken out of the way first, so that
+// the kernel's last flush answers for what is still in flight, and are
+// returned (ErrLostWrites) for the closer's warning when nothing else
+// fails.
+func detach(att attachment, dev blockdev.Device) error {
+	lost := takeLostWrites(dev)
+	if err := att.Detach(); err != nil {
+		return err
+	}
+	return lost
+}
+
+// takeLostWrites returns the lost writes the crypt layer's backend (or dev
+// itself) reports, and forgets them: see blockdev.Tracked.TakeLostWrites.
+func takeLostWrites(dev blockdev.Device) error {
+	if b, ok := dev.(interface{ Backend() blockdev.Device }); ok {
+		dev = b.Backend()
+	}
+	if t, ok := dev.(interface{ TakeLostWrites() error }); ok {
+		return t.TakeLostWrites()
+	}
+	return nil
 }
 
 // lockedMemory makes sure that what holds secrets or data in flight is

@@ -10,11 +10,14 @@ import (
 
 // An acknowledged write lost by a failed flush, then the backend healed:
 // close works (exit 0) and warns, naming the loss; the log says so too.
+// The frontend's own flush on detach (the kernel's, for NBD) must not turn
+// the old loss into a failed close.
 func TestDaemonCloseAfterLostWriteWarns(t *testing.T) {
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	logged := captureLog(t)
 	faulty := devtest.NewFaulty(devtest.NewMem(1 << 20))
 	fe, done := startFakeDev(t, "lost", blockdev.Track(faulty))
+	fe.attachment().asKernel.Store(true)
 	dev := fe.attachment().dev
 	if _, err := dev.WriteAt(make([]byte, 4096), 8192); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -101,6 +102,9 @@ type fakeAttachment struct {
 	once     sync.Once
 	mu       sync.Mutex
 	detached int
+	// asKernel makes Detach's flush fail the way the kernel reports it:
+	// a bare EIO, whatever the device's error was (NBD's sync).
+	asKernel atomic.Bool
 }
 
 func (a *fakeAttachment) DevicePath() string { return "/nonexistent/fake-" + a.opts.Name }
@@ -115,7 +119,11 @@ func (a *fakeAttachment) Detach() error {
 	a.detached++
 	a.mu.Unlock()
 	a.vanish()
-	return a.dev.Flush()
+	err := a.dev.Flush()
+	if err != nil && a.asKernel.Load() {
+		return syscall.EIO
+	}
+	return err
 }
 
 func (a *fakeAttachment) detachCount() int {
