@@ -29,6 +29,14 @@ type ZeroWriter interface {
 	WriteZeroes(off, length int64) error
 }
 
+// FUAWriter is implemented by devices that can make one write durable by
+// itself (Forced Unit Access) without flushing everything else. A
+// frontend answers a write flagged FUA with WriteAtFUA where the device
+// has it, instead of WriteAt and Flush.
+type FUAWriter interface {
+	WriteAtFUA(p []byte, off int64) (int, error)
+}
+
 // BlockSizer is implemented by devices with a natural block size (the
 // crypt layer reports the volume's sector size). Frontends advertise it.
 type BlockSizer interface {

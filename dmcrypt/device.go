@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/luksd/luksd/blockdev"
@@ -44,10 +43,10 @@ type Device struct {
 	helpers    atomic.Int32 // goroutines started for stalled requests (parallel.go)
 }
 
-// chunkSize is the unit of work one goroutine encrypts or decrypts at a time.
+// chunkSize is the unit of work one goroutine encrypts or decrypts at a
+// time. Its buffers come from blockdev.GetBuffer: locked in memory (they
+// hold plaintext for a moment) and aligned for the backend's direct I/O.
 const chunkSize = 64 << 10
-
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
 // NewDevice returns the crypt layer over backend, encrypting with c. The
 // Device owns backend and c: Close closes the one and wipes the other.
@@ -147,9 +146,8 @@ func (d *Device) readChunk(dst []byte, off int64) error {
 	}
 	start := off - off%ss
 	end := roundUp(off+int64(len(dst)), ss)
-	bp := chunkPool.Get().(*[]byte)
-	defer chunkPool.Put(bp)
-	buf := (*bp)[:end-start]
+	buf := blockdev.GetBuffer(int(end - start))
+	defer blockdev.PutBuffer(buf)
 	if err := d.readFull(buf, start); err != nil {
 		return err
 	}
@@ -168,7 +166,31 @@ func (d *Device) WriteAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	err := d.write(off, int64(len(p)), func(dst []byte, at int64) { copy(dst, p[at-off:]) })
+	err := d.write(off, int64(len(p)), false, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// WriteAtFUA is WriteAt that returns once the write is durable: each piece
+// goes to the backend as a FUA write where it takes them
+// (blockdev.FUAWriter), else the backend is flushed after the write.
+func (d *Device) WriteAtFUA(p []byte, off int64) (int, error) {
+	if _, ok := d.backend.(blockdev.FUAWriter); !ok {
+		n, err := d.WriteAt(p, off)
+		if err == nil {
+			err = d.backend.Flush()
+		}
+		return n, err
+	}
+	if err := d.checkWrite("write", off, int64(len(p))); err != nil {
+		return 0, err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	err := d.write(off, int64(len(p)), true, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
 	if err != nil {
 		return 0, err
 	}
@@ -184,7 +206,7 @@ func (d *Device) WriteZeroes(off, length int64) error {
 	if length == 0 {
 		return nil
 	}
-	return d.write(off, length, func(dst []byte, _ int64) { clear(dst) })
+	return d.write(off, length, false, func(dst []byte, _ int64) { clear(dst) })
 }
 
 // Trim discards the whole sectors inside the range on the backend when
@@ -236,45 +258,59 @@ func (d *Device) checkWrite(op string, off, length int64) error {
 }
 
 // write writes length bytes at off whose plaintext fill produces: fill(dst,
-// at) fills dst with the plaintext that belongs at offset at.
-func (d *Device) write(off, length int64, fill func(dst []byte, at int64)) error {
+// at) fills dst with the plaintext that belongs at offset at. With fua,
+// each piece is a FUA write (the backend is a blockdev.FUAWriter).
+func (d *Device) write(off, length int64, fua bool, fill func(dst []byte, at int64)) error {
 	ss := d.sectorSize
 	partial := off%ss != 0 || (off+length)%ss != 0
 	first, last := off/ss, (off+length-1)/ss
 	unlock := d.locks.lock(first, last, partial)
 	defer unlock()
 	return d.parallel(off, length, func(cOff, cLen int64) error {
-		return d.writeChunk(cOff, cLen, fill)
+		return d.writeChunk(cOff, cLen, fua, fill)
 	})
 }
 
 // writeChunk encrypts and writes one chunk's span. Sectors it covers only
 // in part are read and decrypted first (the caller holds them exclusively).
-func (d *Device) writeChunk(off, length int64, fill func(dst []byte, at int64)) error {
+func (d *Device) writeChunk(off, length int64, fua bool, fill func(dst []byte, at int64)) error {
 	ss := d.sectorSize
 	start := off - off%ss
 	end := roundUp(off+length, ss)
-	bp := chunkPool.Get().(*[]byte)
-	defer chunkPool.Put(bp)
-	buf := (*bp)[:end-start]
+	buf := blockdev.GetBuffer(int(end - start))
+	defer blockdev.PutBuffer(buf)
 	if off != start {
-		if err := d.readSector(buf[:ss], start); err != nil {
+		if err := d.readPartialSector(buf[:ss], start); err != nil {
 			return err
 		}
 	}
 	if off+length != end && (end-ss != start || off == start) {
-		if err := d.readSector(buf[len(buf)-int(ss):], end-ss); err != nil {
+		if err := d.readPartialSector(buf[len(buf)-int(ss):], end-ss); err != nil {
 			return err
 		}
 	}
 	fill(buf[off-start:off-start+length], off)
 	d.cipher.Encrypt(buf, d.ivSector(start), int(ss))
+	if fua {
+		_, err := d.backend.(blockdev.FUAWriter).WriteAtFUA(buf, d.offset+start)
+		return err
+	}
 	_, err := d.backend.WriteAt(buf, d.offset+start)
 	return err
 }
 
-// readSector reads and decrypts the one sector at off into dst.
-func (d *Device) readSector(dst []byte, off int64) error {
+// readPartialSector reads and decrypts the one sector at off into dst, for
+// a write that covers it only in part. A sector whose acknowledged write
+// the backend may have lost (a flush failed after it) holds unknown bytes:
+// patching part of it and writing it back whole would pass them off as
+// written (and clear the backend's record of the loss), so such a write
+// fails until the whole sector is written again.
+func (d *Device) readPartialSector(dst []byte, off int64) error {
+	if lw, ok := d.backend.(lostWrites); ok {
+		if err := lw.LostWrites(d.offset+off, d.sectorSize); err != nil {
+			return err
+		}
+	}
 	if err := d.readFull(dst, off); err != nil {
 		return err
 	}
@@ -292,6 +328,12 @@ func (d *Device) readFull(dst []byte, off int64) error {
 		err = io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// lostWrites is implemented by backends that remember acknowledged writes
+// that may have been lost (blockdev.Tracked, blockdev.File).
+type lostWrites interface {
+	LostWrites(off, length int64) error
 }
 
 func roundUp(x, to int64) int64 { return (x + to - 1) / to * to }

@@ -6,6 +6,8 @@ package keyring
 import (
 	"fmt"
 	"os"
+	"reflect"
+	"runtime"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -129,4 +131,79 @@ func (s *Secret) grow(n int) (*Secret, error) {
 func (s *Secret) truncate(n int) {
 	clear(s.mem[n:])
 	s.n = n
+}
+
+// LockReachable locks in memory the pages of every object reachable from v
+// through pointers, interfaces and slices: for a cipher, its expanded key
+// schedule, wherever its packages keep it (crypto/aes's round keys sit
+// behind an interface). Go's collector does not move heap objects, so the
+// pages stay those objects' for as long as they live. mlock is not counted:
+// the pages stay locked until the process exits. It returns how many bytes
+// of objects it found; it fails when the memory-lock limit is too low.
+func LockReachable(v any) (int, error) {
+	w := reachWalker{seen: map[uintptr]bool{}}
+	w.walk(reflect.ValueOf(v))
+	page := uintptr(os.Getpagesize())
+	total := 0
+	for _, r := range w.spans {
+		total += int(r[1] - r[0])
+		start := r[0] &^ (page - 1)
+		end := (r[1] + page - 1) &^ (page - 1)
+		// By address: the page around an object is no Go object itself.
+		if _, _, e := unix.Syscall(unix.SYS_MLOCK, start, end-start, 0); e != 0 {
+			return total, fmt.Errorf("keyring: cannot lock the key schedule in memory: %w", e)
+		}
+	}
+	runtime.KeepAlive(v) // the walk keeps bare addresses
+	return total, nil
+}
+
+// maxReachable bounds the walk: a cipher holds a few KiB.
+const maxReachable = 1 << 20
+
+type reachWalker struct {
+	seen  map[uintptr]bool
+	spans [][2]uintptr
+	bytes uintptr
+}
+
+// walk records the memory behind v's pointers and slices and follows them.
+func (w *reachWalker) walk(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Interface:
+		if !v.IsNil() {
+			w.walk(v.Elem())
+		}
+	case reflect.Pointer:
+		if !v.IsNil() && w.record(v.Pointer(), v.Type().Elem().Size()) {
+			w.walk(v.Elem())
+		}
+	case reflect.Slice:
+		if !v.IsNil() && w.record(v.Pointer(), uintptr(v.Cap())*v.Type().Elem().Size()) {
+			for i := range v.Len() {
+				w.walk(v.Index(i))
+			}
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			w.walk(v.Field(i))
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			w.walk(v.Index(i))
+		}
+	}
+}
+
+// record notes [p, p+size) and reports whether it is new.
+func (w *reachWalker) record(p, size uintptr) bool {
+	if p == 0 || w.seen[p] || w.bytes+size > maxReachable {
+		return false
+	}
+	w.seen[p] = true
+	w.bytes += size
+	if size > 0 {
+		w.spans = append(w.spans, [2]uintptr{p, p + size})
+	}
+	return true
 }

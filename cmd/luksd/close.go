@@ -66,6 +66,9 @@ func closeVolume(name string) error {
 	switch {
 	case reply == ctlBusy:
 		return exitf(exitBusy, "Device %s is still in use.", name)
+	case strings.HasPrefix(reply, ctlWarning):
+		// Closed; writes that failed earlier were never written again.
+		fmt.Fprintf(os.Stderr, "WARNING: %s: %s\n", name, strings.TrimPrefix(reply, ctlWarning))
 	case reply == ctlOK, reply == "error: the daemon is stopping":
 	case strings.HasPrefix(reply, "error: "):
 		return fmt.Errorf("closing %s: %s", name, strings.TrimPrefix(reply, "error: "))

@@ -21,6 +21,13 @@ var daemonLog = log.New(os.Stderr, "", log.LstdFlags)
 // logPath is the detached daemon's log file for volume name.
 func logPath(name string) string { return filepath.Join(runDir(), name+".log") }
 
+// logFileOf is the volume whose log file standard error points at, once
+// logToFile did it.
+var logFileOf string
+
+// logFD is standard error; tests point logToFile elsewhere.
+var logFD = 2
+
 // logToFile points standard error (file descriptor 2) at the volume's log
 // file, appending.
 func logToFile(name string) error {
@@ -35,8 +42,21 @@ func logToFile(name string) error {
 		return err
 	}
 	defer f.Close()
-	if err := unix.Dup3(int(f.Fd()), 2, 0); err != nil {
+	if err := unix.Dup3(int(f.Fd()), logFD, 0); err != nil {
 		return fmt.Errorf("cannot log to %s: %v", logPath(name), err)
 	}
+	logFileOf = name
 	return nil
+}
+
+// reopenLog opens the log file again (after logrotate moved it) and says
+// what it did.
+func reopenLog() string {
+	if logFileOf == "" {
+		return "logging to standard error, nothing to reopen"
+	}
+	if err := logToFile(logFileOf); err != nil {
+		return err.Error()
+	}
+	return "reopened " + logPath(logFileOf)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -101,6 +102,9 @@ type fakeAttachment struct {
 	once     sync.Once
 	mu       sync.Mutex
 	detached int
+	// asKernel makes Detach's flush fail the way the kernel reports it:
+	// a bare EIO, whatever the device's error was (NBD's sync).
+	asKernel atomic.Bool
 }
 
 func (a *fakeAttachment) DevicePath() string { return "/nonexistent/fake-" + a.opts.Name }
@@ -115,7 +119,11 @@ func (a *fakeAttachment) Detach() error {
 	a.detached++
 	a.mu.Unlock()
 	a.vanish()
-	return a.dev.Flush()
+	err := a.dev.Flush()
+	if err != nil && a.asKernel.Load() {
+		return syscall.EIO
+	}
+	return err
 }
 
 func (a *fakeAttachment) detachCount() int {
@@ -128,8 +136,15 @@ func (a *fakeAttachment) detachCount() int {
 // frontend and waits until it is ready.
 func startFake(t *testing.T, name string) (*fakeFrontend, *memDevice, chan error) {
 	t.Helper()
-	fe := &fakeFrontend{}
 	dev := newMemDevice(1 << 20)
+	fe, done := startFakeDev(t, name, dev)
+	return fe, dev, done
+}
+
+// startFakeDev is startFake over dev.
+func startFakeDev(t *testing.T, name string, dev blockdev.Device) (*fakeFrontend, chan error) {
+	t.Helper()
+	fe := &fakeFrontend{}
 	img := zeroFile(t, t.TempDir(), name+".img", 4096)
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -152,7 +167,7 @@ func startFake(t *testing.T, name string) (*fakeFrontend, *memDevice, chan error
 	case <-time.After(20 * time.Second):
 		t.Fatal("daemon not ready")
 	}
-	return fe, dev, done
+	return fe, done
 }
 
 func waitDaemon(t *testing.T, done chan error) error {

@@ -114,8 +114,13 @@ func openAction(c *cli.Context) error {
 	if daemonAlive(name) && !lockReleasedByDyingDaemon(name) {
 		return exitf(exitBusy, "Device %s already exists.", name)
 	}
-	if other := activeUserOf(image); other != "" {
-		return exitf(exitBusy, "Cannot use device %s which is in use (already mapped as %s).", image, other)
+	// A device in use is refused before the passphrase is asked; the
+	// daemon's claim is what keeps it so.
+	if activeUserOf(image) != "" {
+		return inUse(image, nil)
+	}
+	if err := checkNotInUse(image, spec.ReadOnly); err != nil {
+		return err
 	}
 	// Check the header and its --type before asking for a passphrase.
 	_, f, err := readHeaderOfType(c, image, false)
@@ -489,8 +494,12 @@ func runVolume(spec daemonSpec, key *keyring.Secret, kernelIO bool, ready func(s
 			AllowDiscards: discards,
 		},
 		Open: func() (blockdev.Device, error) {
-			d, err := openCryptDevice(v, spec.ReadOnly, discards)
+			d, keysLocked, err := openCryptDevice(v, spec.ReadOnly, discards)
 			v.Close() // the crypt layer keeps its own expanded keys
+			if err == nil && kernelIO && !keysLocked {
+				d.Close()
+				return nil, errors.New("cannot lock the volume's key schedule in memory (mlock; RLIMIT_MEMLOCK too low?)")
+			}
 			return d, err
 		},
 		KernelIO: kernelIO,

@@ -43,7 +43,7 @@ func TestOpenRefusesActiveName(t *testing.T) {
 	}
 	img := zeroFile(t, t.TempDir(), "img", 1<<20)
 	luksd(t, nil, "open", img, "busy").expect(t, exitBusy, "Device busy already exists.")
-	luksd(t, nil, "open", st.Image, "other").expect(t, exitBusy, "which is in use (already mapped as busy)")
+	luksd(t, nil, "open", st.Image, "other").expect(t, exitBusy, "Cannot use device "+st.Image+" which is in use (already mapped or mounted).")
 	if err := closeVolume("busy"); err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	dev, err := openCryptDevice(v, readOnly, c.Bool("allow-discards"))
+	dev, _, err := openCryptDevice(v, readOnly, c.Bool("allow-discards"))
 	v.Close()
 	if err != nil {
 		return err

@@ -63,8 +63,9 @@ type volumeState struct {
 	Size          int64 // bytes of plaintext
 	ReadOnly      bool
 	AllowDiscards bool
-	IOFlusher     bool // PR_GET_IO_FLUSHER read 1
-	MemoryLocked  bool // mlockall succeeded
+	IOFlusher     bool   // PR_GET_IO_FLUSHER read 1
+	MemoryLocked  bool   // the key schedule and I/O buffers are locked (see lockedMemory)
+	Claim         string // how Image is held: "O_EXCL" or "OFD lock" (blockdev.File.Claim)
 	Started       time.Time
 	Extra         map[string]string // the frontend's own lines (attachment.State)
 }
@@ -72,7 +73,7 @@ type volumeState struct {
 // stateKeys are the fixed keys, in file order.
 var stateKeys = []string{"name", "device", "frontend", "pid", "image", "header", "type", "uuid",
 	"cipher", "key-size", "key-slot", "sector-size", "offset", "size", "mode", "discards",
-	"io-flusher", "memory-locked", "started"}
+	"io-flusher", "memory-locked", "claim", "started"}
 
 func (s *volumeState) fields() map[string]string {
 	mode := "read/write"
@@ -86,6 +87,7 @@ func (s *volumeState) fields() map[string]string {
 		"sector-size": strconv.Itoa(s.SectorSize), "offset": strconv.FormatInt(s.Offset, 10),
 		"size": strconv.FormatInt(s.Size, 10), "mode": mode, "discards": strconv.FormatBool(s.AllowDiscards),
 		"io-flusher": strconv.FormatBool(s.IOFlusher), "memory-locked": strconv.FormatBool(s.MemoryLocked),
+		"claim":   s.Claim,
 		"started": s.Started.UTC().Format(time.RFC3339),
 	}
 }
@@ -185,6 +187,8 @@ func parseState(data []byte) (*volumeState, error) {
 			s.IOFlusher = v == "true"
 		case "memory-locked":
 			s.MemoryLocked = v == "true"
+		case "claim":
+			s.Claim = v
 		case "started":
 			s.Started, _ = time.Parse(time.RFC3339, v)
 		default:

@@ -14,7 +14,7 @@ func sampleState() *volumeState {
 		Image: "/srv/data.img", Header: "/srv/data.hdr", Type: "LUKS2",
 		UUID: "0f6a0d6e-7b43-4c8e-9e44-4b0c1f7f2b11", Cipher: "xchacha12,aes-adiantum-plain64",
 		KeySize: 32, KeySlot: 1, SectorSize: 4096, Offset: 16 << 20, Size: 1 << 30,
-		ReadOnly: true, AllowDiscards: true, IOFlusher: true, MemoryLocked: true,
+		ReadOnly: true, AllowDiscards: true, IOFlusher: true, MemoryLocked: true, Claim: "O_EXCL",
 		Started: time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC),
 		Extra:   map[string]string{"nbd-index": "3", "nbd-connections": "2"},
 	}

@@ -58,6 +58,11 @@ func writeStatus(w io.Writer, s *volumeState, inUse bool) error {
 	if s.Header != "" && s.Header != s.Image {
 		fmt.Fprintf(bw, "  header:  %s\n", s.Header)
 	}
+	if s.Claim != "" {
+		// The kernel shows dm-crypt's claim under /sys/block/*/holders;
+		// luksd's is a process's, so status names it.
+		fmt.Fprintf(bw, "  holder:  luksd pid %d, exclusive (%s)\n", s.PID, s.Claim)
+	}
 	fmt.Fprintf(bw, "  sector size:  %d\n", s.SectorSize)
 	fmt.Fprintf(bw, "  offset:  %d sectors\n", s.Offset/512)
 	fmt.Fprintf(bw, "  size:    %d sectors\n", s.Size/512)

@@ -19,6 +19,7 @@ func TestStatusText(t *testing.T) {
   key location: luksd daemon (pid 4242)
   device:  /srv/data.img
   header:  /srv/data.hdr
+  holder:  luksd pid 4242, exclusive (O_EXCL)
   sector size:  4096
   offset:  32768 sectors
   size:    2097152 sectors
@@ -32,10 +33,11 @@ func TestStatusText(t *testing.T) {
 	}
 
 	s.Header, s.ReadOnly, s.AllowDiscards = s.Image, false, false
+	s.Claim = ""
 	b.Reset()
 	writeStatus(&b, s, false)
 	got := b.String()
-	for _, absent := range []string{"header:", "flags:", "in use"} {
+	for _, absent := range []string{"header:", "flags:", "in use", "holder:"} {
 		if bytes.Contains([]byte(got), []byte(absent)) {
 			t.Errorf("status shows %q:\n%s", absent, got)
 		}

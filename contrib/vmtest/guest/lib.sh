@@ -217,8 +217,59 @@ wait_gone() {
 # luksd_pids prints the pids of all running luksd processes.
 luksd_pids() { pidof luksd || true; }
 
+# fault_stack IMAGE NAME makes /dev/mapper/NAME, a device-mapper device
+# over a loop device over IMAGE, whose table fault_set switches between a
+# working and a failing target; prints /dev/mapper/NAME.
+fault_stack() {
+	_loop=$(mkloop "$1") || return 1
+	echo "$_loop" >"$SCRATCH/fault.$2"
+	echo "0 $(blockdev --getsz "$_loop") linear $_loop 0" | dmsetup create "$2" || return 1
+	# No udev in the VM: the node is made here.
+	[ -b "/dev/mapper/$2" ] || dmsetup mknodes "$2" || return 1
+	echo "/dev/mapper/$2"
+}
+
+# fault_set NAME MODE switches fault_stack's NAME to MODE: linear (works),
+# error (dm's error target: every read, write and flush fails with EIO) or
+# error-writes (dm-flakey with error_writes: writes fail, reads work).
+fault_set() {
+	_loop=$(cat "$SCRATCH/fault.$1")
+	_sz=$(blockdev --getsz "$_loop")
+	case $2 in
+	linear) _t="0 $_sz linear $_loop 0" ;;
+	error) _t="0 $_sz error" ;;
+	error-writes) _t="0 $_sz flakey $_loop 0 0 3600 1 error_writes" ;;
+	*) echo "fault_set: no mode $2" >&2; return 1 ;;
+	esac
+	echo "$_t" | dmsetup load "$1" && dmsetup resume "$1"
+}
+
+# fault_volume ENGINE FRONTEND IMAGE KEY formats IMAGE with cryptsetup
+# (aes-xts-plain64, 4096-byte sectors), puts it under fault_stack's flt and
+# opens it with ENGINE: dm-crypt (/dev/mapper/vmt) or luksd (FRONTEND, name
+# vol); prints the device. On failure, why is in $SCRATCH/fault.why.
+fault_volume() {
+	cs_format "$3" "$4" "$(cipher_line aes-xts-plain64/4096)" || { echo "cryptsetup luksFormat failed" >"$SCRATCH/fault.why"; return 1; }
+	_flt=$(fault_stack "$3" flt) || { echo "cannot set up the dm device over the image" >"$SCRATCH/fault.why"; return 1; }
+	if [ "$1" = dm-crypt ]; then
+		cs_open "$_flt" vmt "$4" || { echo "cryptsetup open failed" >"$SCRATCH/fault.why"; return 1; }
+		echo /dev/mapper/vmt
+		return
+	fi
+	luksd_open "$2" "$_flt" vol "$4" || { echo "luksd open failed: $(open_failure vol)" >"$SCRATCH/fault.why"; return 1; }
+}
+
+# flush_dev DEV sends DEV a cache flush (fdatasync on the device node: the
+# kernel passes it to the driver as a FLUSH request) and returns its result.
+flush_dev() { sync -d "$1" 2>/dev/null; }
+
+# mem_kib PID prints VmRSS and VmLck of a process, in KiB: "RSS LCK".
+mem_kib() {
+	awk '/^VmRSS:/ { r = $2 } /^VmLck:/ { l = $2 } END { print r, l }' "/proc/$1/status"
+}
+
 # cleanup_all releases whatever a scenario left behind: mounts under /mnt,
-# luksd daemons, dm-crypt mappings, loop devices.
+# luksd daemons, dm-crypt mappings, fault_stack devices, loop devices.
 cleanup_all() {
 	for m in $(awk '$2 ~ /^\/mnt/ { print $2 }' /proc/mounts | sort -r); do
 		umount "$m" 2>/dev/null || umount -l "$m" || true
@@ -231,13 +282,14 @@ cleanup_all() {
 	done
 	rm -rf /run/luksd/* 2>/dev/null || true
 	for m in /dev/mapper/*; do
-		[ "$m" = /dev/mapper/control ] || [ ! -e "$m" ] || cryptsetup close "${m##*/}" || true
+		[ "$m" = /dev/mapper/control ] || [ ! -e "$m" ] || cryptsetup close "${m##*/}" 2>/dev/null || true
 	done
-	# what is left is not dm-crypt (dm_delay's targets)
+	# what is left is not dm-crypt (dm_delay's, fault_volume's targets)
 	for m in /dev/mapper/*; do
-		[ "$m" = /dev/mapper/control ] || [ ! -e "$m" ] || DM_DISABLE_UDEV=1 dmsetup remove --noudevsync "${m##*/}" || true
+		[ "$m" = /dev/mapper/control ] || [ ! -e "$m" ] || DM_DISABLE_UDEV=1 dmsetup remove --noudevsync "${m##*/}" 2>/dev/null || true
 	done
-	losetup -D 2>/dev/null || true
+	DM_DISABLE_UDEV=1 dmsetup remove_all --noudevsync 2>/dev/null || true
+	losetup -D 2>/dev/null || for l in /dev/loop[0-9]*; do losetup -d "$l" 2>/dev/null; done || true
 }
 
 # mkloop FILE attaches FILE to a free loop device and prints the device

@@ -1,0 +1,79 @@
+package blockdev
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// vmLocked returns this process's VmLck in bytes.
+func vmLocked(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmLck:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmLck in /proc/self/status")
+	return 0
+}
+
+func TestBuffersAlignedLockedAndReturned(t *testing.T) {
+	before, lockedBefore := BufferBytesMapped(), vmLocked(t)
+	var bufs [][]byte
+	for _, n := range []int{1, 4096, 5000, 64 << 10, 1 << 20, 3 << 20} {
+		b := GetBuffer(n)
+		if len(b) != n || cap(b) < n || cap(b)&(cap(b)-1) != 0 || cap(b) < 4096 {
+			t.Fatalf("GetBuffer(%d): len %d cap %d", n, len(b), cap(b))
+		}
+		if uintptr(unsafe.Pointer(&b[0]))%4096 != 0 {
+			t.Fatalf("GetBuffer(%d) is not page-aligned", n)
+		}
+		b[0], b[n-1] = 1, 2
+		bufs = append(bufs, b)
+	}
+	mapped := BufferBytesMapped() - before
+	if mapped < 4<<20 {
+		t.Fatalf("%d bytes mapped for the buffers", mapped)
+	}
+	if BuffersLocked() {
+		if got := vmLocked(t) - lockedBefore; got < mapped {
+			t.Fatalf("VmLck grew by %d bytes for %d bytes of buffers", got, mapped)
+		}
+	} else {
+		t.Logf("mlock is not allowed here: the buffers are not locked")
+	}
+	// Something else handed back is ignored, not unmapped.
+	PutBuffer(make([]byte, 4096))
+	for _, b := range bufs {
+		PutBuffer(b)
+	}
+	// What exceeds the free lists' budget is unmapped.
+	if after := BufferBytesMapped() - before; after > maxFreeBufferBytes {
+		t.Fatalf("%d bytes still mapped after all buffers came back", after)
+	}
+	// A buffer that came back is handed out again.
+	b := GetBuffer(64 << 10)
+	if BufferBytesMapped() > before+maxFreeBufferBytes {
+		t.Fatal("a kept buffer was not reused")
+	}
+	PutBuffer(b)
+}
+
+func BenchmarkBuffers64K(b *testing.B) {
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			PutBuffer(GetBuffer(64 << 10))
+		}
+	})
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
+	"github.com/luksd/luksd/keyring"
+)
+
+// claimFixture is a cryptsetup-made image and its passphrase file.
+func claimFixture(t *testing.T) (cs, img, pass string) {
+	t.Helper()
+	cs = testtool.Need(t, "cryptsetup")
+	dir := t.TempDir()
+	img = zeroFile(t, dir, "img", 20<<20)
+	pass = filepath.Join(dir, "pass")
+	os.WriteFile(pass, []byte("passphrase"), 0o600)
+	runTool(t, nil, cs, "luksFormat", "-q", "--type", "luks2", "--pbkdf", "pbkdf2",
+		"--pbkdf-force-iterations", "1000", "--key-file", pass, img).expect(t, 0, "")
+	return cs, img, pass
+}
+
+// runFakeVolume runs the daemon's open path on image with the fake
+// frontend, the volume key taken from the image with cryptsetup.
+func runFakeVolume(t *testing.T, cs, image, header, pass, name string) chan error {
+	t.Helper()
+	dump := runTool(t, nil, cs, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, header)
+	vk := volumeKeyOf(t, dump.stdout)
+	fe := &fakeFrontend{}
+	frontends["fake"] = fe
+	t.Cleanup(func() { delete(frontends, "fake") })
+	key, err := keyring.FromBytes(vk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := daemonSpec{Name: name, Image: image, Header: header, Frontend: "fake", KeyLen: key.Len()}
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- runVolume(spec, key, false, func(d string) { ready <- d }) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("runVolume: %v", err)
+	}
+	return done
+}
+
+// volumeKeyOf reads the hex key out of luksDump --dump-volume-key.
+func volumeKeyOf(t *testing.T, dump string) []byte {
+	t.Helper()
+	i := strings.Index(dump, "MK dump:")
+	if i < 0 {
+		t.Fatalf("no key in %q", dump)
+	}
+	var hex strings.Builder
+	for _, f := range strings.Fields(dump[i+len("MK dump:"):]) {
+		if len(f) != 2 {
+			break
+		}
+		hex.WriteString(f)
+	}
+	var key []byte
+	for i := 0; i+1 < hex.Len(); i += 2 {
+		var b byte
+		for _, c := range hex.String()[i : i+2] {
+			b = b<<4 | byte(strings.IndexRune("0123456789abcdef", c))
+		}
+		key = append(key, b)
+	}
+	return key
+}
+
+// An open volume holds its image: another luksd cannot open or format it
+// through another name or a loop device over it, while cryptsetup's
+// header edits (a flock on the header) still work. status names the holder.
+func TestOpenImageIsClaimed(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	cs, img, pass := claimFixture(t)
+	captureLog(t)
+	done := runFakeVolume(t, cs, img, img, pass, "held")
+
+	st, err := activeState("held")
+	if err != nil || st == nil || st.Claim != "OFD lock" {
+		t.Fatalf("state %+v, %v: want claim \"OFD lock\"", st, err)
+	}
+	r := luksd(t, nil, "status", "held")
+	if !strings.Contains(r.stdout, "  holder:  luksd pid ") || !strings.Contains(r.stdout, "exclusive (OFD lock)") {
+		t.Fatalf("status does not name the holder:\n%s", r.stdout)
+	}
+	link := img + ".link"
+	if err := os.Link(img, link); err != nil {
+		t.Fatal(err)
+	}
+	inUse := func(p string) string {
+		return "Cannot use device " + p + " which is in use (already mapped or mounted)."
+	}
+	luksd(t, nil, "open", "--key-file", pass, link, "other").expect(t, exitBusy, inUse(link))
+	luksd(t, nil, "luksFormat", "-q", "--key-file", pass, link).expect(t, exitBusy, inUse(link))
+	if os.Geteuid() == 0 {
+		if lo, err := exec.LookPath("losetup"); err == nil {
+			out, err := exec.Command(lo, "-f", "--show", img).CombinedOutput()
+			if err == nil {
+				loop := strings.TrimSpace(string(out))
+				r := luksd(t, nil, "open", "--key-file", pass, loop, "other")
+				exec.Command(lo, "-d", loop).Run()
+				r.expect(t, exitBusy, inUse(loop))
+			} else {
+				t.Logf("no loop device, that case is not tested: %s", out)
+			}
+		}
+	}
+	// cryptsetup's metadata lock is a flock: a key can still be added.
+	newPass := filepath.Join(t.TempDir(), "new")
+	os.WriteFile(newPass, []byte("second passphrase"), 0o600)
+	runTool(t, nil, cs, "luksAddKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
+		"--key-file", pass, img, newPass).expect(t, 0, "")
+
+	if err := closeVolume("held"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDaemon(t, done); err != nil {
+		t.Fatal(err)
+	}
+	// Released with the daemon.
+	done = runFakeVolume(t, cs, link, link, newPass, "again")
+	closeVolume("again")
+	waitDaemon(t, done)
+}
+
+// A data device held by someone else is refused by the daemon with
+// cryptsetup's message, and what holds it goes to the log.
+func TestDaemonRefusesClaimedImage(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	cs, img, pass := claimFixture(t)
+	logged := captureLog(t)
+	done := runFakeVolume(t, cs, img, img, pass, "first")
+	defer func() { closeVolume("first"); waitDaemon(t, done) }()
+
+	dump := runTool(t, nil, cs, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, img)
+	key, _ := keyring.FromBytes(volumeKeyOf(t, dump.stdout))
+	err := runVolume(daemonSpec{Name: "second", Image: img, Header: img, Frontend: "fake", KeyLen: key.Len()}, key, false, nil)
+	if exitCode(err) != exitBusy || err.Error() != "Cannot use device "+img+" which is in use (already mapped or mounted)." {
+		t.Fatalf("second daemon on the image: %v (exit %d)", err, exitCode(err))
+	}
+	if !bytes.Contains([]byte(logged.String()), []byte("second: stopped: Cannot use device")) {
+		t.Fatalf("log: %s", logged)
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// syncBuffer is a log sink the daemon's goroutines and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// captureLog sends the daemon's log to a buffer for the test.
+func captureLog(t *testing.T) *syncBuffer {
+	var b syncBuffer
+	daemonLog.SetOutput(&b)
+	t.Cleanup(func() { daemonLog.SetOutput(os.Stderr) })
+	return &b
+}
+
+// fakeBusy makes deviceBusy report busy until the returned flag is
+// cleared, and polls fast.
+func fakeBusy(t *testing.T) *atomic.Bool {
+	var busy atomic.Bool
+	busy.Store(true)
+	oldBusy, oldPoll := deviceBusy, stopPoll
+	deviceBusy = func(string) bool { return busy.Load() }
+	stopPoll = 10 * time.Millisecond
+	t.Cleanup(func() { deviceBusy, stopPoll = oldBusy, oldPoll })
+	return &busy
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// SIGTERM, SIGINT and SIGQUIT while the device is in use (mounted) leave
+// it serving; the daemon closes once it is released.
+func TestDaemonStopSignalWaitsWhileInUse(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+			logged := captureLog(t)
+			busy := fakeBusy(t)
+			fe, dev, done := startFake(t, "held")
+			if err := syscall.Kill(os.Getpid(), sig); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the daemon to log that it waits", func() bool {
+				return strings.Contains(logged.String(), "is in use: serving on, closing once it is released")
+			})
+			time.Sleep(100 * time.Millisecond) // ten polls
+			if fe.attachment().detachCount() != 0 || !daemonAlive("held") {
+				t.Fatalf("%v took the device away while it was in use", sig)
+			}
+			// Still serving: a write goes through.
+			if _, err := fe.attachment().dev.WriteAt([]byte("after the signal"), 4096); err != nil {
+				t.Fatal(err)
+			}
+			busy.Store(false)
+			if err := waitDaemon(t, done); err != nil {
+				t.Fatalf("daemon: %v", err)
+			}
+			if fe.attachment().detachCount() != 1 || daemonAlive("held") {
+				t.Fatal("the daemon did not detach once the device was released")
+			}
+			if flushes, closed := dev.state(); flushes == 0 || !closed {
+				t.Fatalf("device flushed %d times, closed %v", flushes, closed)
+			}
+			if !bytes.Contains(dev.data, []byte("after the signal")) {
+				t.Fatal("the write made after the signal is not on the device")
+			}
+			if !strings.Contains(logged.String(), "released, detaching") {
+				t.Fatalf("log: %s", logged)
+			}
+		})
+	}
+}
+
+// SIGHUP reopens the log file (logrotate moved it) and changes nothing
+// else.
+func TestDaemonSIGHUPReopensLog(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	logged := captureLog(t)
+	spare, err := unix.Dup(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldFD := logFD
+	logFD = spare
+	t.Cleanup(func() { logFD, logFileOf = oldFD, ""; unix.Close(spare) })
+	if err := logToFile("hup"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, done := startFake(t, "hup")
+	if err := os.Rename(logPath("hup"), logPath("hup")+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the log to be reopened", func() bool {
+		_, err := os.Stat(logPath("hup"))
+		return err == nil && strings.Contains(logged.String(), "hangup: reopened "+logPath("hup"))
+	})
+	if !daemonAlive("hup") {
+		t.Fatal("SIGHUP stopped the daemon")
+	}
+	if err := closeVolume("hup"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDaemon(t, done); err != nil {
+		t.Fatal(err)
+	}
+}
