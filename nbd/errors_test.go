@@ -106,3 +106,22 @@ func TestFlushFailsEveryTime(t *testing.T) {
 		t.Fatalf("flush after healing: error %d", got)
 	}
 }
+
+// TestFUAWrite: a write flagged FUA goes to the device's own durable write,
+// not to a whole-device flush (which would also fail for writes to other
+// ranges that a failed flush lost).
+func TestFUAWrite(t *testing.T) {
+	mem := devtest.NewMem(1 << 20)
+	dev := devtest.NewFUA(mem)
+	sock, _ := serveMem(t, dev, Config{})
+	c := dialGo(t, sock, "")
+	if got := c.write(t, 0, make([]byte, 512), cmdFlagFUA); got != 0 {
+		t.Fatalf("FUA write: error %d", got)
+	}
+	if dev.FUAWrites() != 1 || mem.Flushes() != 1 {
+		t.Fatalf("FUA write: %d durable writes, %d flushes below; want 1 and 1", dev.FUAWrites(), mem.Flushes())
+	}
+	if got := c.write(t, 0, make([]byte, 512), 0); got != 0 || dev.FUAWrites() != 1 || mem.Flushes() != 1 {
+		t.Fatalf("plain write: error %d, %d durable writes, %d flushes", got, dev.FUAWrites(), mem.Flushes())
+	}
+}

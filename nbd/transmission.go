@@ -326,6 +326,14 @@ func (ss *session) doRead(req request) {
 }
 
 func (ss *session) doWrite(req request, buf []byte) uint32 {
+	if fw, ok := ss.srv.dev.(blockdev.FUAWriter); ok && req.flags&cmdFlagFUA != 0 {
+		// Durable by itself: a whole-device flush would also fail for
+		// writes to other ranges that a failed flush lost.
+		if _, err := fw.WriteAtFUA(buf, int64(req.offset)); err != nil {
+			return ss.failure(req, err, errNoSpc)
+		}
+		return 0
+	}
 	if _, err := ss.srv.dev.WriteAt(buf, int64(req.offset)); err != nil {
 		return ss.failure(req, err, errNoSpc)
 	}

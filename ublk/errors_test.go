@@ -106,3 +106,35 @@ func TestDiscardFollowsCanTrim(t *testing.T) {
 type noTrimDevice struct{ *devtest.Erring }
 
 func (noTrimDevice) CanTrim() bool { return false }
+
+// TestFUAWrite: a write the kernel flags FUA goes to the device's own
+// durable write, and the device advertises FUA only when it has one.
+func TestFUAWrite(t *testing.T) {
+	mem := devtest.NewMem(1 << 20)
+	dev := devtest.NewFUA(mem)
+	h := newHandler(dev, false, false, nil)
+	d := desc(opWrite, 0, 1)
+	d.opFlags |= ioFlagFUA
+	if got := h.serve(d, &memPayload{in: make([]byte, 512)}); got != 512 {
+		t.Fatalf("FUA write: %d", got)
+	}
+	if dev.FUAWrites() != 1 || mem.Flushes() != 1 {
+		t.Fatalf("FUA write: %d durable writes, %d flushes below; want 1 and 1", dev.FUAWrites(), mem.Flushes())
+	}
+	if got := h.serve(desc(opWrite, 0, 1), &memPayload{in: make([]byte, 512)}); got != 512 || dev.FUAWrites() != 1 {
+		t.Fatalf("plain write: %d, %d durable writes", got, dev.FUAWrites())
+	}
+	for _, tc := range []struct {
+		dev  blockdev.Device
+		want bool
+	}{{dev, true}, {mem, false}} {
+		h := newHandler(tc.dev, false, false, nil)
+		p, err := buildParams(geometry{size: h.size, blockSize: 512, maxIOBytes: 1 << 20, fua: h.fua != nil})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.basic.attrs&attrFUA != 0; got != tc.want {
+			t.Errorf("%T: FUA advertised %v, want %v", tc.dev, got, tc.want)
+		}
+	}
+}

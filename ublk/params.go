@@ -14,6 +14,7 @@ type geometry struct {
 	readOnly    bool
 	discard     bool // the device implements Trim and discards are allowed
 	writeZeroes bool // advertise WRITE_ZEROES (only possible alongside discard)
+	fua         bool // the device makes one write durable by itself (FUA)
 }
 
 // Largest discard and write-zeroes requests the kernel may send; it splits
@@ -52,6 +53,9 @@ func buildParams(g geometry) (params, error) {
 	}
 	if g.readOnly {
 		p.basic.attrs |= attrReadOnly
+	}
+	if g.fua && !g.readOnly {
+		p.basic.attrs |= attrFUA
 	}
 	if g.discard && !g.readOnly {
 		p.types |= paramTypeDiscard

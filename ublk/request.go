@@ -30,6 +30,7 @@ type handler struct {
 	size     int64
 	trim     blockdev.Trimmer    // nil: discards are not served
 	zero     blockdev.ZeroWriter // nil: write zeroes are emulated
+	fua      blockdev.FUAWriter  // nil: the kernel follows FUA writes with a flush
 	readOnly bool
 	logf     func(format string, args ...any) // nil: failures are not logged
 	failures atomic.Uint64
@@ -49,6 +50,9 @@ func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(str
 	}
 	if z, ok := dev.(blockdev.ZeroWriter); ok {
 		h.zero = z
+	}
+	if f, ok := dev.(blockdev.FUAWriter); ok {
+		h.fua = f
 	}
 	return h
 }
@@ -83,7 +87,13 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 		if err := data.load(buf); err != nil {
 			return h.failed(op, off, n, err)
 		}
-		if _, err := h.dev.WriteAt(buf, off); err != nil {
+		write := h.dev.WriteAt
+		if desc.opFlags&ioFlagFUA != 0 && h.fua != nil {
+			// Durable by itself: a flush here would also fail for
+			// writes to other ranges that a failed flush lost.
+			write = h.fua.WriteAtFUA
+		}
+		if _, err := write(buf, off); err != nil {
 			return h.failed(op, off, n, err)
 		}
 		return int32(n)

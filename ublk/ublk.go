@@ -144,6 +144,7 @@ func New(dev blockdev.Device, opts Options) (*Device, error) {
 		maxIOBytes:  info.maxIOBufBytes,
 		readOnly:    h.readOnly,
 		discard:     h.trim != nil,
+		fua:         h.fua != nil,
 		writeZeroes: true,
 	})
 	if err == nil {
