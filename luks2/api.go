@@ -30,12 +30,22 @@ var (
 	// ErrUnsupported: a header luksd refuses to use (reencryption in progress,
 	// unknown mandatory requirements, unsafe cipher). CLI exit 1.
 	ErrUnsupported = errors.New("unsupported LUKS header")
+	// ErrConcurrentUpdate: the header on the device changed since it was
+	// read (another editor wrote it); nothing was written (CLI exit 1,
+	// cryptsetup's "Detected attempt for concurrent LUKS2 metadata update.
+	// Aborting operation.").
+	ErrConcurrentUpdate = errors.New("concurrent LUKS metadata update")
 )
 
-// Device is where a header lives: an image file or block device.
+// Device is where a header lives: an image file or block device. Flush
+// makes every write that completed before it durable: edits call it so that
+// key material is on disk before the header that names it, and the primary
+// header copy before the secondary is touched, so that a power cut tears at
+// most one copy.
 type Device interface {
 	io.ReaderAt
 	io.WriterAt
+	Flush() error
 }
 
 // Segment is the data segment a volume key decrypts.

@@ -104,27 +104,6 @@ func checkRestore(dev io.ReaderAt, size int64, src io.ReaderAt, srcSize int64) (
 	return rc, nil
 }
 
-func restore(dev Device, size int64, src io.ReaderAt, srcSize int64) error {
-	if _, err := checkRestore(dev, size, src, srcSize); err != nil {
-		return err
-	}
-	_, n, err := restoreBackup(src, srcSize)
-	if err != nil {
-		return err
-	}
-	if size > 0 && n > size {
-		return fmt.Errorf("device is too small (%d bytes) for the %d-byte header backup", size, n)
-	}
-	buf := make([]byte, n)
-	if _, err := src.ReadAt(buf, 0); err != nil {
-		return fmt.Errorf("reading the header backup: %w", err)
-	}
-	if _, err := dev.WriteAt(buf, 0); err != nil {
-		return fmt.Errorf("writing the header: %w", err)
-	}
-	return syncDev(dev)
-}
-
 // dataOffset is where cryptsetup's LUKS2_get_data_offset says data starts:
 // the lowest segment offset (0 without segments). LUKS1: the payload.
 func (h *header) dataOffset() uint64 {

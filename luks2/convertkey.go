@@ -100,58 +100,60 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 		}
 		off = k.areaOffset
 	}
-	kn, err := storeKeyslot(dev, key, passphrase, keyslotParams{
+	ks := keyslotParams{
 		id: slot, areaOffset: off, areaSize: areaSize,
 		areaCipher: k.areaCipher, areaKeySize: k.areaKeySize,
 		afHash: strings.ToLower(p.Hash), stripes: defaultStripes, kdf: kp,
-	})
-	if err != nil {
-		return err
 	}
-	// The new material is on disk before any metadata names it.
-	if err := syncDev(dev); err != nil {
-		return err
-	}
+	kn := ks.node(len(key))
+	material := func() error { return ks.writeMaterial(dev, key, passphrase) }
 	id := strconv.Itoa(slot)
 	root := hi.meta.root.clone()
 	keyslots := root.get("keyslots")
 	if mode == rewrapNew {
 		keyslots.del(id)
 		keyslots.set(id, kn)
-		if err := hi.replace(dev, root); err != nil {
+		if err := hi.store(dev, root, material); err != nil {
 			return err
 		}
-		return wipeArea(dev, k.areaOffset, k.areaSize)
+		return wipeDurably(dev, k.areaOffset, k.areaSize)
 	}
-	ks := keyslots.get(id)
-	ks.set("af", kn.get("af"))
-	ks.set("kdf", kn.get("kdf"))
-	ks.get("area").set("offset", jUint64Str(off))
-	if err := hi.replace(dev, root); err != nil {
+	kj := keyslots.get(id)
+	kj.set("af", kn.get("af"))
+	kj.set("kdf", kn.get("kdf"))
+	kj.get("area").set("offset", jUint64Str(off))
+	if off == k.areaOffset || mode == rewrapMove {
+		if err := hi.store(dev, root, material); err != nil {
+			return err
+		}
+		if off == k.areaOffset {
+			return nil
+		}
+		return wipeDurably(dev, k.areaOffset, k.areaSize)
+	}
+	// In place through the free area: the metadata that names the
+	// keyslot's own area again is validated too before anything is written.
+	home := root.clone()
+	home.get("keyslots").get(id).get("area").set("offset", jUint64Str(k.areaOffset))
+	if _, err := hi.prepare(home); err != nil {
 		return err
 	}
-	if off == k.areaOffset {
+	if err := hi.store(dev, root, material); err != nil {
+		return err
+	}
+	copyHome := func() error {
+		buf := make([]byte, areaSize)
+		defer clear(buf)
+		if _, err := dev.ReadAt(buf, int64(off)); err != nil {
+			return fmt.Errorf("reading keyslot %d area: %w", slot, err)
+		}
+		if _, err := dev.WriteAt(buf, int64(k.areaOffset)); err != nil {
+			return fmt.Errorf("writing keyslot %d area: %w", slot, err)
+		}
 		return nil
 	}
-	if mode == rewrapMove {
-		return wipeArea(dev, k.areaOffset, k.areaSize)
-	}
-	// Home again: copy the material back and name the original area.
-	buf := make([]byte, areaSize)
-	defer clear(buf)
-	if _, err := dev.ReadAt(buf, int64(off)); err != nil {
-		return fmt.Errorf("reading keyslot %d area: %w", slot, err)
-	}
-	if _, err := dev.WriteAt(buf, int64(k.areaOffset)); err != nil {
-		return fmt.Errorf("writing keyslot %d area: %w", slot, err)
-	}
-	if err := syncDev(dev); err != nil {
+	if err := hi.store(dev, home, copyHome); err != nil {
 		return err
 	}
-	root = hi.meta.root.clone()
-	root.get("keyslots").get(id).get("area").set("offset", jUint64Str(k.areaOffset))
-	if err := hi.replace(dev, root); err != nil {
-		return err
-	}
-	return wipeArea(dev, off, areaSize)
+	return wipeDurably(dev, off, areaSize)
 }

@@ -21,6 +21,8 @@ type header struct {
 	bin   binHeader // fields of the copy in use
 	salt2 [saltLen]byte
 	meta  *metadata
+	// fresh: being formatted; nothing on the device is this header yet.
+	fresh bool
 }
 
 // isLUKS reports whether dev starts with a LUKS magic and version 1 or 2.
@@ -267,9 +269,12 @@ func (h *header) json() []byte {
 	return h.meta.root.pretty()
 }
 
-// write stores the metadata in both copies with a new seqid, primary first
-// and then secondary, each as cryptsetup does: binary header without
-// checksum, JSON area, binary header with checksum.
+// write stores the metadata in both copies with a new seqid, as cryptsetup
+// does, in an order that a power cut tears at most one copy of: whatever
+// was written before (key material, wipes) is flushed first, then the
+// primary (binary header without checksum, JSON area, binary header with
+// checksum) is written and flushed, then the secondary likewise. It
+// refuses to write over a header another editor changed since it was read.
 func (h *header) write(dev Device) error {
 	jsonSize := h.bin.hdrSize - binHeaderSize
 	js := h.meta.root.compact()
@@ -278,6 +283,14 @@ func (h *header) write(dev Device) error {
 	}
 	area := make([]byte, jsonSize)
 	copy(area, js)
+	if !h.fresh {
+		if err := h.unchanged(dev); err != nil {
+			return err
+		}
+	}
+	if err := flush(dev); err != nil {
+		return err
+	}
 	h.bin.seqID++
 	for i, off := range []int64{0, h.bin.hdrSize} {
 		bh := h.bin
@@ -285,41 +298,66 @@ func (h *header) write(dev Device) error {
 		if i == 1 {
 			bh.salt = h.salt2
 		}
-		raw, err := bh.encode(i == 1, area)
-		if err != nil {
+		if err := writeCopy(dev, &bh, i == 1, area); err != nil {
 			return err
 		}
-		noSum := append([]byte(nil), raw...)
-		clear(noSum[offCsum : offCsum+csumLen])
-		if _, err := dev.WriteAt(noSum, off); err != nil {
-			return fmt.Errorf("writing LUKS2 header: %w", err)
-		}
-		if _, err := dev.WriteAt(area, off+binHeaderSize); err != nil {
-			return fmt.Errorf("writing LUKS2 metadata: %w", err)
-		}
-		if _, err := dev.WriteAt(raw, off); err != nil {
-			return fmt.Errorf("writing LUKS2 header: %w", err)
+		if err := flush(dev); err != nil {
+			return err
 		}
 	}
-	return syncDev(dev)
+	h.fresh = false
+	return nil
 }
 
-// syncDev flushes dev when it can.
-func syncDev(dev any) error {
-	if s, ok := dev.(interface{ Sync() error }); ok {
-		return s.Sync()
+// writeCopy writes one header copy as cryptsetup does: the binary header
+// without its checksum, the JSON area, then the binary header with it.
+func writeCopy(dev io.WriterAt, bh *binHeader, secondary bool, area []byte) error {
+	raw, err := bh.encode(secondary, area)
+	if err != nil {
+		return err
+	}
+	noSum := append([]byte(nil), raw...)
+	clear(noSum[offCsum : offCsum+csumLen])
+	if _, err := dev.WriteAt(noSum, bh.hdrOffset); err != nil {
+		return fmt.Errorf("writing LUKS2 header: %w", err)
+	}
+	if _, err := dev.WriteAt(area, bh.hdrOffset+binHeaderSize); err != nil {
+		return fmt.Errorf("writing LUKS2 metadata: %w", err)
+	}
+	if _, err := dev.WriteAt(raw, bh.hdrOffset); err != nil {
+		return fmt.Errorf("writing LUKS2 header: %w", err)
 	}
 	return nil
 }
 
-// commit validates the edited tree and writes it.
-func (h *header) commit(dev Device) error {
-	m, err := parseMetadata(h.meta.root, h.bin.hdrSize)
-	if err != nil {
-		return fmt.Errorf("refusing to write: %w", err)
+// flush makes what was written to dev durable.
+func flush(dev Device) error {
+	if err := dev.Flush(); err != nil {
+		return fmt.Errorf("flushing the header device: %w", err)
 	}
-	h.meta = m
-	return h.write(dev)
+	return nil
+}
+
+// unchanged refuses an edit when the header on dev is no longer the one h
+// was read from: LUKS2, a primary header of this volume with another seqid
+// (cryptsetup's LUKS2_check_sequence_id, which skips a primary of another
+// volume or none); LUKS1, a header whose bytes changed.
+func (h *header) unchanged(dev io.ReaderAt) error {
+	if h.v1 != nil {
+		return h.v1.unchanged(dev)
+	}
+	var b [512]byte
+	if _, err := dev.ReadAt(b[:], 0); err != nil {
+		return fmt.Errorf("reading LUKS2 header: %w", err)
+	}
+	if !bytes.Equal(b[:magicLen], magic1) || binary.BigEndian.Uint16(b[offVersion:]) != 2 ||
+		cString(b[offUUID:offUUID+uuidLen]) != h.bin.uuid {
+		return nil
+	}
+	if binary.BigEndian.Uint64(b[offSeqID:]) != h.bin.seqID {
+		return ErrConcurrentUpdate
+	}
+	return nil
 }
 
 // areaGap finds the lowest free, 4096-aligned range of size bytes in the

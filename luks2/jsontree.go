@@ -153,6 +153,12 @@ func (n *node) set(key string, v *node) {
 	n.vals = append(n.vals, v)
 }
 
+// push appends v to array n.
+func (n *node) push(v *node) {
+	v.parent = n
+	n.vals = append(n.vals, v)
+}
+
 // del removes key from object n.
 func (n *node) del(key string) {
 	for i, k := range n.keys {

@@ -58,36 +58,9 @@ type keyslotParams struct {
 	kdf         kdfParams
 }
 
-// storeKeyslot encrypts vk under passphrase into the area and returns the
-// keyslot's JSON object in cryptsetup's field order.
-func storeKeyslot(dev io.WriterAt, vk, passphrase []byte, p keyslotParams) (*node, error) {
-	h, err := hashFunc(p.afHash)
-	if err != nil {
-		return nil, err
-	}
-	n := afSize(len(vk), p.stripes)
-	if uint64(n) > p.areaSize {
-		return nil, fmt.Errorf("keyslot area of %d bytes is too small", p.areaSize)
-	}
-	key, err := deriveKey(p.kdf, passphrase, p.areaKeySize)
-	if err != nil {
-		return nil, err
-	}
-	defer clear(key)
-	c, err := dmcrypt.New(p.areaCipher, key)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Wipe()
-	buf := make([]byte, n)
-	defer clear(buf)
-	if err := afSplit(buf, vk, p.stripes, h); err != nil {
-		return nil, err
-	}
-	c.Encrypt(buf, 0, areaSectorSize)
-	if _, err := dev.WriteAt(buf, int64(p.areaOffset)); err != nil {
-		return nil, fmt.Errorf("writing keyslot %d area: %w", p.id, err)
-	}
+// node returns the keyslot's JSON object for a keySize-byte key, in
+// cryptsetup's field order.
+func (p keyslotParams) node(keySize int) *node {
 	kdf := obj("type", jString(p.kdf.typ))
 	if p.kdf.typ == "pbkdf2" {
 		kdf.set("hash", jString(p.kdf.hash))
@@ -100,7 +73,7 @@ func storeKeyslot(dev io.WriterAt, vk, passphrase []byte, p keyslotParams) (*nod
 	kdf.set("salt", jString(base64.StdEncoding.EncodeToString(p.kdf.salt)))
 	return obj(
 		"type", jString("luks2"),
-		"key_size", jInt(int64(len(vk))),
+		"key_size", jInt(int64(keySize)),
 		"af", obj("type", jString("luks1"), "stripes", jInt(int64(p.stripes)), "hash", jString(p.afHash)),
 		"area", obj("type", jString("raw"),
 			"offset", jUint64Str(p.areaOffset),
@@ -108,7 +81,40 @@ func storeKeyslot(dev io.WriterAt, vk, passphrase []byte, p keyslotParams) (*nod
 			"encryption", jString(p.areaCipher),
 			"key_size", jInt(int64(p.areaKeySize))),
 		"kdf", kdf,
-	), nil
+	)
+}
+
+// writeMaterial encrypts vk under passphrase into the keyslot's area. The
+// caller has validated the metadata that will name it.
+func (p keyslotParams) writeMaterial(dev io.WriterAt, vk, passphrase []byte) error {
+	h, err := hashFunc(p.afHash)
+	if err != nil {
+		return err
+	}
+	n := afSize(len(vk), p.stripes)
+	if uint64(n) > p.areaSize {
+		return fmt.Errorf("keyslot area of %d bytes is too small", p.areaSize)
+	}
+	key, err := deriveKey(p.kdf, passphrase, p.areaKeySize)
+	if err != nil {
+		return err
+	}
+	defer clear(key)
+	c, err := dmcrypt.New(p.areaCipher, key)
+	if err != nil {
+		return err
+	}
+	defer c.Wipe()
+	buf := make([]byte, n)
+	defer clear(buf)
+	if err := afSplit(buf, vk, p.stripes, h); err != nil {
+		return err
+	}
+	c.Encrypt(buf, 0, areaSectorSize)
+	if _, err := dev.WriteAt(buf, int64(p.areaOffset)); err != nil {
+		return fmt.Errorf("writing keyslot %d area: %w", p.id, err)
+	}
+	return nil
 }
 
 // wipeArea overwrites a keyslot area with random bytes.
@@ -125,4 +131,12 @@ func wipeArea(dev io.WriterAt, off, size uint64) error {
 		done += n
 	}
 	return nil
+}
+
+// wipeDurably wipes an area the metadata no longer names and flushes.
+func wipeDurably(dev Device, off, size uint64) error {
+	if err := wipeArea(dev, off, size); err != nil {
+		return err
+	}
+	return flush(dev)
 }

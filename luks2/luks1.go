@@ -47,6 +47,8 @@ type luks1Header struct {
 	// raw is the header as read; edits patch the fields they change into
 	// a copy, so bytes luksd does not interpret are written back as found.
 	raw [luks1HeaderSize]byte
+	// fresh: being formatted; nothing on the device is this header yet.
+	fresh bool
 }
 
 func luks1AFSectors(keyBytes uint32) uint32 {

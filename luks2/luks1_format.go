@@ -161,7 +161,16 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 	if err != nil {
 		return fail(fmt.Errorf("refusing to write: %w", err))
 	}
+	slot := max(opts.Keyslot, 0)
+	material, err := next.seal(slot, vk, passphrase, p)
+	if err != nil {
+		return fail(err)
+	}
+	defer clear(material)
 
+	// Unlike cryptsetup, which writes a header without keyslots and then
+	// adds one, the header goes out once, after the key material it names
+	// is durable: a power cut never leaves a header no passphrase opens.
 	if err := zeroRange(dev, 0, areaEnd); err != nil {
 		return fail(err)
 	}
@@ -170,12 +179,11 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 			return fail(err)
 		}
 	}
-	h := &luks1Header{}
-	if err := h.store(dev, next); err != nil {
+	if err := next.writeMaterial(dev, slot, material); err != nil {
 		return fail(err)
 	}
-	slot := max(opts.Keyslot, 0)
-	if _, err := h.addKey(dev, vk, passphrase, slot, p); err != nil {
+	h := &luks1Header{fresh: true}
+	if err := h.store(dev, next); err != nil {
 		return fail(err)
 	}
 	return &Header{impl: &header{v1: h}}, vk, nil

@@ -141,9 +141,7 @@ func (h *Header) AssignToken(dev Device, id, slot int) error {
 	arr := root.get("tokens").get(strconv.Itoa(id)).get("keyslots")
 	for _, s := range slots {
 		if !arrayHolds(arr, s) {
-			v := jString(s)
-			v.parent = arr
-			arr.vals = append(arr.vals, v)
+			arr.push(jString(s))
 		}
 	}
 	return h.impl.replace(dev, root)

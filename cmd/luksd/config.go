@@ -75,14 +75,16 @@ func config(c *cli.Context) error {
 		if err := checkSlot(h, c.Int("key-slot"), true); err != nil {
 			return err
 		}
-		if err := h.SetPriority(f, c.Int("key-slot"), prio); err != nil {
-			return headerError(hp, err)
-		}
 	}
-	if label != nil || subsystem != nil {
-		if err := h.SetLabel(f, label, subsystem); err != nil {
-			return headerError(hp, err)
+	return f.edit(func() error {
+		if setPrio {
+			if err := h.SetPriority(f, c.Int("key-slot"), prio); err != nil {
+				return headerError(hp, err)
+			}
 		}
-	}
-	return syncHeader(f)
+		if label != nil || subsystem != nil {
+			return headerErrorOrNil(hp, h.SetLabel(f, label, subsystem))
+		}
+		return nil
+	})
 }

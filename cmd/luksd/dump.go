@@ -269,16 +269,7 @@ func luksUUID(c *cli.Context) error {
 	if !confirm(c, "Do you really want to change UUID of device?") {
 		return errAborted(exitPermission, "Operation aborted.")
 	}
-	if err := h.SetUUID(f, uuid); err != nil {
-		return headerError(headerPath(c, dev), err)
-	}
-	return syncHeader(f)
-}
-
-// syncHeader makes a header update durable.
-func syncHeader(f *os.File) error {
-	if err := f.Sync(); err != nil {
-		return exitf(exitDevice, "Cannot write to device %s: %v", f.Name(), err)
-	}
-	return nil
+	return f.edit(func() error {
+		return headerErrorOrNil(headerPath(c, dev), h.SetUUID(f, uuid))
+	})
 }

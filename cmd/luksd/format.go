@@ -301,11 +301,12 @@ func luksFormat(c *cli.Context) error {
 			f.Close()
 		}
 	}
-	f, size, err := openDevice(hp, true)
+	hd, err := openHeaderDevice(c, hp, true)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer hd.Close()
+	f, size := hd.File, hd.size
 	for _, p := range []string{dev, hp} {
 		claim, err := claimExclusive(p)
 		if err != nil {
@@ -383,10 +384,19 @@ func luksFormat(c *cli.Context) error {
 			}
 		}
 	}
-	h, key, err := luks2.Format(f, formatSize, opts, pass.Bytes())
-	clear(key)
+	var h *luks2.Header
+	err = hd.edit(func() error {
+		var key []byte
+		var err error
+		h, key, err = luks2.Format(hd, formatSize, opts, pass.Bytes())
+		clear(key)
+		if err != nil {
+			return formatError(err)
+		}
+		return nil
+	})
 	if err != nil {
-		return formatError(err)
+		return err
 	}
 	if version == 1 && formatSize == 0 && !opts.DetachedData {
 		if seg, err := h.Segment(); err == nil && size <= seg.Offset {

@@ -101,12 +101,12 @@ func luksHeaderRestore(c *cli.Context) error {
 		return exitf(exitParams, "Header backup file does not contain compatible LUKS header.")
 	}
 	hp := headerPath(c, dev)
-	f, size, err := openDevice(hp, true)
+	f, err := openHeaderDevice(c, hp, true)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	check, err := luks2.CheckRestore(f, size, b, bsize)
+	check, err := luks2.CheckRestore(f, f.size, b, bsize)
 	if check.OtherVersion != 0 {
 		// cryptsetup reads the device as LUKS1 and says why it is not.
 		fmt.Fprintf(os.Stderr, "Unsupported LUKS version %d.\n", check.OtherVersion)
@@ -135,10 +135,13 @@ func luksHeaderRestore(c *cli.Context) error {
 	if !confirm(c, msg) {
 		return errAborted(exitParams, "")
 	}
-	if err := luks2.Restore(f, size, b, bsize); err != nil {
-		return restoreError(hp, check.Version, err)
-	}
-	if err := syncHeader(f); err != nil {
+	err = f.edit(func() error {
+		if err := luks2.Restore(f, f.size, b, bsize); err != nil {
+			return restoreError(hp, check.Version, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if check.Version == 1 {

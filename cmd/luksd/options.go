@@ -244,10 +244,9 @@ var unsupported = map[string]map[string]string{
 
 // Every other option of cryptsetup's table that a verb does not define is
 // accepted and ignored, because it changes nothing for luksd:
-//   - --debug-json, --disable-locks, --disable-external-tokens,
-//     --disable-keyring, --use-directio, --use-fsync: luksd has no
-//     metadata locks, token plugins or kernel keyring use, and syncs its
-//     header writes anyway;
+//   - --debug-json, --disable-external-tokens, --disable-keyring,
+//     --use-directio, --use-fsync: luksd has no token plugins or kernel
+//     keyring use, and syncs its header writes anyway;
 //   - --perf-*, --serialize-memory-hard-pbkdf: dm-crypt workqueue and
 //     OOM tuning; luksd runs its crypto on the request's goroutine;
 //   - --use-random, --use-urandom: luksd takes volume keys from the

@@ -112,48 +112,52 @@ func deviceSize(f *os.File) (int64, error) {
 	return 0, fmt.Errorf("%s is neither a file nor a block device", f.Name())
 }
 
-// readHeader opens and reads the LUKS header of path (or --header).
-// It returns the open header device; the caller closes it.
-func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
+// readHeader opens and reads the LUKS header of path (or --header) under
+// the shared metadata lock. It returns the open header device; the caller
+// closes it.
+func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *headerDevice, error) {
 	hp := headerPath(c, path)
-	f, size, err := openDevice(hp, write)
+	d, err := openHeaderDevice(c, hp, write)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !luks2.IsLUKS(f) {
-		f.Close()
-		return nil, nil, headerError(hp, luks2.ErrNotLUKS)
-	}
-	h, err := luks2.Read(f, size)
+	var h *luks2.Header
+	err = d.locked(false, func() error {
+		if !luks2.IsLUKS(d) {
+			return luks2.ErrNotLUKS
+		}
+		h, err = luks2.Read(d, d.size)
+		return err
+	})
 	if err != nil {
-		f.Close()
+		d.Close()
 		return nil, nil, headerError(hp, err)
 	}
-	return h, f, nil
+	return h, d, nil
 }
 
 // readLUKS2Header is readHeader for the LUKS2-only verbs (token,
 // luksConvertKey): anything else is cryptsetup's "not a valid LUKS2 device".
-func readLUKS2Header(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
-	hp := headerPath(c, path)
-	f, size, err := openDevice(hp, write)
-	if err != nil {
+func readLUKS2Header(c *cli.Context, path string, write bool) (*luks2.Header, *headerDevice, error) {
+	h, d, err := readHeader(c, path, write)
+	if err == nil && h.Version() == 2 {
+		return h, d, nil
+	}
+	if d != nil {
+		d.Close()
+	}
+	var ee *exitError
+	if errors.As(err, &ee) && ee.code == exitDevice {
 		return nil, nil, err
 	}
-	if luks2.IsLUKS(f) {
-		if h, err := luks2.Read(f, size); err == nil && h.Version() == 2 {
-			return h, f, nil
-		}
-	}
-	f.Close()
-	return nil, nil, exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
+	return nil, nil, exitf(exitParams, "Device %s is not a valid LUKS2 device.", headerPath(c, path))
 }
 
 // readHeaderOfType is readHeader for verbs where --type names the header
 // versions they may use, as in cryptsetup: a header of another version, or
 // any header for a type that is not LUKS (plain, luks3), is "not a valid
 // LUKS device".
-func readHeaderOfType(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
+func readHeaderOfType(c *cli.Context, path string, write bool) (*luks2.Header, *headerDevice, error) {
 	h, f, err := readHeader(c, path, write)
 	if err != nil {
 		return nil, nil, err
@@ -197,8 +201,18 @@ func headerError(path string, err error) error {
 		return exitf(exitPermission, "Volume key does not match the volume.")
 	case errors.Is(err, luks2.ErrLUKS1PBKDF):
 		return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
+	case errors.Is(err, luks2.ErrConcurrentUpdate):
+		return exitf(exitParams, "Detected attempt for concurrent LUKS2 metadata update. Aborting operation.")
 	}
 	return withCode(exitParams, err)
+}
+
+// headerErrorOrNil is headerError for an error that may be nil.
+func headerErrorOrNil(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return headerError(path, err)
 }
 
 // unlockWith asks src for a passphrase until one opens a keyslot of h
