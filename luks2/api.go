@@ -8,6 +8,7 @@ package luks2
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -36,6 +37,26 @@ var (
 	// Aborting operation.").
 	ErrConcurrentUpdate = errors.New("concurrent LUKS metadata update")
 )
+
+// TooSmallError: the device is smaller than the header area its header
+// describes (cryptsetup's "Device X is too small. Need at least N bytes.").
+// It is ErrNotLUKS too.
+type TooSmallError struct{ Need int64 }
+
+func (e *TooSmallError) Error() string {
+	return fmt.Sprintf("device is too small: need at least %d bytes", e.Need)
+}
+
+func (e *TooSmallError) Unwrap() error { return ErrNotLUKS }
+
+// VersionError: the primary header has the LUKS magic and a version other
+// than 1 or 2 (cryptsetup's "Unsupported LUKS version N."). It is
+// ErrNotLUKS too.
+type VersionError struct{ Version int }
+
+func (e *VersionError) Error() string { return fmt.Sprintf("unsupported LUKS version %d", e.Version) }
+
+func (e *VersionError) Unwrap() error { return ErrNotLUKS }
 
 // Device is where a header lives: an image file or block device. Flush
 // makes every write that completed before it durable: edits call it so that
@@ -104,8 +125,22 @@ type Header struct {
 	impl *header
 }
 
-// Read reads and validates the header at the start of dev (size bytes).
+// Read reads and validates the header at the start of dev (size bytes; 0
+// when unknown) and picks the copy cryptsetup 2.6.1 picks: a LUKS2 volume
+// whose primary copy is damaged reads through its secondary. Read writes
+// nothing; see Damaged and Repair.
 func Read(dev io.ReaderAt, size int64) (*Header, error) { return readHeader(dev, size) }
+
+// Damaged reports whether one LUKS2 header copy was not good when read
+// (damaged, invalid, or older than the other): Repair would rewrite it.
+func (h *Header) Damaged() bool { return h.impl.damaged != "" }
+
+// Repair rewrites the copy that was not good from the good one, as
+// cryptsetup does when it loads a header it may write (its binary header
+// and JSON area, a fresh salt), and flushes. It does nothing when both
+// copies were good. Take the exclusive lock and read the header again
+// under it before repairing.
+func (h *Header) Repair(dev Device) error { return h.impl.repair(dev) }
 
 // IsLUKS reports whether dev starts with a LUKS magic and a known version.
 func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }

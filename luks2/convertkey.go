@@ -64,7 +64,7 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	if hi.v1 != nil {
 		return fmt.Errorf("%w: luksConvertKey needs a LUKS2 header", ErrUnsupported)
 	}
-	if err := hi.usable(); err != nil {
+	if err := hi.editable(); err != nil {
 		return err
 	}
 	k := hi.meta.keyslots[slot]

@@ -13,7 +13,7 @@ func (h *header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (i
 	if h.v1 != nil {
 		return h.v1.addKey(dev, vk, passphrase, slot, p)
 	}
-	if err := h.usable(); err != nil {
+	if err := h.editable(); err != nil {
 		return -1, err
 	}
 	seg, err := h.meta.dataSegment()
@@ -115,9 +115,6 @@ func (h *header) killSlot(dev Device, slot int) error {
 	if k == nil {
 		return fmt.Errorf("keyslot %d is not active", slot)
 	}
-	for _, r := range h.meta.mandatory {
-		return fmt.Errorf("%w: mandatory requirement %q", ErrUnsupported, r)
-	}
 	id := strconv.Itoa(slot)
 	root := h.meta.root.clone()
 	root.get("keyslots").del(id)
@@ -159,6 +156,9 @@ func (h *header) setLabel(dev Device, label, subsystem *string) error {
 	if h.v1 != nil {
 		return errLUKS1NoLabel
 	}
+	if err := h.requirementsMet(); err != nil {
+		return err
+	}
 	old := h.bin
 	if label != nil {
 		h.bin.label = fitLabel(*label)
@@ -182,6 +182,9 @@ func (h *header) setUUID(dev Device, uuid string) error {
 	}
 	if !uuidPattern.MatchString(uuid) {
 		return fmt.Errorf("wrong LUKS UUID format provided: %q", uuid)
+	}
+	if err := h.requirementsMet(); err != nil {
+		return err
 	}
 	// cryptsetup stores UUIDs in lower case.
 	uuid = strings.ToLower(uuid)
@@ -231,6 +234,9 @@ func (h *header) setPriority(dev Device, slot int, p Priority) error {
 	}
 	if p < PriorityIgnore || p > PriorityPrefer {
 		return fmt.Errorf("invalid keyslot priority %d", p)
+	}
+	if err := h.requirementsMet(); err != nil {
+		return err
 	}
 	if h.meta.keyslots[slot] == nil {
 		return fmt.Errorf("keyslot %d is not active", slot)

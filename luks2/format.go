@@ -237,7 +237,7 @@ func (h *header) newKeyslot(vk []byte, slot int, p PBKDF) (keyslotParams, error)
 	} else if seg := h.meta.root.get("segments").get("0"); seg != nil {
 		cipher = seg.get("encryption").str
 	}
-	if cipher == "" || strings.HasPrefix(cipher, "capi:") {
+	if cipher == "" || strings.HasPrefix(cipher, "capi:") || safeCipher(cipher) != nil {
 		return keyslotParams{}, fmt.Errorf("%w: no usable keyslot cipher (segment cipher %q)", ErrUnsupported, cipher)
 	}
 	// The area key is as long as the volume key of the data segment, also

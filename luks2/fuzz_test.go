@@ -71,8 +71,8 @@ func FuzzKeyslot(f *testing.F) {
 		if err != nil {
 			return
 		}
-		k, err := parseKeyslot(0, n)
-		if err != nil || k.typ != "luks2" {
+		k := buildKeyslot(n)
+		if validateLUKS2Keyslot(n) != nil || k.typ != "luks2" {
 			return
 		}
 		p := k.kdf
@@ -101,10 +101,11 @@ func TestKeyslotRoundTripInMemory(t *testing.T) {
 		if err := ks.writeMaterial(dev, vk, []byte("pw")); err != nil {
 			t.Fatalf("%s: %v", c.cipher, err)
 		}
-		k, err := parseKeyslot(0, ks.node(len(vk)))
-		if err != nil {
+		n := ks.node(len(vk))
+		if err := validateLUKS2Keyslot(n); err != nil {
 			t.Fatal(err)
 		}
+		k := buildKeyslot(n)
 		got, err := openKeyslot(dev, k, []byte("pw"))
 		if err != nil || !bytes.Equal(got, vk) {
 			t.Fatalf("%s: open = %x, %v", c.cipher, got, err)

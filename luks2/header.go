@@ -2,7 +2,6 @@ package luks2
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,125 +22,34 @@ type header struct {
 	meta  *metadata
 	// fresh: being formatted; nothing on the device is this header yet.
 	fresh bool
+	// damaged names the copy ("primary", "secondary") that was not good
+	// when read; goodArea is the other's JSON area as read, to repair it.
+	damaged  string
+	goodArea []byte
 }
 
-// isLUKS reports whether dev starts with a LUKS magic and version 1 or 2.
-func isLUKS(dev io.ReaderAt) bool {
-	var b [8]byte
-	if _, err := dev.ReadAt(b[:], 0); err != nil {
-		return false
-	}
-	if !bytes.Equal(b[:magicLen], magic1) {
-		return false
-	}
-	v := binary.BigEndian.Uint16(b[offVersion:])
-	return v == 1 || v == 2
-}
-
-// copyResult is one header copy that passed its binary checks.
-type copyResult struct {
-	bin  *binHeader
-	meta *metadata
-	err  error
-}
-
-func loadCopy(dev io.ReaderAt, offset int64, secondary bool) copyResult {
-	bh, area, err := readCopy(dev, offset, secondary)
-	if err != nil {
-		return copyResult{err: err}
-	}
-	root, err := parseJSON(area)
-	if err != nil {
-		return copyResult{err: err}
-	}
-	m, err := parseMetadata(root, bh.hdrSize)
-	if err != nil {
-		return copyResult{err: err}
-	}
-	return copyResult{bin: bh, meta: m}
-}
-
-func readHeader(dev io.ReaderAt, size int64) (*Header, error) {
-	var b [8]byte
-	if _, err := dev.ReadAt(b[:], 0); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotLUKS, err)
-	}
-	if bytes.Equal(b[:magicLen], magic1) && binary.BigEndian.Uint16(b[offVersion:]) == 1 {
-		h1, err := readLUKS1(dev, size)
-		if err != nil {
-			return nil, err
-		}
-		return &Header{impl: &header{v1: h1}}, nil
-	}
-	primary := loadCopy(dev, 0, false)
-	var secondary copyResult
-	if primary.err == nil {
-		secondary = loadCopy(dev, primary.bin.hdrSize, true)
-	} else {
-		secondary = copyResult{err: errors.New("no secondary LUKS2 header")}
-		for _, off := range hdrSizes {
-			if size > 0 && off+binHeaderSize > size {
-				break
-			}
-			if c := loadCopy(dev, off, true); c.err == nil {
-				secondary = c
-				break
-			}
-		}
-	}
-	h := &header{}
-	switch {
-	case primary.err == nil && (secondary.err != nil || primary.bin.seqID >= secondary.bin.seqID):
-		h.bin, h.meta = *primary.bin, primary.meta
-		if secondary.err == nil {
-			h.salt2 = secondary.bin.salt
-		} else if _, err := rand.Read(h.salt2[:]); err != nil {
-			return nil, err
-		}
-	case secondary.err == nil:
-		h.bin, h.meta = *secondary.bin, secondary.meta
-		h.salt2 = secondary.bin.salt
-		if primary.err == nil {
-			h.bin.salt = primary.bin.salt
-		} else if _, err := rand.Read(h.bin.salt[:]); err != nil {
-			return nil, err
-		}
-		h.bin.hdrOffset = 0
-	default:
-		if !bytes.Equal(b[:magicLen], magic1) && !strings.Contains(secondary.err.Error(), "magic") {
-			return nil, fmt.Errorf("%w: primary header: %v; secondary header: %v", ErrNotLUKS, primary.err, secondary.err)
-		}
-		if !bytes.Equal(b[:magicLen], magic1) {
-			return nil, ErrNotLUKS
-		}
-		return nil, fmt.Errorf("%w: %v", ErrNotLUKS, primary.err)
-	}
-	return &Header{impl: h}, nil
-}
-
-// usable refuses headers luksd must not unlock or edit.
-func (h *header) usable() error {
+// editable refuses the edits cryptsetup 2.6.1 refuses on a LUKS2 header
+// with mandatory requirements (its onlyLUKS check): adding, changing and
+// converting keys, UUID, label, priority and tokens. LUKS1: its cipher
+// must be safe.
+func (h *header) editable() error {
 	if h.v1 != nil {
 		return h.v1.usable()
 	}
-	m := h.meta
-	for _, r := range m.mandatory {
-		if strings.HasPrefix(r, "online-reencrypt") {
-			return fmt.Errorf("%w: the volume is in reencryption (requirement %q); finish it with cryptsetup", ErrUnsupported, r)
-		}
-		return fmt.Errorf("%w: unknown mandatory requirement %q", ErrUnsupported, r)
+	return requirementsError(h.meta.mandatory)
+}
+
+// activatable refuses a data segment luksd must not map: requirements it
+// cannot meet (reencryption in progress above all), segments that are not
+// crypt, unsafe ciphers, sector sizes dm-crypt does not take.
+func (h *header) activatable() error {
+	if err := requirementsError(h.meta.mandatory); errors.Is(err, ErrReencryption) {
+		return fmt.Errorf("%w: the volume is in reencryption; finish it with cryptsetup", ErrUnsupported)
+	} else if err != nil {
+		return err
 	}
-	for _, id := range sortedIDs(m.keyslots) {
-		k := m.keyslots[id]
-		if k.typ != "luks2" {
-			continue
-		}
-		if err := safeCipher(k.areaCipher); err != nil {
-			return fmt.Errorf("%w: keyslot %d: %v", ErrUnsupported, id, err)
-		}
-	}
-	for _, id := range sortedIDs(m.segments) {
-		s := m.segments[id]
+	for _, id := range sortedIDs(h.meta.segments) {
+		s := h.meta.segments[id]
 		if s.typ != "crypt" {
 			return fmt.Errorf("%w: segment %d has type %q", ErrUnsupported, id, s.typ)
 		}
@@ -204,7 +112,7 @@ func (h *header) segment() (Segment, error) {
 	if h.v1 != nil {
 		return h.v1.segment()
 	}
-	if err := h.usable(); err != nil {
+	if err := h.activatable(); err != nil {
 		return Segment{}, err
 	}
 	s, err := h.meta.dataSegment()
@@ -305,7 +213,7 @@ func (h *header) write(dev Device) error {
 			return err
 		}
 	}
-	h.fresh = false
+	h.fresh, h.damaged = false, ""
 	return nil
 }
 

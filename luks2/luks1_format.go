@@ -91,6 +91,9 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 		hash = "sha256"
 	}
 	newHash, err := hashFunc(hash)
+	if err == nil {
+		err = luks1Hash(hash)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -23,25 +23,34 @@ const (
 	digestIterTime      = 125 * time.Millisecond
 )
 
-// deriveKey runs the keyslot's KDF over passphrase.
+// deriveKey runs the keyslot's KDF over passphrase. Parameters the KDF
+// refuses (cryptsetup's crypt_pbkdf fails on them too) are ErrKeyslotOpen;
+// argon2 lanes beyond the 255 Go's argon2 takes are ErrUnsupported, never
+// truncated.
 func deriveKey(p kdfParams, passphrase []byte, keyLen int) ([]byte, error) {
 	switch p.typ {
 	case "pbkdf2":
 		h, err := hashFunc(p.hash)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %v", ErrKeyslotOpen, err)
+		}
+		if p.iterations < 1 || keyLen < 1 {
+			return nil, fmt.Errorf("%w: pbkdf2 with %d iterations", ErrKeyslotOpen, p.iterations)
 		}
 		return pbkdf2.Key(h, string(passphrase), p.salt, p.iterations, keyLen)
 	case "argon2i", "argon2id":
-		if p.time < 1 || p.memory < 8*p.cpus || p.cpus < 1 || p.cpus > 255 {
-			return nil, fmt.Errorf("invalid %s parameters (time %d, memory %d, threads %d)", p.typ, p.time, p.memory, p.cpus)
+		if p.cpus > 255 {
+			return nil, fmt.Errorf("%w: %s with %d threads", ErrUnsupported, p.typ, p.cpus)
+		}
+		if p.time < 1 || p.cpus < 1 || p.memory < 8*p.cpus || keyLen < 4 {
+			return nil, fmt.Errorf("%w: invalid %s parameters (time %d, memory %d, threads %d)", ErrKeyslotOpen, p.typ, p.time, p.memory, p.cpus)
 		}
 		if p.typ == "argon2i" {
 			return argon2.Key(passphrase, p.salt, uint32(p.time), uint32(p.memory), uint8(p.cpus), uint32(keyLen)), nil
 		}
 		return argon2.IDKey(passphrase, p.salt, uint32(p.time), uint32(p.memory), uint8(p.cpus), uint32(keyLen)), nil
 	}
-	return nil, fmt.Errorf("%w: PBKDF %q", ErrUnsupported, p.typ)
+	return nil, fmt.Errorf("%w: unknown PBKDF %q", ErrKeyslotOpen, p.typ)
 }
 
 // measureKDF times one derivation with p: PBKDF2 by CPU time, argon2 by

@@ -23,7 +23,7 @@ func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 	if h.v1 != nil {
 		return -1, fmt.Errorf("%w: LUKS1 has no unbound keyslots", ErrUnsupported)
 	}
-	if err := h.usable(); err != nil {
+	if err := h.editable(); err != nil {
 		return -1, err
 	}
 	if len(key) == 0 {

@@ -50,24 +50,12 @@ func config(c *cli.Context) error {
 		subsystem = &s
 	}
 	hp := headerPath(c, dev)
-	d, _, err := openDevice(hp, false)
-	if err != nil {
-		return err
-	}
-	isLUKS := luks2.IsLUKS(d)
-	d.Close()
-	if !isLUKS {
-		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
-	}
 	// cryptsetup loads the header as LUKS2 whatever --type says.
-	h, f, err := readHeader(c, dev, true)
+	h, f, err := readLUKS2Header(c, dev, true)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if h.Version() != 2 {
-		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", headerPath(c, dev))
-	}
 	if !setPrio && label == nil && subsystem == nil {
 		return exitf(exitParams, "Option --priority, --label or --subsystem is missing.")
 	}

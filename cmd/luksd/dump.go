@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -211,24 +212,24 @@ func isLuks(c *cli.Context) error {
 		return exitf(exitDevice, "Only one device argument for isLuks operation is supported.")
 	}
 	hp := headerPath(c, dev)
-	f, _, err := openDevice(hp, false)
+	d, err := openHeaderDevice(c, hp, false)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	// cryptsetup 2.6.1 says nothing, with -v too (its status line only).
-	notLUKS := func() error { return exitf(exitParams, "") }
-	if !luks2.IsLUKS(f) {
-		return notLUKS()
+	defer d.Close()
+	// cryptsetup loads the header (repairing a damaged copy as ever) and
+	// says nothing, with -v only what the library said, and its status
+	// line.
+	h, err := d.read()
+	var version *luks2.VersionError
+	if err != nil && c.Bool("verbose") {
+		printPreface(hp, err)
+		if errors.As(err, &version) {
+			fmt.Fprintf(os.Stderr, "Unsupported LUKS version %d.\n", version.Version)
+		}
 	}
-	// cryptsetup loads the header: a damaged one is not LUKS either.
-	size, _ := deviceSize(f)
-	h, err := luks2.Read(f, size)
-	if err != nil {
-		return notLUKS()
-	}
-	if !typeAdmits(c.String("type"), h.Version()) {
-		return notLUKS()
+	if err != nil || !typeAdmits(c.String("type"), h.Version()) {
+		return exitf(exitParams, "")
 	}
 	return nil
 }

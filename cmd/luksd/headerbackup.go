@@ -53,14 +53,11 @@ func luksHeaderBackup(c *cli.Context) error {
 		return err
 	}
 	hp := headerPath(c, dev)
-	f, size, err := openDevice(hp, false)
+	_, f, err := readHeader(c, dev, false)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if !luks2.IsLUKS(f) {
-		return exitf(exitParams, "Device %s is not a valid LUKS device.", hp)
-	}
 	if _, err := os.Lstat(path); err == nil {
 		return exitf(exitParams, "Requested header backup file %s already exists.", path)
 	}
@@ -69,7 +66,7 @@ func luksHeaderBackup(c *cli.Context) error {
 	if err != nil {
 		return exitf(exitParams, "Cannot create header backup file %s.", path)
 	}
-	err = luks2.Backup(f, size, out)
+	err = f.locked(false, func() error { return luks2.Backup(f, f.size, out) })
 	if err == nil {
 		err = out.Sync()
 	}

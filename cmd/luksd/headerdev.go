@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/luksd/luksd/luks2"
@@ -33,6 +34,49 @@ func openHeaderDevice(c *cli.Context, path string, write bool) (*headerDevice, e
 		return nil, err
 	}
 	return &headerDevice{File: f, path: path, size: size, noLocks: c.Bool("disable-locks")}, nil
+}
+
+// errAmbiguous: a header copy needs repair and the device holds another
+// signature, which cryptsetup will not overwrite.
+var errAmbiguous = fmt.Errorf("%w: device contains ambiguous signatures", luks2.ErrNotLUKS)
+
+// read reads the header under the shared lock. When one LUKS2 copy is not
+// good, it does what cryptsetup does on load: it refuses a device that
+// also holds another signature, and otherwise, with locks on and the
+// device writable, reads the header again under the exclusive lock and
+// rewrites the bad copy from the good one (a failed repair is no error).
+func (d *headerDevice) read() (*luks2.Header, error) {
+	var h *luks2.Header
+	err := d.locked(false, func() error {
+		var err error
+		h, err = luks2.Read(d, d.size)
+		return err
+	})
+	if err != nil || !h.Damaged() {
+		return h, err
+	}
+	if luks2.ForeignSignature(d) != "" {
+		return nil, errAmbiguous
+	}
+	if d.noLocks {
+		return h, nil
+	}
+	rw, err := os.OpenFile(d.path, os.O_RDWR, 0)
+	if err != nil {
+		return h, nil
+	}
+	defer rw.Close()
+	w := &headerDevice{File: rw, path: d.path, size: d.size}
+	err = w.locked(true, func() error {
+		again, err := luks2.Read(w, w.size)
+		if err != nil {
+			return err
+		}
+		h = again
+		h.Repair(w)
+		return nil
+	})
+	return h, err
 }
 
 // Flush makes the writes durable (fsync).

@@ -121,14 +121,7 @@ func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *header
 	if err != nil {
 		return nil, nil, err
 	}
-	var h *luks2.Header
-	err = d.locked(false, func() error {
-		if !luks2.IsLUKS(d) {
-			return luks2.ErrNotLUKS
-		}
-		h, err = luks2.Read(d, d.size)
-		return err
-	})
+	h, err := d.read()
 	if err != nil {
 		d.Close()
 		return nil, nil, headerError(hp, err)
@@ -139,7 +132,7 @@ func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *header
 // readLUKS2Header is readHeader for the LUKS2-only verbs (token,
 // luksConvertKey): anything else is cryptsetup's "not a valid LUKS2 device".
 func readLUKS2Header(c *cli.Context, path string, write bool) (*luks2.Header, *headerDevice, error) {
-	h, d, err := readHeader(c, path, write)
+	h, d, err := readHeaderQuietly(c, path, write)
 	if err == nil && h.Version() == 2 {
 		return h, d, nil
 	}
@@ -151,6 +144,23 @@ func readLUKS2Header(c *cli.Context, path string, write bool) (*luks2.Header, *h
 		return nil, nil, err
 	}
 	return nil, nil, exitf(exitParams, "Device %s is not a valid LUKS2 device.", headerPath(c, path))
+}
+
+// readHeaderQuietly is readHeader that prints nothing but headerPreface's
+// lines about a header it cannot load (readLUKS2Header says more).
+func readHeaderQuietly(c *cli.Context, path string, write bool) (*luks2.Header, *headerDevice, error) {
+	hp := headerPath(c, path)
+	d, err := openHeaderDevice(c, hp, write)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := d.read()
+	if err != nil {
+		d.Close()
+		printPreface(hp, err)
+		return nil, nil, withCode(exitParams, err)
+	}
+	return h, d, nil
 }
 
 // readHeaderOfType is readHeader for verbs where --type names the header
@@ -188,9 +198,21 @@ func typeAdmits(t string, version int) bool {
 // headerError maps a luks2 error about the header of path to cryptsetup's
 // message and exit code.
 func headerError(path string, err error) error {
+	var version *luks2.VersionError
+	printPreface(path, err)
 	switch {
+	case errors.As(err, &version):
+		return exitf(exitParams, "Unsupported LUKS version %d.", version.Version)
 	case errors.Is(err, luks2.ErrNotLUKS):
 		return exitf(exitParams, "Device %s is not a valid LUKS device.", path)
+	case errors.Is(err, luks2.ErrUnmetRequirements):
+		return exitf(exitParams, "Unmet LUKS2 requirements detected.")
+	case errors.Is(err, luks2.ErrReencryption):
+		return exitf(exitParams, "Operation incompatible with device marked for LUKS2 reencryption. Aborting.")
+	case errors.Is(err, luks2.ErrLegacyReencryption):
+		return exitf(exitParams, "Operation incompatible with device marked for legacy reencryption. Aborting.")
+	case errors.Is(err, luks2.ErrKeyslotOpen):
+		return exitf(exitParams, "Keyslot open failed.")
 	case errors.Is(err, luks2.ErrWrongPassphrase):
 		return exitf(exitPermission, "No key available with this passphrase.")
 	case errors.Is(err, luks2.ErrNoUsableKeyslot):
@@ -205,6 +227,27 @@ func headerError(path string, err error) error {
 		return exitf(exitParams, "Detected attempt for concurrent LUKS2 metadata update. Aborting operation.")
 	}
 	return withCode(exitParams, err)
+}
+
+// headerPreface is what cryptsetup says about a header it cannot load
+// before it says that the device is not a valid LUKS device.
+func headerPreface(path string, err error) []string {
+	var tooSmall *luks2.TooSmallError
+	switch {
+	case errors.As(err, &tooSmall):
+		return []string{fmt.Sprintf("Device %s is too small. Need at least %d bytes.", path, tooSmall.Need)}
+	case errors.Is(err, errAmbiguous):
+		return []string{"Device contains ambiguous signatures, cannot auto-recover LUKS2.",
+			`Please run "cryptsetup repair" for recovery.`}
+	}
+	return nil
+}
+
+// printPreface prints headerPreface's lines on standard error.
+func printPreface(path string, err error) {
+	for _, l := range headerPreface(path, err) {
+		fmt.Fprintln(os.Stderr, l)
+	}
 }
 
 // headerErrorOrNil is headerError for an error that may be nil.
