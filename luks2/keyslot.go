@@ -87,9 +87,10 @@ func (k *keyslot) usableParams() error {
 	return nil
 }
 
-// maxKeySize bounds the keys luksd derives and merges (cryptsetup's
-// volume keys are at most 512 bits; 4 KiB leaves room for odd ones).
-const maxKeySize = 4096
+// maxKeySize bounds the keys luksd derives and merges: cryptsetup's
+// volume keys are at most 512 bits, and an odd keyslot's key_size (it
+// accepts up to 2^32-1) costs 4000 times its size in memory and reads.
+const maxKeySize = 64 << 10
 
 // keyslotParams describe a keyslot to create.
 type keyslotParams struct {

@@ -11,6 +11,8 @@ import (
 const (
 	maxKeyslots     = 32
 	maxTokens       = 32
+	maxSegments     = 32
+	maxDigests      = 8 // LUKS2_DIGEST_MAX: luksDump shows digests 0..7
 	maxKeyslotsSize = 128 << 20
 	keyslotsAlign   = 4096
 )

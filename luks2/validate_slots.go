@@ -201,43 +201,6 @@ func sameSegment(a, b *node) bool {
 	return intOf(a.get("sector_size")) == intOf(b.get("sector_size")) && jsonText(a.get("encryption")) == jsonText(b.get("encryption"))
 }
 
-// intOf is json_object_get_int (0 for a missing value).
-func intOf(n *node) int32 {
-	if n == nil {
-		return 0
-	}
-	switch n.kind {
-	case kindNumber:
-		if n.dbl {
-			f, _ := strconv.ParseFloat(n.str, 64)
-			return int32(max(math.MinInt32, min(math.MaxInt32, f)))
-		}
-		return int32(max(math.MinInt32, min(math.MaxInt32, int64Of(n))))
-	case kindBool:
-		if n.b {
-			return 1
-		}
-	case kindString:
-		i, err := strconv.ParseInt(cstr(n.str), 10, 64)
-		if err != nil && i == 0 {
-			return 0
-		}
-		return int32(max(math.MinInt32, min(math.MaxInt32, i)))
-	}
-	return 0
-}
-
-// jsonText is json_object_get_string: a string's value, else the JSON.
-func jsonText(n *node) string {
-	if n == nil {
-		return ""
-	}
-	if n.kind == kindString {
-		return cstr(n.str)
-	}
-	return string(n.compact())
-}
-
 // requirement classifies a mandatory requirement as cryptsetup knows it.
 func isOnlineReencrypt(r string) bool {
 	return r == "online-reencrypt" || r == "online-reencrypt-v2" || r == "online-reencrypt-v3"

@@ -113,7 +113,7 @@ func luksDump(c *cli.Context) error {
 	}
 	// cryptsetup's luksDump tries every keyslot whatever --key-slot says,
 	// and asks only once.
-	v, err := unlockVolumeSlot(c, dev, true, -1, false)
+	v, err := unlockKeyslot(c, dev, true, -1, false, false)
 	if err != nil {
 		return err
 	}

@@ -116,6 +116,10 @@ func tokenCreate(c *cli.Context, h *luks2.Header, f *headerDevice, js []byte, su
 		return exitf(exitParams, "Keyslot %d is not active.", slot)
 	}
 	tok, err := h.SetToken(f, id, js, c.Bool("token-replace"))
+	if isRequirementsError(err) {
+		// cryptsetup says why, then that the token failed.
+		fmt.Fprintln(os.Stderr, headerError(f.path, err))
+	}
 	switch {
 	case errors.Is(err, luks2.ErrConcurrentUpdate):
 		return headerError(f.path, err)
@@ -186,4 +190,11 @@ func tokenExport(h *luks2.Header, id int, path string) error {
 		return exitf(exitParams, "Failed to write to file %s.", path)
 	}
 	return f.Close()
+}
+
+// isRequirementsError reports whether err is a refusal for the header's
+// mandatory requirements.
+func isRequirementsError(err error) bool {
+	return errors.Is(err, luks2.ErrUnmetRequirements) || errors.Is(err, luks2.ErrReencryption) ||
+		errors.Is(err, luks2.ErrLegacyReencryption)
 }

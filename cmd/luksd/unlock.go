@@ -310,6 +310,15 @@ func unlockVolume(c *cli.Context, path string, readOnly bool) (*volume, error) {
 // (-1: any) and retries on a terminal or not, for verbs where cryptsetup
 // ignores --key-slot or asks once.
 func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int, retry bool) (*volume, error) {
+	return unlockKeyslot(c, path, readOnly, slot, retry, true)
+}
+
+// unlockKeyslot is unlockVolumeSlot; forActivation, the data segment must
+// be one luksd can map (checked before the passphrase is asked for), else
+// only the keyslot matters (open --test-passphrase, luksDump
+// --dump-volume-key work where cryptsetup's do, as on a volume it is
+// reencrypting), and the volume's Segment is left empty.
+func unlockKeyslot(c *cli.Context, path string, readOnly bool, slot int, retry, forActivation bool) (*volume, error) {
 	if path == "" {
 		return nil, exitf(exitParams, "Command requires device as argument.")
 	}
@@ -325,9 +334,11 @@ func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int, retr
 		return nil, err
 	}
 	defer f.Close()
-	seg, err := h.Segment()
-	if err != nil {
-		return nil, withCode(exitParams, err)
+	var seg luks2.Segment
+	if forActivation {
+		if seg, err = h.Segment(); err != nil {
+			return nil, segmentError(headerPath(c, path), err)
+		}
 	}
 	if retry && h.Version() == 2 {
 		// cryptsetup's open tries the LUKS2 tokens first and says so.
@@ -346,4 +357,13 @@ func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int, retr
 		Key:        key,
 		Slot:       slot,
 	}, nil
+}
+
+// segmentError maps a refused data segment: cryptsetup's words for the
+// requirements it knows, luksd's reason otherwise.
+func segmentError(path string, err error) error {
+	if errors.Is(err, luks2.ErrUnmetRequirements) || errors.Is(err, luks2.ErrLegacyReencryption) {
+		return headerError(path, err)
+	}
+	return withCode(exitParams, err)
 }
