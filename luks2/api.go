@@ -31,6 +31,9 @@ var (
 	// ErrUnsupported: a header luksd refuses to use (reencryption in progress,
 	// unknown mandatory requirements, unsafe cipher). CLI exit 1.
 	ErrUnsupported = errors.New("unsupported LUKS header")
+	// ErrNoKeyslotSpace: the keyslots area has no room for another
+	// keyslot's key material (CLI exit 1, "No space for new keyslot.").
+	ErrNoKeyslotSpace = errors.New("no space for new keyslot")
 	// ErrConcurrentUpdate: the header on the device changed since it was
 	// read (another editor wrote it); nothing was written (CLI exit 1,
 	// cryptsetup's "Detected attempt for concurrent LUKS2 metadata update.
@@ -154,6 +157,13 @@ func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }
 // 512. For block devices pass SectorSize (the physical block size).
 func Format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
 	return format(dev, size, opts, passphrase)
+}
+
+// FormatKeyslotsSize is the size of the keyslots area Format lays out for
+// opts (LUKS2): cryptsetup warns when it is under 4 MiB less 32 KiB.
+func FormatKeyslotsSize(opts FormatOptions) (int64, error) {
+	_, n, _, err := layout(opts)
+	return int64(n), err
 }
 
 // Version is 1 or 2.

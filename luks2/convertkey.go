@@ -80,7 +80,7 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	} else if !ok {
 		return ErrVolumeKeyMismatch
 	}
-	p = p.withDefaults()
+	p = p.forKeyslot()
 	salt := make([]byte, keyslotSaltSize)
 	if _, err := rand.Read(salt); err != nil {
 		return err

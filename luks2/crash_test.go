@@ -3,6 +3,7 @@ package luks2
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -421,3 +422,45 @@ func crossCheckCrashImages(t *testing.T, images []crashImage) {
 }
 
 func isUnboundPass(p string) bool { return p == "unbound" }
+
+// TestEditsValidateBeforeWriting: an edit whose new header would be
+// refused (PBKDF parameters out of range, a full keyslots area) writes
+// nothing at all; on main, ConvertKey in place wrote the new key material
+// over the only keyslot before the metadata was refused.
+func TestEditsValidateBeforeWriting(t *testing.T) {
+	huge := PBKDF{Type: "pbkdf2", Hash: "sha256", Iterations: 4294967300}
+	hugeArgon := PBKDF{Type: "argon2id", Iterations: 1 << 33, MemoryKiB: 32, Parallel: 1}
+	fatArgon := PBKDF{Type: "argon2id", Iterations: 4, MemoryKiB: 5 << 20, Parallel: 1}
+	for _, tc := range []struct {
+		name string
+		edit func(h *Header, dev Device, vk []byte) error
+	}{
+		{"convert key in place", func(h *Header, dev Device, vk []byte) error {
+			return h.ConvertKey(dev, 0, vk, []byte("first"), huge, true)
+		}},
+		{"change key", func(h *Header, dev Device, vk []byte) error {
+			return h.ChangeKey(dev, 0, vk, []byte("new"), hugeArgon)
+		}},
+		{"add key", func(h *Header, dev Device, vk []byte) error {
+			_, err := h.AddKey(dev, vk, []byte("new"), -1, fatArgon)
+			return err
+		}},
+		{"add unbound key", func(h *Header, dev Device, vk []byte) error {
+			_, err := h.AddUnboundKey(dev, vk[:16], []byte("new"), -1, huge)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newCrashVolume(t, 2)
+			rec := devtest.NewRecorder(devtest.MemOf(v.dev.Bytes()))
+			h, err := Read(rec, crashDevSize)
+			mustNil(t, err)
+			if err := tc.edit(h, rec, v.keys["first"]); !errors.Is(err, ErrPBKDF) {
+				t.Fatalf("edit: %v, want ErrPBKDF", err)
+			}
+			if rec.Writes() != 0 {
+				t.Fatalf("a refused edit made %d writes", rec.Writes())
+			}
+		})
+	}
+}

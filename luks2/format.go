@@ -251,7 +251,7 @@ func (h *header) newKeyslot(vk []byte, slot int, p PBKDF) (keyslotParams, error)
 
 // newKeyslotIn is newKeyslot with the area's cipher and key size given.
 func (h *header) newKeyslotIn(keySize, slot int, p PBKDF, cipher string, areaKeySize int) (keyslotParams, error) {
-	p = p.withDefaults()
+	p = p.forKeyslot()
 	areaSize := keyslotAreaSize(keySize)
 	off, err := h.areaGap(areaSize)
 	if err != nil {

@@ -269,29 +269,27 @@ func (h *header) unchanged(dev io.ReaderAt) error {
 }
 
 // areaGap finds the lowest free, 4096-aligned range of size bytes in the
-// keyslots area.
+// keyslots area, clear of every keyslot's area (those cryptsetup does not
+// address by number too).
 func (h *header) areaGap(size uint64) (uint64, error) {
 	start := uint64(2 * h.bin.hdrSize)
 	end := start + h.meta.keyslotsSize
-	type iv struct{ off, end uint64 }
-	var used []iv
-	for _, k := range h.meta.keyslots {
-		if k.areaSize > 0 {
-			used = append(used, iv{k.areaOffset, k.areaOffset + k.areaSize})
-		}
-	}
+	used := append([]interval(nil), h.meta.areas...)
 	sort.Slice(used, func(i, j int) bool { return used[i].off < used[j].off })
 	off := start
 	for _, u := range used {
+		if u.len == 0 {
+			continue
+		}
 		if u.off >= off+size {
 			break
 		}
-		if u.end > off {
-			off = (u.end + keyslotsAlign - 1) / keyslotsAlign * keyslotsAlign
+		if u.off+u.len > off {
+			off = (u.off + u.len + keyslotsAlign - 1) / keyslotsAlign * keyslotsAlign
 		}
 	}
 	if off+size > end {
-		return 0, errors.New("not enough space in the keyslots area for a new keyslot")
+		return 0, ErrNoKeyslotSpace
 	}
 	return off, nil
 }

@@ -33,10 +33,7 @@ func config(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	prio, setPrio := priorities[c.String("priority")]
-	if c.IsSet("priority") && !setPrio {
-		return usageErrorf("Option --priority can be only ignore/normal/prefer.")
-	}
+	prio, setPrio := priorities[c.String("priority")] // its words checked by popt (options.go)
 	if setPrio && c.Int("key-slot") < 0 {
 		return usageErrorf("Keyslot specification is required.")
 	}

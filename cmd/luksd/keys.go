@@ -142,6 +142,15 @@ func checkPBKDF(version int, p luks2.PBKDF) error {
 	if p.Iterations > 0 && p.Iterations < low {
 		return exitf(exitParams, "Forced iteration count is too low for %s (minimum is %d).", typ, low)
 	}
+	if typ == "pbkdf2" {
+		return nil // cryptsetup drops argon2's memory and threads for it
+	}
+	if p.Iterations > 0 && p.MemoryKiB > 0 && p.MemoryKiB < 32 {
+		return exitf(exitParams, "Forced memory cost is too low for %s (minimum is 32 kilobytes).", typ)
+	}
+	if p.MemoryKiB > 4<<20 {
+		return exitf(exitParams, "Requested maximum PBKDF memory cost is too high (maximum is 4194304 kilobytes).")
+	}
 	return nil
 }
 
@@ -156,9 +165,6 @@ func luksAddKey(c *cli.Context) error {
 	}
 	if c.Bool("unbound") && c.Int("key-size") <= 0 {
 		return usageErrorf("Key size is required with --unbound option.")
-	}
-	if c.Int("key-size")%8 != 0 || c.Int("key-size") < 0 {
-		return usageErrorf("Key size must be a multiple of 8 bits")
 	}
 	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {

@@ -213,6 +213,8 @@ func headerError(path string, err error) error {
 		return exitf(exitParams, "Operation incompatible with device marked for legacy reencryption. Aborting.")
 	case errors.Is(err, luks2.ErrKeyslotOpen):
 		return exitf(exitParams, "Keyslot open failed.")
+	case errors.Is(err, luks2.ErrNoKeyslotSpace):
+		return exitf(exitParams, "No space for new keyslot.")
 	case errors.Is(err, luks2.ErrWrongPassphrase):
 		return exitf(exitPermission, "No key available with this passphrase.")
 	case errors.Is(err, luks2.ErrNoUsableKeyslot):
