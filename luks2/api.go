@@ -166,6 +166,11 @@ func FormatKeyslotsSize(opts FormatOptions) (int64, error) {
 	return int64(n), err
 }
 
+// Requirements reports the header's mandatory requirements as the edits
+// cryptsetup refuses for them see them: nil, ErrUnmetRequirements,
+// ErrReencryption or ErrLegacyReencryption (LUKS1: nil).
+func (h *Header) Requirements() error { return h.impl.requirementsMet() }
+
 // Version is 1 or 2.
 func (h *Header) Version() int { return h.impl.version() }
 
@@ -286,6 +291,9 @@ var (
 	// ErrRestoreAreaSize: the device holds a LUKS2 header whose header and
 	// keyslots areas have another size than the backup's.
 	ErrRestoreAreaSize = errors.New("header and keyslots area size differs on device and backup")
+	// ErrRestoreRequirements: the backup has mandatory requirements
+	// cryptsetup forbids in a restore (unknown ones, offline reencryption).
+	ErrRestoreRequirements = errors.New("forbidden LUKS2 requirements detected in backup")
 )
 
 // RestoreCheck is what cryptsetup 2.6.1's luksHeaderRestore learns about
@@ -295,6 +303,9 @@ type RestoreCheck struct {
 	Replaces     bool // the device holds a valid header of that version
 	UUIDDiffers  bool // ... whose UUID is not the backup's
 	OtherVersion int  // a LUKS1 backup meets a header of this other version (cryptsetup: "Unsupported LUKS version 2.")
+	// The device's LUKS2 header has requirements cryptsetup warns about in
+	// its question: ones it does not know, an offline reencryption.
+	UnknownRequirements, OfflineReencryption bool
 }
 
 // CheckRestore reads the backup and the device's header as Restore would:

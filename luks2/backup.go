@@ -75,6 +75,11 @@ func checkRestore(dev io.ReaderAt, size int64, src io.ReaderAt, srcSize int64) (
 		return RestoreCheck{}, err
 	}
 	rc := RestoreCheck{Version: b.version()}
+	// cryptsetup restores no backup with requirements it would refuse to
+	// edit, but for a reencryption it can resume.
+	if err := b.requirementsMet(); err != nil && !errors.Is(err, ErrReencryption) {
+		return rc, ErrRestoreRequirements
+	}
 	var head [8]byte
 	if _, err := dev.ReadAt(head[:], 0); err == nil && bytes.Equal(head[:magicLen], magic1) {
 		if v := int(binary.BigEndian.Uint16(head[offVersion:])); v != rc.Version && rc.Version == 1 {
@@ -93,6 +98,15 @@ func checkRestore(dev io.ReaderAt, size int64, src io.ReaderAt, srcSize int64) (
 		if c.v1.payloadOffset != b.v1.payloadOffset || c.v1.keyBytes != b.v1.keyBytes {
 			return rc, ErrRestoreDataOffset
 		}
+		return rc, nil
+	}
+	switch err := c.requirementsMet(); {
+	case errors.Is(err, ErrUnmetRequirements):
+		rc.UnknownRequirements = true
+	case errors.Is(err, ErrLegacyReencryption):
+		// An offline reencryption moves the data: cryptsetup compares
+		// no offsets then.
+		rc.OfflineReencryption = true
 		return rc, nil
 	}
 	if c.dataOffset() != b.dataOffset() {

@@ -251,9 +251,16 @@ func (m *metadata) keyslotDigest(id int) *digest {
 	return nil
 }
 
-// dataSegment returns segment 0, the data segment when no reencryption
-// runs (validation makes sure it exists).
+// dataSegment returns the segment whose key opens the volume, as
+// cryptsetup's LUKS2_get_default_segment: the one flagged backup-final
+// while a reencryption runs, else segment 0 (validation makes sure it
+// exists).
 func (m *metadata) dataSegment() (*segment, error) {
+	for _, id := range sortedIDs(m.segments) {
+		if slicesContains(m.segments[id].flags, "backup-final") {
+			return m.segments[id], nil
+		}
+	}
 	if s := m.segments[0]; s != nil {
 		return s, nil
 	}

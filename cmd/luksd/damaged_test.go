@@ -136,9 +136,16 @@ func TestDamagedPrimaryLikeCryptsetup(t *testing.T) {
 					t.Errorf("%s: luksd did not repair the primary as cryptsetup did", what)
 				}
 			}
+			// Without locks cryptsetup reads through the secondary and
+			// repairs nothing; so does luksd.
+			cs, ld, csImg, ldImg := w.twinRun(damaged, "luksDump", "--disable-locks", "IMG")
+			w.sameAs(filepath.Base(img)+" luksDump --disable-locks", cs, ld)
+			if !bytes.Equal(csImg, dmg) || !bytes.Equal(ldImg, dmg) {
+				t.Errorf("%s: a header was repaired with --disable-locks", filepath.Base(img))
+			}
 			// An edit through the secondary: both tools' results open.
 			added := w.key("added", "added passphrase")
-			cs, ld, csImg, ldImg := w.twinRun(damaged, append(append([]string{"luksAddKey", "-q"}, cheapPBKDF("pbkdf2")...), "-d", pass, "IMG", added)...)
+			cs, ld, csImg, ldImg = w.twinRun(damaged, append(append([]string{"luksAddKey", "-q"}, cheapPBKDF("pbkdf2")...), "-d", pass, "IMG", added)...)
 			w.sameAs(filepath.Base(img)+" luksAddKey", cs, ld)
 			for tool, after := range map[string][]byte{"cryptsetup": csImg, "luksd": ldImg} {
 				p := w.path("after.img")
@@ -256,10 +263,14 @@ func TestRequirementsLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	reencrypting, unknown, key := requirementImages(t, w)
 	tok := w.key("tok.json", `{"type":"x","keyslots":[]}`)
+	plain := w.image("plain.img")
+	w.cs(nil, append([]string{"luksFormat", "-q", plain, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
 	for name, img := range map[string]string{"reencryption": reencrypting, "unknown requirement": unknown} {
 		for _, args := range [][]string{
 			{"luksDump", "IMG"}, {"luksDump", "--dump-json-metadata", "IMG"}, {"isLuks", "IMG"}, {"luksUUID", "IMG"},
 			{"open", "--test-passphrase", "-d", key, "IMG"},
+			{"open", "--test-passphrase", "-S", "0", "-d", key, "IMG"},
+			{"luksDump", "--dump-volume-key", "-q", "-d", key, "IMG"},
 			{"luksAddKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "-d", key, "IMG", key},
 			{"luksConvertKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "-d", key, "IMG"},
 			{"luksUUID", "-q", "--uuid", "12345678-1234-1234-1234-123456789012", "IMG"},
@@ -269,10 +280,23 @@ func TestRequirementsLikeCryptsetup(t *testing.T) {
 			{"token", "import", "--json-file", tok, "IMG"},
 			{"token", "remove", "--token-id", "0", "IMG"},
 			{"luksHeaderBackup", "IMG", "--header-backup-file", "IMG.backup"},
+			{"luksHeaderRestore", "-q", "IMG", "--header-backup-file", plain},
+			{"luksChangeKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "-d", key, "IMG", key},
+			{"luksRemoveKey", "-q", "-d", key, "IMG"},
+			{"luksKillSlot", "-q", "-d", key, "IMG", "1"},
+			{"erase", "-q", "IMG"},
 		} {
 			cs, ld, _, _ := w.twinRun(img, args...)
 			w.sameAs(name+": "+fmt.Sprint(args), cs, ld)
 		}
+	}
+	// A backup with requirements: one cryptsetup can resume is restored,
+	// an unknown one is forbidden.
+	for _, img := range []string{reencrypting, unknown} {
+		backup := img + ".backup"
+		w.cs(nil, "luksHeaderBackup", img, "--header-backup-file", backup).ok(t)
+		cs, ld, _, _ := w.twinRun(plain, "luksHeaderRestore", "-q", "IMG", "--header-backup-file", backup)
+		w.sameAs("restore of "+filepath.Base(backup), cs, ld)
 	}
 	// luksd cannot map a volume cryptsetup is reencrypting, or one whose
 	// requirements it does not know: it says so and maps nothing (serve:

@@ -109,7 +109,7 @@ func luksHeaderRestore(c *cli.Context) error {
 		fmt.Fprintf(os.Stderr, "Unsupported LUKS version %d.\n", check.OtherVersion)
 	}
 	if err != nil {
-		return restoreError(hp, check.Version, err)
+		return restoreError(hp, path, check.Version, err)
 	}
 	// cryptsetup's LUKS1 restore says "LUKS header", its LUKS2 one "LUKS2
 	// header".
@@ -124,6 +124,14 @@ func luksHeaderRestore(c *cli.Context) error {
 	if check.UUIDDiffers {
 		msg += "\nWARNING: real device header has different UUID than backup!"
 	}
+	if check.UnknownRequirements {
+		msg += "\nWARNING: unknown LUKS2 requirements detected in real device header!" +
+			"\nReplacing header with backup may corrupt the data on that device!"
+	}
+	if check.OfflineReencryption {
+		msg += "\nWARNING: Unfinished offline reencryption detected on the device!" +
+			"\nReplacing header with backup may corrupt data."
+	}
 	if check.Version == 1 && len(msg) > luks1RestoreMsgMax {
 		// cryptsetup's LUKS1 restore builds the question in a 200-byte
 		// buffer: a long path cuts the UUID warning short.
@@ -134,7 +142,7 @@ func luksHeaderRestore(c *cli.Context) error {
 	}
 	err = f.edit(func() error {
 		if err := luks2.Restore(f, f.size, b, bsize); err != nil {
-			return restoreError(hp, check.Version, err)
+			return restoreError(hp, path, check.Version, err)
 		}
 		return nil
 	})
@@ -153,10 +161,12 @@ func luksHeaderRestore(c *cli.Context) error {
 // luksHeaderRestore asks (checked with a long image path).
 const luks1RestoreMsgMax = 199
 
-// restoreError maps luks2.Restore's refusals to cryptsetup's messages for a
-// backup of LUKS version.
-func restoreError(path string, version int, err error) error {
+// restoreError maps luks2.Restore's refusals of backupPath to cryptsetup's
+// messages for a backup of LUKS version.
+func restoreError(path, backupPath string, version int, err error) error {
 	switch {
+	case errors.Is(err, luks2.ErrRestoreRequirements):
+		return exitf(exitParams, "Forbidden LUKS2 requirements detected in backup %s.", backupPath)
 	case errors.Is(err, luks2.ErrRestoreDataOffset) && version == 1:
 		return exitf(exitParams, "Data offset or key size differs on device and backup, restore failed.")
 	case errors.Is(err, luks2.ErrRestoreDataOffset):

@@ -349,8 +349,16 @@ func luksChangeKey(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	verbosef(c, "Key slot %d unlocked.", oldSlot)
 	defer vk.Wipe()
+	// cryptsetup checks the passphrase by activating with it, which a
+	// volume it is reencrypting refuses silently, and one with unknown
+	// requirements with its words, before it asks for the new one.
+	if err := h.Requirements(); errors.Is(err, luks2.ErrReencryption) {
+		return exitf(exitParams, "")
+	} else if errors.Is(err, luks2.ErrUnmetRequirements) {
+		return headerError(headerPath(c, dev), err)
+	}
+	verbosef(c, "Key slot %d unlocked.", oldSlot)
 	pass, err := readPassphrase(newKeySource(c, newFile), "Enter new passphrase: ", true)
 	if err != nil {
 		return err
@@ -503,6 +511,11 @@ func verifyRemaining(c *cli.Context, h *luks2.Header, f io.ReaderAt, src keyring
 		return withCode(exitParams, err)
 	}
 	defer pass.Wipe()
+	if errors.Is(h.Requirements(), luks2.ErrReencryption) {
+		// cryptsetup verifies by activating through one keyslot, which
+		// cannot hold both keys of a reencryption.
+		return exitf(exitPermission, "No key available with this passphrase.")
+	}
 	if last {
 		vk, _, err := h.Unlock(f, pass.Bytes(), slot)
 		clear(vk)

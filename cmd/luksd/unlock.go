@@ -342,6 +342,12 @@ func unlockKeyslot(c *cli.Context, path string, readOnly bool, slot int, retry, 
 			return nil, segmentError(headerPath(c, path), err)
 		}
 	}
+	if !forActivation && slot >= 0 && errors.Is(h.Requirements(), luks2.ErrReencryption) {
+		// cryptsetup tests the passphrase by activating through the
+		// keyslot, which cannot hold both keys of a reencryption: it fails
+		// without a word.
+		return nil, exitf(exitParams, "")
+	}
 	if retry && h.Version() == 2 {
 		// cryptsetup's open tries the LUKS2 tokens first and says so.
 		verbosef(c, "No usable token is available.")
