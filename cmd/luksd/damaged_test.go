@@ -375,3 +375,27 @@ func TestOddKeyslotsLikeCryptsetup(t *testing.T) {
 		}
 	}
 }
+
+// TestLongLabelLikeCryptsetup: a label or subsystem filling its 48-byte
+// field without a NUL reads cut at 47 bytes, as cryptsetup reads it.
+func TestLongLabelLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("label.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	b, _ := os.ReadFile(img)
+	for _, off := range []int{0, 16384} {
+		copy(b[off+24:off+72], strings.Repeat("L", 48))   // label
+		copy(b[off+208:off+256], strings.Repeat("S", 48)) // subsystem
+		clear(b[off+448 : off+512])
+		sum := sha256.New()
+		sum.Write(b[off : off+4096])
+		sum.Write(b[off+4096 : off+16384])
+		copy(b[off+448:], sum.Sum(nil))
+	}
+	os.WriteFile(img, b, 0o600)
+	cs, ld, _, _ := w.twinRun(img, "luksDump", "IMG")
+	w.sameAs("luksDump", cs, ld)
+	if !strings.Contains(ld.stdout, "Label:         \t"+strings.Repeat("L", 47)+"\n") {
+		t.Errorf("label not cut at 47 bytes:\n%s", ld.stdout)
+	}
+}
