@@ -131,28 +131,35 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 		}
 		return wipeDurably(dev, k.areaOffset, k.areaSize)
 	}
-	// In place through the free area: the metadata that names the
-	// keyslot's own area again is validated too before anything is written.
+	return hi.rewrapThrough(dev, root, material, k, off, areaSize)
+}
+
+// rewrapThrough rewrites keyslot k in its own area through the free area
+// at off: root names the new material there, then, once it is copied
+// home, a second header names k's own area again and the free area is
+// wiped. Both headers are validated before anything is written.
+func (h *header) rewrapThrough(dev Device, root *node, material func() error, k *keyslot, off, areaSize uint64) error {
+	id := strconv.Itoa(k.id)
 	home := root.clone()
 	home.get("keyslots").get(id).get("area").set("offset", jUint64Str(k.areaOffset))
-	if _, err := hi.prepare(home); err != nil {
+	if _, err := h.prepare(home); err != nil {
 		return err
 	}
-	if err := hi.store(dev, root, material); err != nil {
+	if err := h.store(dev, root, material); err != nil {
 		return err
 	}
 	copyHome := func() error {
 		buf := make([]byte, areaSize)
 		defer clear(buf)
 		if _, err := dev.ReadAt(buf, int64(off)); err != nil {
-			return fmt.Errorf("reading keyslot %d area: %w", slot, err)
+			return fmt.Errorf("reading keyslot %d area: %w", k.id, err)
 		}
 		if _, err := dev.WriteAt(buf, int64(k.areaOffset)); err != nil {
-			return fmt.Errorf("writing keyslot %d area: %w", slot, err)
+			return fmt.Errorf("writing keyslot %d area: %w", k.id, err)
 		}
 		return nil
 	}
-	if err := hi.store(dev, home, copyHome); err != nil {
+	if err := h.store(dev, home, copyHome); err != nil {
 		return err
 	}
 	return wipeDurably(dev, off, areaSize)

@@ -153,21 +153,7 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 	if err != nil {
 		return fail(err)
 	}
-	root := obj(
-		"keyslots", jObject(),
-		"tokens", jObject(),
-		"segments", obj("0", obj(
-			"type", jString("crypt"),
-			"offset", jUint64Str(uint64(dataOffset)),
-			"size", jString("dynamic"),
-			"iv_tweak", jString("0"),
-			"encryption", jString(opts.Cipher),
-			"sector_size", jInt(int64(opts.SectorSize)))),
-		"digests", obj("0", dg),
-		"config", obj(
-			"json_size", jUint64Str(uint64(hdrSize-binHeaderSize)),
-			"keyslots_size", jUint64Str(keyslotsSize)),
-	)
+	root := formatRoot(opts, dataOffset, hdrSize, keyslotsSize, dg)
 	h := &header{fresh: true, bin: binHeader{
 		hdrSize:   hdrSize,
 		seqID:     2, // cryptsetup's luksFormat leaves epoch 3
@@ -192,22 +178,47 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 	if err != nil {
 		return fail(err)
 	}
-	// The header is built and valid; only now is the device written: the
-	// header area zeroed, the keyslots area filled with noise, the key
-	// material, then (flushed first) both header copies.
-	if err := zeroRange(dev, 0, max(dataOffset, areaEnd)); err != nil {
-		return fail(err)
-	}
-	if err := wipeArea(dev, uint64(2*hdrSize), keyslotsSize); err != nil {
-		return fail(err)
-	}
-	if err := ks.writeMaterial(dev, vk, passphrase); err != nil {
-		return fail(err)
-	}
-	if err := h.install(dev, m); err != nil {
+	// The header is built and valid; only now is the device written.
+	if err := h.writeFormat(dev, m, ks, vk, passphrase, max(dataOffset, areaEnd)); err != nil {
 		return fail(err)
 	}
 	return &Header{impl: h}, vk, nil
+}
+
+// formatRoot is a new volume's metadata: one crypt segment, its digest dg,
+// no keyslot yet.
+func formatRoot(opts FormatOptions, dataOffset, hdrSize int64, keyslotsSize uint64, dg *node) *node {
+	return obj(
+		"keyslots", jObject(),
+		"tokens", jObject(),
+		"segments", obj("0", obj(
+			"type", jString("crypt"),
+			"offset", jUint64Str(uint64(dataOffset)),
+			"size", jString("dynamic"),
+			"iv_tweak", jString("0"),
+			"encryption", jString(opts.Cipher),
+			"sector_size", jInt(int64(opts.SectorSize)))),
+		"digests", obj("0", dg),
+		"config", obj(
+			"json_size", jUint64Str(uint64(hdrSize-binHeaderSize)),
+			"keyslots_size", jUint64Str(keyslotsSize)),
+	)
+}
+
+// writeFormat writes a new volume whose header h will hold m: the header
+// area up to end zeroed, the keyslots area filled with noise, the key
+// material of keyslot ks, then (flushed first) both header copies.
+func (h *header) writeFormat(dev Device, m *metadata, ks keyslotParams, vk, passphrase []byte, end int64) error {
+	if err := zeroRange(dev, 0, end); err != nil {
+		return err
+	}
+	if err := wipeArea(dev, uint64(2*h.bin.hdrSize), m.keyslotsSize); err != nil {
+		return err
+	}
+	if err := ks.writeMaterial(dev, vk, passphrase); err != nil {
+		return err
+	}
+	return h.install(dev, m)
 }
 
 // defaultSectorSize picks the encryption sector size as cryptsetup 2.6.1
