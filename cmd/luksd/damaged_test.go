@@ -399,3 +399,15 @@ func TestLongLabelLikeCryptsetup(t *testing.T) {
 		t.Errorf("label not cut at 47 bytes:\n%s", ld.stdout)
 	}
 }
+
+// TestNotADeviceLikeCryptsetup: a path that is neither an image file nor
+// a block device is "not compatible", exit 4, for readers and editors.
+func TestNotADeviceLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	for _, args := range [][]string{
+		{"luksDump", "/dev/null"}, {"isLuks", "/dev/zero"}, {"luksDump", w.dir},
+		{"luksAddKey", "/dev/null"}, {"config", "--label", "x", w.dir},
+	} {
+		w.sameAs(fmt.Sprint(args), w.cs(nil, args...), w.luksd(nil, args...))
+	}
+}

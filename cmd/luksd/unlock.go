@@ -84,6 +84,9 @@ func openDevice(path string, write bool) (*os.File, int64, error) {
 	if write {
 		flag = os.O_RDWR
 	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(os.ModeDevice|os.ModeCharDevice) != os.ModeDevice {
+		return nil, 0, exitf(exitDevice, "Device %s is not compatible.", path)
+	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, 0, exitf(exitDevice, "Device %s does not exist or access denied.", path)
