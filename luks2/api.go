@@ -134,6 +134,11 @@ type Header struct {
 // nothing; see Damaged and Repair.
 func Read(dev io.ReaderAt, size int64) (*Header, error) { return readHeader(dev, size) }
 
+// ReadLUKS2 is Read for a LUKS2 header whatever version the primary copy
+// names (cryptsetup's load with --type luks2): a primary whose version
+// field was damaged reads through the secondary.
+func ReadLUKS2(dev io.ReaderAt, size int64) (*Header, error) { return readHeaderAs(dev, size, 2) }
+
 // Damaged reports whether one LUKS2 header copy was not good when read
 // (damaged, invalid, or older than the other): Repair would rewrite it.
 func (h *Header) Damaged() bool { return h.impl.damaged != "" }

@@ -62,13 +62,20 @@ func loadCopy(dev io.ReaderAt, offset int64, secondary bool) *headerCopy {
 }
 
 func readHeader(dev io.ReaderAt, size int64) (*Header, error) {
+	return readHeaderAs(dev, size, 0)
+}
+
+// readHeaderAs reads the header as the version asked for (0: as the
+// primary says; 2: LUKS2 whatever the primary says, as cryptsetup loads
+// with --type luks2).
+func readHeaderAs(dev io.ReaderAt, size int64, version int) (*Header, error) {
 	var b [8]byte
 	if _, err := dev.ReadAt(b[:], 0); err != nil && err != io.EOF {
 		return nil, fmt.Errorf("%w: %v", ErrNotLUKS, err)
 	}
 	// cryptsetup goes by the primary's version: 1 is LUKS1, 2 (or no
 	// primary magic at all) LUKS2, anything else unsupported.
-	if bytes.Equal(b[:magicLen], magic1) {
+	if version != 2 && bytes.Equal(b[:magicLen], magic1) {
 		switch v := binary.BigEndian.Uint16(b[offVersion:]); v {
 		case 1:
 			h1, err := readLUKS1(dev, size)

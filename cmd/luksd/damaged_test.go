@@ -411,3 +411,24 @@ func TestNotADeviceLikeCryptsetup(t *testing.T) {
 		w.sameAs(fmt.Sprint(args), w.cs(nil, args...), w.luksd(nil, args...))
 	}
 }
+
+// TestPrimaryVersionLikeCryptsetup: a primary header whose version field
+// reads 3 is "Unsupported LUKS version 3." (cryptsetup goes by it), but a
+// load as LUKS2 (--type luks2, config) reads through the secondary.
+func TestPrimaryVersionLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.image("v3.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	b, _ := os.ReadFile(img)
+	binary.BigEndian.PutUint16(b[6:], 3)
+	os.WriteFile(img, b, 0o600)
+	for _, args := range [][]string{
+		{"luksDump", "IMG"}, {"isLuks", "-v", "IMG"}, {"luksUUID", "IMG"},
+		{"open", "--test-passphrase", "-d", key, "IMG"},
+		{"luksDump", "--type", "luks2", "IMG"}, {"config", "--label", "x", "IMG"},
+		{"token", "add", "--key-description", "d", "IMG"},
+	} {
+		cs, ld, _, _ := w.twinRun(img, args...)
+		w.sameAs(fmt.Sprint(args), cs, ld)
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -221,12 +220,8 @@ func isLuks(c *cli.Context) error {
 	// says nothing, with -v only what the library said, and its status
 	// line.
 	h, err := d.read()
-	var version *luks2.VersionError
 	if err != nil && c.Bool("verbose") {
 		printPreface(hp, err)
-		if errors.As(err, &version) {
-			fmt.Fprintf(os.Stderr, "Unsupported LUKS version %d.\n", version.Version)
-		}
 	}
 	if err != nil || !typeAdmits(c.String("type"), h.Version()) {
 		return exitf(exitParams, "")

@@ -19,6 +19,9 @@ type headerDevice struct {
 	path    string
 	size    int64
 	noLocks bool // --disable-locks
+	// luks2Only: read a LUKS2 header whatever the primary's version says
+	// (--type luks2, and the LUKS2-only verbs).
+	luks2Only bool
 
 	lock      *luks2.Lock // held while a read or an edit runs
 	exclusive bool
@@ -33,7 +36,9 @@ func openHeaderDevice(c *cli.Context, path string, write bool) (*headerDevice, e
 	if err != nil {
 		return nil, err
 	}
-	return &headerDevice{File: f, path: path, size: size, noLocks: c.Bool("disable-locks")}, nil
+	t := c.String("type")
+	return &headerDevice{File: f, path: path, size: size, noLocks: c.Bool("disable-locks"),
+		luks2Only: t == "luks2" || t == "LUKS2"}, nil
 }
 
 // errAmbiguous: a header copy needs repair and the device holds another
@@ -46,10 +51,14 @@ var errAmbiguous = fmt.Errorf("%w: device contains ambiguous signatures", luks2.
 // device writable, reads the header again under the exclusive lock and
 // rewrites the bad copy from the good one (a failed repair is no error).
 func (d *headerDevice) read() (*luks2.Header, error) {
+	readFn := luks2.Read
+	if d.luks2Only {
+		readFn = luks2.ReadLUKS2
+	}
 	var h *luks2.Header
 	err := d.locked(false, func() error {
 		var err error
-		h, err = luks2.Read(d, d.size)
+		h, err = readFn(d, d.size)
 		return err
 	})
 	if err != nil || !h.Damaged() {
@@ -68,7 +77,7 @@ func (d *headerDevice) read() (*luks2.Header, error) {
 	defer rw.Close()
 	w := &headerDevice{File: rw, path: d.path, size: d.size}
 	err = w.locked(true, func() error {
-		again, err := luks2.Read(w, w.size)
+		again, err := readFn(w, w.size)
 		if err != nil {
 			return err
 		}

@@ -157,6 +157,7 @@ func readHeaderQuietly(c *cli.Context, path string, write bool) (*luks2.Header, 
 	if err != nil {
 		return nil, nil, err
 	}
+	d.luks2Only = true
 	h, err := d.read()
 	if err != nil {
 		d.Close()
@@ -201,11 +202,8 @@ func typeAdmits(t string, version int) bool {
 // headerError maps a luks2 error about the header of path to cryptsetup's
 // message and exit code.
 func headerError(path string, err error) error {
-	var version *luks2.VersionError
 	printPreface(path, err)
 	switch {
-	case errors.As(err, &version):
-		return exitf(exitParams, "Unsupported LUKS version %d.", version.Version)
 	case errors.Is(err, luks2.ErrNotLUKS):
 		return exitf(exitParams, "Device %s is not a valid LUKS device.", path)
 	case errors.Is(err, luks2.ErrUnmetRequirements):
@@ -238,7 +236,10 @@ func headerError(path string, err error) error {
 // before it says that the device is not a valid LUKS device.
 func headerPreface(path string, err error) []string {
 	var tooSmall *luks2.TooSmallError
+	var version *luks2.VersionError
 	switch {
+	case errors.As(err, &version):
+		return []string{fmt.Sprintf("Unsupported LUKS version %d.", version.Version)}
 	case errors.As(err, &tooSmall):
 		return []string{fmt.Sprintf("Device %s is too small. Need at least %d bytes.", path, tooSmall.Need)}
 	case errors.Is(err, errAmbiguous):
