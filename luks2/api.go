@@ -8,6 +8,7 @@ package luks2
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -30,12 +31,45 @@ var (
 	// ErrUnsupported: a header luksd refuses to use (reencryption in progress,
 	// unknown mandatory requirements, unsafe cipher). CLI exit 1.
 	ErrUnsupported = errors.New("unsupported LUKS header")
+	// ErrNoKeyslotSpace: the keyslots area has no room for another
+	// keyslot's key material (CLI exit 1, "No space for new keyslot.").
+	ErrNoKeyslotSpace = errors.New("no space for new keyslot")
+	// ErrConcurrentUpdate: the header on the device changed since it was
+	// read (another editor wrote it); nothing was written (CLI exit 1,
+	// cryptsetup's "Detected attempt for concurrent LUKS2 metadata update.
+	// Aborting operation.").
+	ErrConcurrentUpdate = errors.New("concurrent LUKS metadata update")
 )
 
-// Device is where a header lives: an image file or block device.
+// TooSmallError: the device is smaller than the header area its header
+// describes (cryptsetup's "Device X is too small. Need at least N bytes.").
+// It is ErrNotLUKS too.
+type TooSmallError struct{ Need int64 }
+
+func (e *TooSmallError) Error() string {
+	return fmt.Sprintf("device is too small: need at least %d bytes", e.Need)
+}
+
+func (e *TooSmallError) Unwrap() error { return ErrNotLUKS }
+
+// VersionError: the primary header has the LUKS magic and a version other
+// than 1 or 2 (cryptsetup's "Unsupported LUKS version N."). It is
+// ErrNotLUKS too.
+type VersionError struct{ Version int }
+
+func (e *VersionError) Error() string { return fmt.Sprintf("unsupported LUKS version %d", e.Version) }
+
+func (e *VersionError) Unwrap() error { return ErrNotLUKS }
+
+// Device is where a header lives: an image file or block device. Flush
+// makes every write that completed before it durable: edits call it so that
+// key material is on disk before the header that names it, and the primary
+// header copy before the secondary is touched, so that a power cut tears at
+// most one copy.
 type Device interface {
 	io.ReaderAt
 	io.WriterAt
+	Flush() error
 }
 
 // Segment is the data segment a volume key decrypts.
@@ -94,8 +128,27 @@ type Header struct {
 	impl *header
 }
 
-// Read reads and validates the header at the start of dev (size bytes).
+// Read reads and validates the header at the start of dev (size bytes; 0
+// when unknown) and picks the copy cryptsetup 2.6.1 picks: a LUKS2 volume
+// whose primary copy is damaged reads through its secondary. Read writes
+// nothing; see Damaged and Repair.
 func Read(dev io.ReaderAt, size int64) (*Header, error) { return readHeader(dev, size) }
+
+// ReadLUKS2 is Read for a LUKS2 header whatever version the primary copy
+// names (cryptsetup's load with --type luks2): a primary whose version
+// field was damaged reads through the secondary.
+func ReadLUKS2(dev io.ReaderAt, size int64) (*Header, error) { return readHeaderAs(dev, size, 2) }
+
+// Damaged reports whether one LUKS2 header copy was not good when read
+// (damaged, invalid, or older than the other): Repair would rewrite it.
+func (h *Header) Damaged() bool { return h.impl.damaged != "" }
+
+// Repair rewrites the copy that was not good from the good one, as
+// cryptsetup does when it loads a header it may write (its binary header
+// and JSON area, a fresh salt), and flushes. It does nothing when both
+// copies were good. Take the exclusive lock and read the header again
+// under it before repairing.
+func (h *Header) Repair(dev Device) error { return h.impl.repair(dev) }
 
 // IsLUKS reports whether dev starts with a LUKS magic and a known version.
 func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }
@@ -110,6 +163,18 @@ func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }
 func Format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
 	return format(dev, size, opts, passphrase)
 }
+
+// FormatKeyslotsSize is the size of the keyslots area Format lays out for
+// opts (LUKS2): cryptsetup warns when it is under 4 MiB less 32 KiB.
+func FormatKeyslotsSize(opts FormatOptions) (int64, error) {
+	_, n, _, err := layout(opts)
+	return int64(n), err
+}
+
+// Requirements reports the header's mandatory requirements as the edits
+// cryptsetup refuses for them see them: nil, ErrUnmetRequirements,
+// ErrReencryption or ErrLegacyReencryption (LUKS1: nil).
+func (h *Header) Requirements() error { return h.impl.requirementsMet() }
 
 // Version is 1 or 2.
 func (h *Header) Version() int { return h.impl.version() }
@@ -231,6 +296,9 @@ var (
 	// ErrRestoreAreaSize: the device holds a LUKS2 header whose header and
 	// keyslots areas have another size than the backup's.
 	ErrRestoreAreaSize = errors.New("header and keyslots area size differs on device and backup")
+	// ErrRestoreRequirements: the backup has mandatory requirements
+	// cryptsetup forbids in a restore (unknown ones, offline reencryption).
+	ErrRestoreRequirements = errors.New("forbidden LUKS2 requirements detected in backup")
 )
 
 // RestoreCheck is what cryptsetup 2.6.1's luksHeaderRestore learns about
@@ -240,6 +308,9 @@ type RestoreCheck struct {
 	Replaces     bool // the device holds a valid header of that version
 	UUIDDiffers  bool // ... whose UUID is not the backup's
 	OtherVersion int  // a LUKS1 backup meets a header of this other version (cryptsetup: "Unsupported LUKS version 2.")
+	// The device's LUKS2 header has requirements cryptsetup warns about in
+	// its question: ones it does not know, an offline reencryption.
+	UnknownRequirements, OfflineReencryption bool
 }
 
 // CheckRestore reads the backup and the device's header as Restore would:

@@ -75,6 +75,11 @@ func checkRestore(dev io.ReaderAt, size int64, src io.ReaderAt, srcSize int64) (
 		return RestoreCheck{}, err
 	}
 	rc := RestoreCheck{Version: b.version()}
+	// cryptsetup restores no backup with requirements it would refuse to
+	// edit, but for a reencryption it can resume.
+	if err := b.requirementsMet(); err != nil && !errors.Is(err, ErrReencryption) {
+		return rc, ErrRestoreRequirements
+	}
 	var head [8]byte
 	if _, err := dev.ReadAt(head[:], 0); err == nil && bytes.Equal(head[:magicLen], magic1) {
 		if v := int(binary.BigEndian.Uint16(head[offVersion:])); v != rc.Version && rc.Version == 1 {
@@ -95,6 +100,15 @@ func checkRestore(dev io.ReaderAt, size int64, src io.ReaderAt, srcSize int64) (
 		}
 		return rc, nil
 	}
+	switch err := c.requirementsMet(); {
+	case errors.Is(err, ErrUnmetRequirements):
+		rc.UnknownRequirements = true
+	case errors.Is(err, ErrLegacyReencryption):
+		// An offline reencryption moves the data: cryptsetup compares
+		// no offsets then.
+		rc.OfflineReencryption = true
+		return rc, nil
+	}
 	if c.dataOffset() != b.dataOffset() {
 		return rc, ErrRestoreDataOffset
 	}
@@ -102,27 +116,6 @@ func checkRestore(dev io.ReaderAt, size int64, src io.ReaderAt, srcSize int64) (
 		return rc, ErrRestoreAreaSize
 	}
 	return rc, nil
-}
-
-func restore(dev Device, size int64, src io.ReaderAt, srcSize int64) error {
-	if _, err := checkRestore(dev, size, src, srcSize); err != nil {
-		return err
-	}
-	_, n, err := restoreBackup(src, srcSize)
-	if err != nil {
-		return err
-	}
-	if size > 0 && n > size {
-		return fmt.Errorf("device is too small (%d bytes) for the %d-byte header backup", size, n)
-	}
-	buf := make([]byte, n)
-	if _, err := src.ReadAt(buf, 0); err != nil {
-		return fmt.Errorf("reading the header backup: %w", err)
-	}
-	if _, err := dev.WriteAt(buf, 0); err != nil {
-		return fmt.Errorf("writing the header: %w", err)
-	}
-	return syncDev(dev)
 }
 
 // dataOffset is where cryptsetup's LUKS2_get_data_offset says data starts:

@@ -2,9 +2,6 @@ package luks2
 
 import (
 	"bytes"
-	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,21 +68,23 @@ func cString(b []byte) string {
 	return string(b)
 }
 
+// csumHash returns a new hash for a header's checksum_alg.
 func csumHash(alg string) (hash.Hash, error) {
-	switch alg {
-	case "sha256":
-		return sha256.New(), nil
-	case "sha1":
-		return sha1.New(), nil
-	case "sha512":
-		return sha512.New(), nil
+	h, err := hashFunc(alg)
+	if err != nil {
+		return nil, fmt.Errorf("unsupported header checksum algorithm %q", alg)
 	}
-	return nil, fmt.Errorf("unsupported header checksum algorithm %q", alg)
+	return h(), nil
 }
 
-// readCopy reads and checks the header copy at offset: magic, version,
-// hdr_size, hdr_offset and checksum. It returns the decoded binary header
-// and the JSON area.
+// maxHdrSize is LUKS2_HDR_OFFSET_MAX, the largest hdr_size read.
+const maxHdrSize = 4 << 20
+
+// readCopy reads and checks the header copy at offset as cryptsetup's
+// hdr_read_disk does: magic, version 2, hdr_offset, hdr_size between 16 KiB
+// and 4 MiB (a secondary's equal to its offset), checksum. It returns the
+// decoded binary header and the JSON area; the area itself is judged by
+// the caller.
 func readCopy(dev io.ReaderAt, offset int64, secondary bool) (*binHeader, []byte, error) {
 	raw := make([]byte, binHeaderSize)
 	if _, err := dev.ReadAt(raw, offset); err != nil {
@@ -102,20 +101,22 @@ func readCopy(dev io.ReaderAt, offset int64, secondary bool) (*binHeader, []byte
 		return nil, nil, fmt.Errorf("unsupported LUKS version %d at offset %d", v, offset)
 	}
 	bh := &binHeader{
-		hdrSize:   int64(binary.BigEndian.Uint64(raw[offHdrSize:])),
-		seqID:     binary.BigEndian.Uint64(raw[offSeqID:]),
-		label:     cString(raw[offLabel : offLabel+labelLen]),
+		hdrSize: int64(binary.BigEndian.Uint64(raw[offHdrSize:])),
+		seqID:   binary.BigEndian.Uint64(raw[offSeqID:]),
+		// Cut as cryptsetup's hdr_from_disk cuts them: one byte short of
+		// their fields, for the NUL.
+		label:     cString(raw[offLabel : offLabel+labelLen-1]),
 		csumAlg:   cString(raw[offCsumAlg : offCsumAlg+csumAlgLen]),
-		uuid:      cString(raw[offUUID : offUUID+uuidLen]),
-		subsystem: cString(raw[offSubsystem : offSubsystem+labelLen]),
+		uuid:      cString(raw[offUUID : offUUID+uuidLen-1]),
+		subsystem: cString(raw[offSubsystem : offSubsystem+labelLen-1]),
 		hdrOffset: int64(binary.BigEndian.Uint64(raw[offHdrOffset:])),
 	}
 	copy(bh.salt[:], raw[offSalt:])
-	if !validHdrSize(bh.hdrSize) {
-		return nil, nil, fmt.Errorf("invalid header size %d at offset %d", bh.hdrSize, offset)
-	}
 	if bh.hdrOffset != offset {
 		return nil, nil, fmt.Errorf("header at offset %d claims offset %d", offset, bh.hdrOffset)
+	}
+	if bh.hdrSize < hdrSizes[0] || bh.hdrSize > maxHdrSize || secondary && bh.hdrSize != offset {
+		return nil, nil, fmt.Errorf("invalid header size %d at offset %d", bh.hdrSize, offset)
 	}
 	h, err := csumHash(bh.csumAlg)
 	if err != nil {

@@ -64,7 +64,7 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	if hi.v1 != nil {
 		return fmt.Errorf("%w: luksConvertKey needs a LUKS2 header", ErrUnsupported)
 	}
-	if err := hi.usable(); err != nil {
+	if err := hi.editable(); err != nil {
 		return err
 	}
 	k := hi.meta.keyslots[slot]
@@ -80,7 +80,7 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	} else if !ok {
 		return ErrVolumeKeyMismatch
 	}
-	p = p.withDefaults()
+	p = p.forKeyslot()
 	salt := make([]byte, keyslotSaltSize)
 	if _, err := rand.Read(salt); err != nil {
 		return err
@@ -100,58 +100,67 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 		}
 		off = k.areaOffset
 	}
-	kn, err := storeKeyslot(dev, key, passphrase, keyslotParams{
+	ks := keyslotParams{
 		id: slot, areaOffset: off, areaSize: areaSize,
 		areaCipher: k.areaCipher, areaKeySize: k.areaKeySize,
 		afHash: strings.ToLower(p.Hash), stripes: defaultStripes, kdf: kp,
-	})
-	if err != nil {
-		return err
 	}
-	// The new material is on disk before any metadata names it.
-	if err := syncDev(dev); err != nil {
-		return err
-	}
+	kn := ks.node(len(key))
+	material := func() error { return ks.writeMaterial(dev, key, passphrase) }
 	id := strconv.Itoa(slot)
 	root := hi.meta.root.clone()
 	keyslots := root.get("keyslots")
 	if mode == rewrapNew {
 		keyslots.del(id)
 		keyslots.set(id, kn)
-		if err := hi.replace(dev, root); err != nil {
+		if err := hi.store(dev, root, material); err != nil {
 			return err
 		}
-		return wipeArea(dev, k.areaOffset, k.areaSize)
+		return wipeDurably(dev, k.areaOffset, k.areaSize)
 	}
-	ks := keyslots.get(id)
-	ks.set("af", kn.get("af"))
-	ks.set("kdf", kn.get("kdf"))
-	ks.get("area").set("offset", jUint64Str(off))
-	if err := hi.replace(dev, root); err != nil {
+	kj := keyslots.get(id)
+	kj.set("af", kn.get("af"))
+	kj.set("kdf", kn.get("kdf"))
+	kj.get("area").set("offset", jUint64Str(off))
+	if off == k.areaOffset || mode == rewrapMove {
+		if err := hi.store(dev, root, material); err != nil {
+			return err
+		}
+		if off == k.areaOffset {
+			return nil
+		}
+		return wipeDurably(dev, k.areaOffset, k.areaSize)
+	}
+	return hi.rewrapThrough(dev, root, material, k, off, areaSize)
+}
+
+// rewrapThrough rewrites keyslot k in its own area through the free area
+// at off: root names the new material there, then, once it is copied
+// home, a second header names k's own area again and the free area is
+// wiped. Both headers are validated before anything is written.
+func (h *header) rewrapThrough(dev Device, root *node, material func() error, k *keyslot, off, areaSize uint64) error {
+	id := strconv.Itoa(k.id)
+	home := root.clone()
+	home.get("keyslots").get(id).get("area").set("offset", jUint64Str(k.areaOffset))
+	if _, err := h.prepare(home); err != nil {
 		return err
 	}
-	if off == k.areaOffset {
+	if err := h.store(dev, root, material); err != nil {
+		return err
+	}
+	copyHome := func() error {
+		buf := make([]byte, areaSize)
+		defer clear(buf)
+		if _, err := dev.ReadAt(buf, int64(off)); err != nil {
+			return fmt.Errorf("reading keyslot %d area: %w", k.id, err)
+		}
+		if _, err := dev.WriteAt(buf, int64(k.areaOffset)); err != nil {
+			return fmt.Errorf("writing keyslot %d area: %w", k.id, err)
+		}
 		return nil
 	}
-	if mode == rewrapMove {
-		return wipeArea(dev, k.areaOffset, k.areaSize)
-	}
-	// Home again: copy the material back and name the original area.
-	buf := make([]byte, areaSize)
-	defer clear(buf)
-	if _, err := dev.ReadAt(buf, int64(off)); err != nil {
-		return fmt.Errorf("reading keyslot %d area: %w", slot, err)
-	}
-	if _, err := dev.WriteAt(buf, int64(k.areaOffset)); err != nil {
-		return fmt.Errorf("writing keyslot %d area: %w", slot, err)
-	}
-	if err := syncDev(dev); err != nil {
+	if err := h.store(dev, home, copyHome); err != nil {
 		return err
 	}
-	root = hi.meta.root.clone()
-	root.get("keyslots").get(id).get("area").set("offset", jUint64Str(k.areaOffset))
-	if err := hi.replace(dev, root); err != nil {
-		return err
-	}
-	return wipeArea(dev, off, areaSize)
+	return wipeDurably(dev, off, areaSize)
 }

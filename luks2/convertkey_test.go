@@ -2,14 +2,13 @@ package luks2
 
 import (
 	"errors"
-	"os"
 	"testing"
 )
 
 // stopAfter is a device whose writes stop (fail, writing nothing) after n
 // of them: a crash at that point.
 type stopAfter struct {
-	*os.File
+	fileDev
 	n int
 }
 

@@ -5,19 +5,25 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
 	"strconv"
 )
 
 // verify reports whether vk matches the pbkdf2 digest. LUKS1-converted
 // headers carry 20-byte digests; the length comes from the stored digest.
+// A digest cryptsetup cannot check either (not pbkdf2, a field missing or
+// broken) is ErrKeyslotOpen.
 func (d *digest) verify(vk []byte) (bool, error) {
+	if d.err != nil || d.iterations < 1 || len(d.digest) == 0 {
+		return false, fmt.Errorf("%w: digest %d is malformed", ErrKeyslotOpen, d.id)
+	}
 	h, err := hashFunc(d.hash)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("%w: digest %d: %v", ErrKeyslotOpen, d.id, err)
 	}
 	sum, err := pbkdf2.Key(h, string(vk), d.salt, d.iterations, len(d.digest))
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("%w: digest %d: %v", ErrKeyslotOpen, d.id, err)
 	}
 	return subtle.ConstantTimeCompare(sum, d.digest) == 1, nil
 }

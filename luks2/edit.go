@@ -13,7 +13,7 @@ func (h *header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (i
 	if h.v1 != nil {
 		return h.v1.addKey(dev, vk, passphrase, slot, p)
 	}
-	if err := h.usable(); err != nil {
+	if err := h.editable(); err != nil {
 		return -1, err
 	}
 	seg, err := h.meta.dataSegment()
@@ -29,18 +29,15 @@ func (h *header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (i
 	if slot, err = h.freeSlot(slot); err != nil {
 		return -1, err
 	}
-	kn, err := h.newKeyslot(dev, vk, passphrase, slot, p)
+	ks, err := h.newKeyslot(vk, slot, p)
 	if err != nil {
 		return -1, err
 	}
 	root := h.meta.root.clone()
-	root.get("keyslots").set(strconv.Itoa(slot), kn)
-	dn := root.get("digests").get(strconv.Itoa(d.id))
-	arr := dn.get("keyslots")
-	v := jString(strconv.Itoa(slot))
-	v.parent = arr
-	arr.vals = append(arr.vals, v)
-	if err := h.replace(dev, root); err != nil {
+	root.get("keyslots").set(strconv.Itoa(slot), ks.node(len(vk)))
+	root.get("digests").get(strconv.Itoa(d.id)).get("keyslots").push(jString(strconv.Itoa(slot)))
+	err = h.store(dev, root, func() error { return ks.writeMaterial(dev, vk, passphrase) })
+	if err != nil {
 		return -1, err
 	}
 	return slot, nil
@@ -66,13 +63,41 @@ func (h *header) freeSlot(slot int) (int, error) {
 	return slot, nil
 }
 
-// replace validates root, and when it is good makes it the metadata and
-// writes both header copies.
-func (h *header) replace(dev Device, root *node) error {
+// store is an edit's write: it validates root as the next metadata, checks
+// that the device still holds the header h was read from, runs before (the
+// key material or wipe the new metadata relies on; nil for none), and
+// writes root to both header copies. Nothing is written when root is not
+// valid.
+func (h *header) store(dev Device, root *node, before func() error) error {
+	m, err := h.prepare(root)
+	if err != nil {
+		return err
+	}
+	if err := h.unchanged(dev); err != nil {
+		return err
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
+	}
+	return h.install(dev, m)
+}
+
+// replace is store for an edit of the metadata alone.
+func (h *header) replace(dev Device, root *node) error { return h.store(dev, root, nil) }
+
+// prepare validates root as the next metadata.
+func (h *header) prepare(root *node) (*metadata, error) {
 	m, err := parseMetadata(root, h.bin.hdrSize)
 	if err != nil {
-		return fmt.Errorf("refusing to write: %w", err)
+		return nil, fmt.Errorf("refusing to write: %w", err)
 	}
+	return m, nil
+}
+
+// install makes m the metadata and writes both header copies.
+func (h *header) install(dev Device, m *metadata) error {
 	old := h.meta
 	h.meta = m
 	if err := h.write(dev); err != nil {
@@ -89,9 +114,6 @@ func (h *header) killSlot(dev Device, slot int) error {
 	k := h.meta.keyslots[slot]
 	if k == nil {
 		return fmt.Errorf("keyslot %d is not active", slot)
-	}
-	for _, r := range h.meta.mandatory {
-		return fmt.Errorf("%w: mandatory requirement %q", ErrUnsupported, r)
 	}
 	id := strconv.Itoa(slot)
 	root := h.meta.root.clone()
@@ -121,21 +143,21 @@ func (h *header) killSlot(dev Device, slot int) error {
 			i--
 		}
 	}
-	if _, err := parseMetadata(root, h.bin.hdrSize); err != nil {
-		return fmt.Errorf("refusing to write: %w", err)
-	}
 	// Like cryptsetup: destroy the key material first, then drop the slot.
-	if k.areaSize > 0 {
-		if err := wipeArea(dev, k.areaOffset, k.areaSize); err != nil {
-			return err
+	return h.store(dev, root, func() error {
+		if k.areaSize == 0 {
+			return nil
 		}
-	}
-	return h.replace(dev, root)
+		return wipeArea(dev, k.areaOffset, k.areaSize)
+	})
 }
 
 func (h *header) setLabel(dev Device, label, subsystem *string) error {
 	if h.v1 != nil {
 		return errLUKS1NoLabel
+	}
+	if err := h.requirementsMet(); err != nil {
+		return err
 	}
 	old := h.bin
 	if label != nil {
@@ -160,6 +182,9 @@ func (h *header) setUUID(dev Device, uuid string) error {
 	}
 	if !uuidPattern.MatchString(uuid) {
 		return fmt.Errorf("wrong LUKS UUID format provided: %q", uuid)
+	}
+	if err := h.requirementsMet(); err != nil {
+		return err
 	}
 	// cryptsetup stores UUIDs in lower case.
 	uuid = strings.ToLower(uuid)
@@ -209,6 +234,9 @@ func (h *header) setPriority(dev Device, slot int, p Priority) error {
 	}
 	if p < PriorityIgnore || p > PriorityPrefer {
 		return fmt.Errorf("invalid keyslot priority %d", p)
+	}
+	if err := h.requirementsMet(); err != nil {
+		return err
 	}
 	if h.meta.keyslots[slot] == nil {
 		return fmt.Errorf("keyslot %d is not active", slot)

@@ -149,34 +149,12 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 		return fail(fmt.Errorf("keyslot %d is out of range", slot))
 	}
 
-	// Zero the whole header area, then fill the keyslots area with noise.
-	if err := zeroRange(dev, 0, max(dataOffset, areaEnd)); err != nil {
-		return fail(err)
-	}
-	if err := wipeArea(dev, uint64(2*hdrSize), keyslotsSize); err != nil {
-		return fail(err)
-	}
-
 	dg, err := newDigestNode(vk, digestHash, digestIterations(p, digestHash, len(vk)), []int{slot}, []int{0})
 	if err != nil {
 		return fail(err)
 	}
-	root := obj(
-		"keyslots", jObject(),
-		"tokens", jObject(),
-		"segments", obj("0", obj(
-			"type", jString("crypt"),
-			"offset", jUint64Str(uint64(dataOffset)),
-			"size", jString("dynamic"),
-			"iv_tweak", jString("0"),
-			"encryption", jString(opts.Cipher),
-			"sector_size", jInt(int64(opts.SectorSize)))),
-		"digests", obj("0", dg),
-		"config", obj(
-			"json_size", jUint64Str(uint64(hdrSize-binHeaderSize)),
-			"keyslots_size", jUint64Str(keyslotsSize)),
-	)
-	h := &header{bin: binHeader{
+	root := formatRoot(opts, dataOffset, hdrSize, keyslotsSize, dg)
+	h := &header{fresh: true, bin: binHeader{
 		hdrSize:   hdrSize,
 		seqID:     2, // cryptsetup's luksFormat leaves epoch 3
 		label:     opts.Label,
@@ -191,15 +169,56 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 		return fail(err)
 	}
 	h.meta = &metadata{root: root, keyslotsSize: keyslotsSize, keyslots: map[int]*keyslot{}}
-	kn, err := h.newKeyslot(dev, vk, passphrase, slot, p)
+	ks, err := h.newKeyslot(vk, slot, p)
 	if err != nil {
 		return fail(err)
 	}
-	root.get("keyslots").set(fmt.Sprint(slot), kn)
-	if err := h.commit(dev); err != nil {
+	root.get("keyslots").set(fmt.Sprint(slot), ks.node(len(vk)))
+	m, err := h.prepare(root)
+	if err != nil {
+		return fail(err)
+	}
+	// The header is built and valid; only now is the device written.
+	if err := h.writeFormat(dev, m, ks, vk, passphrase, max(dataOffset, areaEnd)); err != nil {
 		return fail(err)
 	}
 	return &Header{impl: h}, vk, nil
+}
+
+// formatRoot is a new volume's metadata: one crypt segment, its digest dg,
+// no keyslot yet.
+func formatRoot(opts FormatOptions, dataOffset, hdrSize int64, keyslotsSize uint64, dg *node) *node {
+	return obj(
+		"keyslots", jObject(),
+		"tokens", jObject(),
+		"segments", obj("0", obj(
+			"type", jString("crypt"),
+			"offset", jUint64Str(uint64(dataOffset)),
+			"size", jString("dynamic"),
+			"iv_tweak", jString("0"),
+			"encryption", jString(opts.Cipher),
+			"sector_size", jInt(int64(opts.SectorSize)))),
+		"digests", obj("0", dg),
+		"config", obj(
+			"json_size", jUint64Str(uint64(hdrSize-binHeaderSize)),
+			"keyslots_size", jUint64Str(keyslotsSize)),
+	)
+}
+
+// writeFormat writes a new volume whose header h will hold m: the header
+// area up to end zeroed, the keyslots area filled with noise, the key
+// material of keyslot ks, then (flushed first) both header copies.
+func (h *header) writeFormat(dev Device, m *metadata, ks keyslotParams, vk, passphrase []byte, end int64) error {
+	if err := zeroRange(dev, 0, end); err != nil {
+		return err
+	}
+	if err := wipeArea(dev, uint64(2*h.bin.hdrSize), m.keyslotsSize); err != nil {
+		return err
+	}
+	if err := ks.writeMaterial(dev, vk, passphrase); err != nil {
+		return err
+	}
+	return h.install(dev, m)
 }
 
 // defaultSectorSize picks the encryption sector size as cryptsetup 2.6.1
@@ -219,9 +238,9 @@ func defaultSectorSize(size, requestedOffset, dataOffset int64) int {
 	return 4096
 }
 
-// newKeyslot places, derives and writes a keyslot area for vk and returns
-// its JSON object (not yet in the tree).
-func (h *header) newKeyslot(dev Device, vk, passphrase []byte, slot int, p PBKDF) (*node, error) {
+// newKeyslot places a new keyslot for a vk-sized key and picks its KDF
+// parameters; nothing is written yet.
+func (h *header) newKeyslot(vk []byte, slot int, p PBKDF) (keyslotParams, error) {
 	s, err := h.meta.dataSegment()
 	var cipher string
 	if err == nil {
@@ -229,8 +248,8 @@ func (h *header) newKeyslot(dev Device, vk, passphrase []byte, slot int, p PBKDF
 	} else if seg := h.meta.root.get("segments").get("0"); seg != nil {
 		cipher = seg.get("encryption").str
 	}
-	if cipher == "" || strings.HasPrefix(cipher, "capi:") {
-		return nil, fmt.Errorf("%w: no usable keyslot cipher (segment cipher %q)", ErrUnsupported, cipher)
+	if cipher == "" || strings.HasPrefix(cipher, "capi:") || safeCipher(cipher) != nil {
+		return keyslotParams{}, fmt.Errorf("%w: no usable keyslot cipher (segment cipher %q)", ErrUnsupported, cipher)
 	}
 	// The area key is as long as the volume key of the data segment, also
 	// for an unbound key of another size (cryptsetup's default).
@@ -238,30 +257,30 @@ func (h *header) newKeyslot(dev Device, vk, passphrase []byte, slot int, p PBKDF
 	if n := h.segmentKeySize(); n > 0 {
 		areaKeySize = n
 	}
-	return h.newKeyslotIn(dev, vk, passphrase, slot, p, cipher, areaKeySize)
+	return h.newKeyslotIn(len(vk), slot, p, cipher, areaKeySize)
 }
 
 // newKeyslotIn is newKeyslot with the area's cipher and key size given.
-func (h *header) newKeyslotIn(dev Device, vk, passphrase []byte, slot int, p PBKDF, cipher string, areaKeySize int) (*node, error) {
-	p = p.withDefaults()
-	areaSize := keyslotAreaSize(len(vk))
+func (h *header) newKeyslotIn(keySize, slot int, p PBKDF, cipher string, areaKeySize int) (keyslotParams, error) {
+	p = p.forKeyslot()
+	areaSize := keyslotAreaSize(keySize)
 	off, err := h.areaGap(areaSize)
 	if err != nil {
-		return nil, err
+		return keyslotParams{}, err
 	}
 	salt := make([]byte, keyslotSaltSize)
 	if _, err := rand.Read(salt); err != nil {
-		return nil, err
+		return keyslotParams{}, err
 	}
-	kp, err := p.params(salt, len(vk))
+	kp, err := p.params(salt, keySize)
 	if err != nil {
-		return nil, err
+		return keyslotParams{}, err
 	}
-	return storeKeyslot(dev, vk, passphrase, keyslotParams{
+	return keyslotParams{
 		id: slot, areaOffset: off, areaSize: areaSize,
 		areaCipher: cipher, areaKeySize: areaKeySize,
 		afHash: strings.ToLower(p.Hash), stripes: defaultStripes, kdf: kp,
-	})
+	}, nil
 }
 
 func zeroRange(dev Device, off, end int64) error {

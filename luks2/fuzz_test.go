@@ -28,6 +28,8 @@ func (m *memDev) WriteAt(p []byte, off int64) (int, error) {
 	return copy(m.b[off:], p), nil
 }
 
+func (m *memDev) Flush() error { return nil }
+
 // FuzzReadHeader feeds arbitrary bytes as a device to Read. Whatever it
 // accepts must dump, serialize and re-parse without error; nothing panics.
 // Seeds: testdata/fuzz/FuzzReadHeader (headers luksd made, then mangled).
@@ -69,8 +71,8 @@ func FuzzKeyslot(f *testing.F) {
 		if err != nil {
 			return
 		}
-		k, err := parseKeyslot(0, n)
-		if err != nil || k.typ != "luks2" {
+		k := buildKeyslot(n)
+		if validateLUKS2Keyslot(n) != nil || k.typ != "luks2" {
 			return
 		}
 		p := k.kdf
@@ -84,7 +86,7 @@ func FuzzKeyslot(f *testing.F) {
 	})
 }
 
-// TestKeyslotRoundTripInMemory: a keyslot written by storeKeyslot opens
+// TestKeyslotRoundTripInMemory: a keyslot written by writeMaterial opens
 // with openKeyslot through the JSON it produced, for each area cipher.
 func TestKeyslotRoundTripInMemory(t *testing.T) {
 	for _, c := range []struct {
@@ -94,15 +96,16 @@ func TestKeyslotRoundTripInMemory(t *testing.T) {
 		dev := &memDev{}
 		vk := bytes.Repeat([]byte{0xa5}, c.size)
 		kp := kdfParams{typ: "argon2i", time: 4, memory: 32, cpus: 1, salt: []byte("0123456789abcdef0123456789abcdef")}
-		n, err := storeKeyslot(dev, vk, []byte("pw"), keyslotParams{id: 0, areaOffset: 32768, areaSize: keyslotAreaSize(c.size),
-			areaCipher: c.cipher, areaKeySize: c.size, afHash: "sha256", stripes: 4000, kdf: kp})
-		if err != nil {
+		ks := keyslotParams{id: 0, areaOffset: 32768, areaSize: keyslotAreaSize(c.size),
+			areaCipher: c.cipher, areaKeySize: c.size, afHash: "sha256", stripes: 4000, kdf: kp}
+		if err := ks.writeMaterial(dev, vk, []byte("pw")); err != nil {
 			t.Fatalf("%s: %v", c.cipher, err)
 		}
-		k, err := parseKeyslot(0, n)
-		if err != nil {
+		n := ks.node(len(vk))
+		if err := validateLUKS2Keyslot(n); err != nil {
 			t.Fatal(err)
 		}
+		k := buildKeyslot(n)
 		got, err := openKeyslot(dev, k, []byte("pw"))
 		if err != nil || !bytes.Equal(got, vk) {
 			t.Fatalf("%s: open = %x, %v", c.cipher, got, err)

@@ -1,34 +1,75 @@
 package luks2
 
 import (
+	"crypto/md5"
 	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha3"
 	"crypto/sha512"
 	"fmt"
 	"hash"
 	"strings"
 
+	"golang.org/x/crypto/blake2b"
+	"golang.org/x/crypto/blake2s"
 	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // LUKS1 headers use it
 )
 
-// hashFunc returns the constructor of a hash named as cryptsetup names it
-// (gcrypt/OpenSSL names, case-insensitive).
+// hashes maps the digest names cryptsetup 2.6.1 resolves through OpenSSL 3
+// (Debian's backend: EVP_MD_fetch, case-insensitive, with OpenSSL's
+// aliases, and cryptsetup's blake2 spellings) to Go's constructors. Header
+// checksums, PBKDF2, AF and digests all take these names.
+var hashes = map[string]func() hash.Hash{
+	"md5":          md5.New,
+	"ssl3-md5":     md5.New,
+	"sha1":         sha1.New,
+	"sha-1":        sha1.New,
+	"ssl3-sha1":    sha1.New,
+	"sha224":       sha256.New224,
+	"sha2-224":     sha256.New224,
+	"sha-224":      sha256.New224,
+	"sha256":       sha256.New,
+	"sha2-256":     sha256.New,
+	"sha-256":      sha256.New,
+	"sha384":       sha512.New384,
+	"sha2-384":     sha512.New384,
+	"sha-384":      sha512.New384,
+	"sha512":       sha512.New,
+	"sha2-512":     sha512.New,
+	"sha-512":      sha512.New,
+	"sha512-224":   sha512.New512_224,
+	"sha2-512/224": sha512.New512_224,
+	"sha-512/224":  sha512.New512_224,
+	"sha512-256":   sha512.New512_256,
+	"sha2-512/256": sha512.New512_256,
+	"sha-512/256":  sha512.New512_256,
+	"sha3-224":     func() hash.Hash { return sha3.New224() },
+	"sha3-256":     func() hash.Hash { return sha3.New256() },
+	"sha3-384":     func() hash.Hash { return sha3.New384() },
+	"sha3-512":     func() hash.Hash { return sha3.New512() },
+	"ripemd160":    ripemd160.New,
+	"ripemd-160":   ripemd160.New,
+	"ripemd":       ripemd160.New,
+	"rmd160":       ripemd160.New,
+	"whirlpool":    newWhirlpool,
+	"blake2b512":   mustBlake(blake2b.New512),
+	"blake2b-512":  mustBlake(blake2b.New512),
+	"blake2s256":   mustBlake(blake2s.New256),
+	"blake2s-256":  mustBlake(blake2s.New256),
+}
+
+// mustBlake adapts an unkeyed blake2 constructor.
+func mustBlake(f func(key []byte) (hash.Hash, error)) func() hash.Hash {
+	return func() hash.Hash {
+		h, _ := f(nil) // never fails without a key
+		return h
+	}
+}
+
+// hashFunc returns the constructor of a hash named as cryptsetup names it.
 func hashFunc(name string) (func() hash.Hash, error) {
-	switch strings.ToLower(name) {
-	case "sha1":
-		return sha1.New, nil
-	case "sha224":
-		return sha256.New224, nil
-	case "sha256":
-		return sha256.New, nil
-	case "sha384":
-		return sha512.New384, nil
-	case "sha512":
-		return sha512.New, nil
-	case "ripemd160":
-		return ripemd160.New, nil
-	case "whirlpool":
-		return newWhirlpool, nil
+	if h, ok := hashes[strings.ToLower(name)]; ok {
+		return h, nil
 	}
 	return nil, fmt.Errorf("%w: hash %q is not supported", ErrUnsupported, name)
 }

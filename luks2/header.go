@@ -2,7 +2,6 @@ package luks2
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,125 +20,36 @@ type header struct {
 	bin   binHeader // fields of the copy in use
 	salt2 [saltLen]byte
 	meta  *metadata
+	// fresh: being formatted; nothing on the device is this header yet.
+	fresh bool
+	// damaged names the copy ("primary", "secondary") that was not good
+	// when read; goodArea is the other's JSON area as read, to repair it.
+	damaged  string
+	goodArea []byte
 }
 
-// isLUKS reports whether dev starts with a LUKS magic and version 1 or 2.
-func isLUKS(dev io.ReaderAt) bool {
-	var b [8]byte
-	if _, err := dev.ReadAt(b[:], 0); err != nil {
-		return false
-	}
-	if !bytes.Equal(b[:magicLen], magic1) {
-		return false
-	}
-	v := binary.BigEndian.Uint16(b[offVersion:])
-	return v == 1 || v == 2
-}
-
-// copyResult is one header copy that passed its binary checks.
-type copyResult struct {
-	bin  *binHeader
-	meta *metadata
-	err  error
-}
-
-func loadCopy(dev io.ReaderAt, offset int64, secondary bool) copyResult {
-	bh, area, err := readCopy(dev, offset, secondary)
-	if err != nil {
-		return copyResult{err: err}
-	}
-	root, err := parseJSON(area)
-	if err != nil {
-		return copyResult{err: err}
-	}
-	m, err := parseMetadata(root, bh.hdrSize)
-	if err != nil {
-		return copyResult{err: err}
-	}
-	return copyResult{bin: bh, meta: m}
-}
-
-func readHeader(dev io.ReaderAt, size int64) (*Header, error) {
-	var b [8]byte
-	if _, err := dev.ReadAt(b[:], 0); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotLUKS, err)
-	}
-	if bytes.Equal(b[:magicLen], magic1) && binary.BigEndian.Uint16(b[offVersion:]) == 1 {
-		h1, err := readLUKS1(dev, size)
-		if err != nil {
-			return nil, err
-		}
-		return &Header{impl: &header{v1: h1}}, nil
-	}
-	primary := loadCopy(dev, 0, false)
-	var secondary copyResult
-	if primary.err == nil {
-		secondary = loadCopy(dev, primary.bin.hdrSize, true)
-	} else {
-		secondary = copyResult{err: errors.New("no secondary LUKS2 header")}
-		for _, off := range hdrSizes {
-			if size > 0 && off+binHeaderSize > size {
-				break
-			}
-			if c := loadCopy(dev, off, true); c.err == nil {
-				secondary = c
-				break
-			}
-		}
-	}
-	h := &header{}
-	switch {
-	case primary.err == nil && (secondary.err != nil || primary.bin.seqID >= secondary.bin.seqID):
-		h.bin, h.meta = *primary.bin, primary.meta
-		if secondary.err == nil {
-			h.salt2 = secondary.bin.salt
-		} else if _, err := rand.Read(h.salt2[:]); err != nil {
-			return nil, err
-		}
-	case secondary.err == nil:
-		h.bin, h.meta = *secondary.bin, secondary.meta
-		h.salt2 = secondary.bin.salt
-		if primary.err == nil {
-			h.bin.salt = primary.bin.salt
-		} else if _, err := rand.Read(h.bin.salt[:]); err != nil {
-			return nil, err
-		}
-		h.bin.hdrOffset = 0
-	default:
-		if !bytes.Equal(b[:magicLen], magic1) && !strings.Contains(secondary.err.Error(), "magic") {
-			return nil, fmt.Errorf("%w: primary header: %v; secondary header: %v", ErrNotLUKS, primary.err, secondary.err)
-		}
-		if !bytes.Equal(b[:magicLen], magic1) {
-			return nil, ErrNotLUKS
-		}
-		return nil, fmt.Errorf("%w: %v", ErrNotLUKS, primary.err)
-	}
-	return &Header{impl: h}, nil
-}
-
-// usable refuses headers luksd must not unlock or edit.
-func (h *header) usable() error {
+// editable refuses the edits cryptsetup 2.6.1 refuses on a LUKS2 header
+// with mandatory requirements (its onlyLUKS check): adding, changing and
+// converting keys, UUID, label, priority and tokens. LUKS1: its cipher
+// must be safe.
+func (h *header) editable() error {
 	if h.v1 != nil {
 		return h.v1.usable()
 	}
-	m := h.meta
-	for _, r := range m.mandatory {
-		if strings.HasPrefix(r, "online-reencrypt") {
-			return fmt.Errorf("%w: the volume is in reencryption (requirement %q); finish it with cryptsetup", ErrUnsupported, r)
-		}
-		return fmt.Errorf("%w: unknown mandatory requirement %q", ErrUnsupported, r)
+	return requirementsError(h.meta.mandatory)
+}
+
+// activatable refuses a data segment luksd must not map: requirements it
+// cannot meet (reencryption in progress above all), segments that are not
+// crypt, unsafe ciphers, sector sizes dm-crypt does not take.
+func (h *header) activatable() error {
+	if err := requirementsError(h.meta.mandatory); errors.Is(err, ErrReencryption) {
+		return fmt.Errorf("%w: the volume is in reencryption; finish it with cryptsetup", ErrUnsupported)
+	} else if err != nil {
+		return err
 	}
-	for _, id := range sortedIDs(m.keyslots) {
-		k := m.keyslots[id]
-		if k.typ != "luks2" {
-			continue
-		}
-		if err := safeCipher(k.areaCipher); err != nil {
-			return fmt.Errorf("%w: keyslot %d: %v", ErrUnsupported, id, err)
-		}
-	}
-	for _, id := range sortedIDs(m.segments) {
-		s := m.segments[id]
+	for _, id := range sortedIDs(h.meta.segments) {
+		s := h.meta.segments[id]
 		if s.typ != "crypt" {
 			return fmt.Errorf("%w: segment %d has type %q", ErrUnsupported, id, s.typ)
 		}
@@ -202,7 +112,7 @@ func (h *header) segment() (Segment, error) {
 	if h.v1 != nil {
 		return h.v1.segment()
 	}
-	if err := h.usable(); err != nil {
+	if err := h.activatable(); err != nil {
 		return Segment{}, err
 	}
 	s, err := h.meta.dataSegment()
@@ -267,9 +177,12 @@ func (h *header) json() []byte {
 	return h.meta.root.pretty()
 }
 
-// write stores the metadata in both copies with a new seqid, primary first
-// and then secondary, each as cryptsetup does: binary header without
-// checksum, JSON area, binary header with checksum.
+// write stores the metadata in both copies with a new seqid, as cryptsetup
+// does, in an order that a power cut tears at most one copy of: whatever
+// was written before (key material, wipes) is flushed first, then the
+// primary (binary header without checksum, JSON area, binary header with
+// checksum) is written and flushed, then the secondary likewise. It
+// refuses to write over a header another editor changed since it was read.
 func (h *header) write(dev Device) error {
 	jsonSize := h.bin.hdrSize - binHeaderSize
 	js := h.meta.root.compact()
@@ -278,6 +191,14 @@ func (h *header) write(dev Device) error {
 	}
 	area := make([]byte, jsonSize)
 	copy(area, js)
+	if !h.fresh {
+		if err := h.unchanged(dev); err != nil {
+			return err
+		}
+	}
+	if err := flush(dev); err != nil {
+		return err
+	}
 	h.bin.seqID++
 	for i, off := range []int64{0, h.bin.hdrSize} {
 		bh := h.bin
@@ -285,67 +206,90 @@ func (h *header) write(dev Device) error {
 		if i == 1 {
 			bh.salt = h.salt2
 		}
-		raw, err := bh.encode(i == 1, area)
-		if err != nil {
+		if err := writeCopy(dev, &bh, i == 1, area); err != nil {
 			return err
 		}
-		noSum := append([]byte(nil), raw...)
-		clear(noSum[offCsum : offCsum+csumLen])
-		if _, err := dev.WriteAt(noSum, off); err != nil {
-			return fmt.Errorf("writing LUKS2 header: %w", err)
-		}
-		if _, err := dev.WriteAt(area, off+binHeaderSize); err != nil {
-			return fmt.Errorf("writing LUKS2 metadata: %w", err)
-		}
-		if _, err := dev.WriteAt(raw, off); err != nil {
-			return fmt.Errorf("writing LUKS2 header: %w", err)
+		if err := flush(dev); err != nil {
+			return err
 		}
 	}
-	return syncDev(dev)
+	h.fresh, h.damaged = false, ""
+	return nil
 }
 
-// syncDev flushes dev when it can.
-func syncDev(dev any) error {
-	if s, ok := dev.(interface{ Sync() error }); ok {
-		return s.Sync()
+// writeCopy writes one header copy as cryptsetup does: the binary header
+// without its checksum, the JSON area, then the binary header with it.
+func writeCopy(dev io.WriterAt, bh *binHeader, secondary bool, area []byte) error {
+	raw, err := bh.encode(secondary, area)
+	if err != nil {
+		return err
+	}
+	noSum := append([]byte(nil), raw...)
+	clear(noSum[offCsum : offCsum+csumLen])
+	if _, err := dev.WriteAt(noSum, bh.hdrOffset); err != nil {
+		return fmt.Errorf("writing LUKS2 header: %w", err)
+	}
+	if _, err := dev.WriteAt(area, bh.hdrOffset+binHeaderSize); err != nil {
+		return fmt.Errorf("writing LUKS2 metadata: %w", err)
+	}
+	if _, err := dev.WriteAt(raw, bh.hdrOffset); err != nil {
+		return fmt.Errorf("writing LUKS2 header: %w", err)
 	}
 	return nil
 }
 
-// commit validates the edited tree and writes it.
-func (h *header) commit(dev Device) error {
-	m, err := parseMetadata(h.meta.root, h.bin.hdrSize)
-	if err != nil {
-		return fmt.Errorf("refusing to write: %w", err)
+// flush makes what was written to dev durable.
+func flush(dev Device) error {
+	if err := dev.Flush(); err != nil {
+		return fmt.Errorf("flushing the header device: %w", err)
 	}
-	h.meta = m
-	return h.write(dev)
+	return nil
+}
+
+// unchanged refuses an edit when the header on dev is no longer the one h
+// was read from: LUKS2, a primary header of this volume with another seqid
+// (cryptsetup's LUKS2_check_sequence_id, which skips a primary of another
+// volume or none); LUKS1, a header whose bytes changed.
+func (h *header) unchanged(dev io.ReaderAt) error {
+	if h.v1 != nil {
+		return h.v1.unchanged(dev)
+	}
+	var b [512]byte
+	if _, err := dev.ReadAt(b[:], 0); err != nil {
+		return fmt.Errorf("reading LUKS2 header: %w", err)
+	}
+	if !bytes.Equal(b[:magicLen], magic1) || binary.BigEndian.Uint16(b[offVersion:]) != 2 ||
+		cString(b[offUUID:offUUID+uuidLen]) != h.bin.uuid {
+		return nil
+	}
+	if binary.BigEndian.Uint64(b[offSeqID:]) != h.bin.seqID {
+		return ErrConcurrentUpdate
+	}
+	return nil
 }
 
 // areaGap finds the lowest free, 4096-aligned range of size bytes in the
-// keyslots area.
+// keyslots area, clear of every keyslot's area (those cryptsetup does not
+// address by number too).
 func (h *header) areaGap(size uint64) (uint64, error) {
 	start := uint64(2 * h.bin.hdrSize)
 	end := start + h.meta.keyslotsSize
-	type iv struct{ off, end uint64 }
-	var used []iv
-	for _, k := range h.meta.keyslots {
-		if k.areaSize > 0 {
-			used = append(used, iv{k.areaOffset, k.areaOffset + k.areaSize})
-		}
-	}
+	used := append([]interval(nil), h.meta.areas...)
 	sort.Slice(used, func(i, j int) bool { return used[i].off < used[j].off })
 	off := start
 	for _, u := range used {
+		if u.len == 0 {
+			continue
+		}
 		if u.off >= off+size {
 			break
 		}
-		if u.end > off {
-			off = (u.end + keyslotsAlign - 1) / keyslotsAlign * keyslotsAlign
+		if u.off+u.len > off {
+			off = (u.off + u.len + keyslotsAlign - 1) / keyslotsAlign * keyslotsAlign
 		}
 	}
 	if off+size > end {
-		return 0, errors.New("not enough space in the keyslots area for a new keyslot")
+		return 0, ErrNoKeyslotSpace
 	}
 	return off, nil
 }

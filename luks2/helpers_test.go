@@ -72,7 +72,12 @@ func image(t *testing.T, size int64) string {
 	return p
 }
 
-func openRW(t *testing.T, path string) (*os.File, int64) {
+// fileDev is an image file as a Device: Flush is fsync.
+type fileDev struct{ *os.File }
+
+func (f fileDev) Flush() error { return f.Sync() }
+
+func openRW(t *testing.T, path string) (fileDev, int64) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -83,10 +88,10 @@ func openRW(t *testing.T, path string) (*os.File, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, st.Size()
+	return fileDev{f}, st.Size()
 }
 
-func readHdr(t *testing.T, path string) (*Header, *os.File) {
+func readHdr(t *testing.T, path string) (*Header, fileDev) {
 	t.Helper()
 	f, size := openRW(t, path)
 	h, err := Read(f, size)

@@ -2,10 +2,8 @@ package luks2
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 )
 
@@ -13,14 +11,13 @@ import (
 // key order, the unknown fields and the tokens exactly as they were read, and
 // serializes the way json-c (cryptsetup's JSON library) does.
 
-// maxJSONDepth bounds nesting; cryptsetup's metadata is at most 5 deep.
-const maxJSONDepth = 16
-
 // node is one JSON value: an object (ordered keys), an array, a string, a
-// number (its literal), a bool or null.
+// number (its text: json-c's canonical one for an integer, the literal for
+// a double), a bool or null.
 type node struct {
 	kind   nodeKind
-	str    string // string value or number literal
+	str    string // string value or number text
+	dbl    bool   // a number json-c holds as a double
 	b      bool
 	keys   []string
 	vals   []*node // object values (parallel to keys) or array elements
@@ -42,17 +39,18 @@ func (k nodeKind) String() string {
 	return [...]string{"null", "object", "array", "string", "number", "bool"}[k]
 }
 
-// parseJSON parses one JSON document (trailing NUL padding allowed).
+// isInt reports whether n is a JSON integer (json-c's json_type_int).
+func (n *node) isInt() bool { return n != nil && n.kind == kindNumber && !n.dbl }
+
+// parseJSON parses a JSON document that is an object followed by nothing
+// but NUL bytes, as json-c reads it.
 func parseJSON(data []byte) (*node, error) {
-	data = bytes.TrimRight(data, "\x00")
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	n, err := parseValue(dec, 0)
+	n, end, err := parseJSONC(data, 0)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON metadata")
+	if len(bytes.Trim(data[end:], "\x00")) != 0 {
+		return nil, errors.New("data after the JSON metadata")
 	}
 	if n.kind != kindObject {
 		return nil, errors.New("JSON metadata is not an object")
@@ -60,71 +58,24 @@ func parseJSON(data []byte) (*node, error) {
 	return n, nil
 }
 
-func parseValue(dec *json.Decoder, depth int) (*node, error) {
-	if depth > maxJSONDepth {
-		return nil, errors.New("JSON metadata nested too deeply")
+// parseArea parses a header's JSON area as cryptsetup does (json-c, then
+// validate_json_area): it starts with '{', and the JSON is followed by NUL
+// bytes only, at least one.
+func parseArea(area []byte) (*node, error) {
+	if len(area) == 0 || area[0] != '{' {
+		return nil, errors.New("JSON metadata does not start with '{'")
 	}
-	tok, err := dec.Token()
+	n, end, err := parseJSONC(area, 0)
 	if err != nil {
-		return nil, fmt.Errorf("broken JSON metadata: %v", err)
+		return nil, err
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			n := &node{kind: kindObject}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, fmt.Errorf("broken JSON metadata: %v", err)
-				}
-				k, ok := kt.(string)
-				if !ok {
-					return nil, errors.New("broken JSON metadata: object key is not a string")
-				}
-				v, err := parseValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				if n.get(k) != nil {
-					// json-c keeps the last one.
-					n.set(k, v)
-					continue
-				}
-				v.parent = n
-				n.keys = append(n.keys, k)
-				n.vals = append(n.vals, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, fmt.Errorf("broken JSON metadata: %v", err)
-			}
-			return n, nil
-		case '[':
-			n := &node{kind: kindArray}
-			for dec.More() {
-				v, err := parseValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				v.parent = n
-				n.vals = append(n.vals, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, fmt.Errorf("broken JSON metadata: %v", err)
-			}
-			return n, nil
-		}
-		return nil, errors.New("broken JSON metadata: unexpected delimiter")
-	case string:
-		return &node{kind: kindString, str: t}, nil
-	case json.Number:
-		return &node{kind: kindNumber, str: string(t)}, nil
-	case bool:
-		return &node{kind: kindBool, b: t}, nil
-	case nil:
-		return &node{kind: kindNull}, nil
+	if end >= len(area) {
+		return nil, errors.New("JSON metadata fills its area: no NUL after it")
 	}
-	return nil, errors.New("broken JSON metadata")
+	if len(bytes.Trim(area[end:], "\x00")) != 0 {
+		return nil, errors.New("data after the JSON metadata")
+	}
+	return n, nil
 }
 
 // get returns the value of key in object n, or nil.
@@ -153,6 +104,12 @@ func (n *node) set(key string, v *node) {
 	n.vals = append(n.vals, v)
 }
 
+// push appends v to array n.
+func (n *node) push(v *node) {
+	v.parent = n
+	n.vals = append(n.vals, v)
+}
+
 // del removes key from object n.
 func (n *node) del(key string) {
 	for i, k := range n.keys {
@@ -168,7 +125,7 @@ func (n *node) clone() *node {
 	if n == nil {
 		return nil
 	}
-	c := &node{kind: n.kind, str: n.str, b: n.b, keys: append([]string(nil), n.keys...)}
+	c := &node{kind: n.kind, str: n.str, dbl: n.dbl, b: n.b, keys: append([]string(nil), n.keys...)}
 	for _, v := range n.vals {
 		cv := v.clone()
 		cv.parent = c

@@ -47,6 +47,8 @@ type luks1Header struct {
 	// raw is the header as read; edits patch the fields they change into
 	// a copy, so bytes luksd does not interpret are written back as found.
 	raw [luks1HeaderSize]byte
+	// fresh: being formatted; nothing on the device is this header yet.
+	fresh bool
 }
 
 func luks1AFSectors(keyBytes uint32) uint32 {
@@ -86,6 +88,9 @@ func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 	}
 	if h.mkDigestIter == 0 {
 		return nil, errors.New("LUKS1 header has zero digest iterations")
+	}
+	if err := luks1Hash(h.hashSpec); err != nil {
+		return nil, err
 	}
 	af := luks1AFSectors(h.keyBytes)
 	order := []int{0, 1, 2, 3, 4, 5, 6, 7}
@@ -300,4 +305,13 @@ func writeVolumeKey(b *strings.Builder, vk []byte) {
 		fmt.Fprintf(b, "%02x ", c)
 	}
 	b.WriteString("\n")
+}
+
+// luks1Hash refuses a hash whose digest is shorter than LUKS1's 20-byte
+// volume key digest (md5), as cryptsetup does on format and on load.
+func luks1Hash(name string) error {
+	if h, err := hashFunc(name); err == nil && h().Size() < luks1DigestSize {
+		return fmt.Errorf("requested LUKS hash %s is not supported", name)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/luksd/luksd/dmcrypt"
 )
@@ -35,21 +36,46 @@ func (h *luks1Header) encode() []byte {
 	return raw[:]
 }
 
-// store validates next as a header cryptsetup would read, writes it over
-// the header in a single write, syncs, and makes it h.
+// store validates next as a header cryptsetup would read, makes what was
+// written before durable, writes next over the header in a single write,
+// flushes, and makes it h. It refuses to write over a header that changed
+// since h was read.
 func (h *luks1Header) store(dev Device, next *luks1Header) error {
 	raw := next.encode()
 	if _, err := readLUKS1(bytes.NewReader(raw), 0); err != nil {
 		return fmt.Errorf("refusing to write: %w", err)
 	}
+	if !h.fresh {
+		if err := h.unchanged(dev); err != nil {
+			return err
+		}
+	}
+	if err := flush(dev); err != nil {
+		return err
+	}
 	if _, err := dev.WriteAt(raw, 0); err != nil {
 		return fmt.Errorf("writing LUKS1 header: %w", err)
 	}
-	if err := syncDev(dev); err != nil {
-		return fmt.Errorf("writing LUKS1 header: %w", err)
+	if err := flush(dev); err != nil {
+		return err
 	}
 	copy(next.raw[:], raw)
+	next.fresh = false
 	*h = *next
+	return nil
+}
+
+// unchanged refuses an edit when the header on dev differs from the one h
+// was read from (cryptsetup 2.6.1 does not lock LUKS1 headers; luksd
+// notices what another editor wrote meanwhile).
+func (h *luks1Header) unchanged(dev io.ReaderAt) error {
+	var b [luks1HeaderSize]byte
+	if _, err := dev.ReadAt(b[:], 0); err != nil {
+		return fmt.Errorf("reading LUKS1 header: %w", err)
+	}
+	if b != h.raw {
+		return ErrConcurrentUpdate
+	}
 	return nil
 }
 
@@ -109,49 +135,71 @@ func (h *luks1Header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKD
 	if err != nil {
 		return -1, err
 	}
-	iterations, err := h.slotIterations(p)
-	if err != nil {
-		return -1, err
-	}
-	newHash, err := hashFunc(h.hashSpec)
-	if err != nil {
-		return -1, err
-	}
 	next := *h
-	s := &next.slots[slot]
-	if _, err := rand.Read(s.salt[:]); err != nil {
-		return -1, err
-	}
-	s.iterations = uint32(iterations)
-	key, err := pbkdf2.Key(newHash, string(passphrase), s.salt[:], iterations, int(h.keyBytes))
+	material, err := next.seal(slot, vk, passphrase, p)
 	if err != nil {
 		return -1, err
 	}
-	c, err := dmcrypt.New(h.spec(), key)
-	clear(key)
-	if err != nil {
-		return -1, fmt.Errorf("%w: %v", ErrUnsupported, err)
-	}
-	defer c.Wipe()
-	buf := make([]byte, afSize(int(h.keyBytes), int(s.stripes)))
-	defer clear(buf)
-	if err := afSplit(buf, vk, int(s.stripes), newHash); err != nil {
+	defer clear(material)
+	// Nothing is written to a keyslot another editor may have taken.
+	if err := h.unchanged(dev); err != nil {
 		return -1, err
 	}
-	c.Encrypt(buf, 0, areaSectorSize)
-	// Key material first and durable: until the header names it, a crash
-	// leaves the keyslot disabled and the volume as it was.
-	if _, err := dev.WriteAt(buf, int64(s.offset)*512); err != nil {
-		return -1, fmt.Errorf("writing keyslot %d: %w", slot, err)
+	// Key material first (store makes it durable before the header): until
+	// the header names it, a crash leaves the keyslot disabled and the
+	// volume as it was.
+	if err := next.writeMaterial(dev, slot, material); err != nil {
+		return -1, err
 	}
-	if err := syncDev(dev); err != nil {
-		return -1, fmt.Errorf("writing keyslot %d: %w", slot, err)
-	}
-	s.active = luks1KeyEnabled
 	if err := h.store(dev, &next); err != nil {
 		return -1, err
 	}
 	return slot, nil
+}
+
+// seal enables keyslot slot of h for passphrase (a new salt, PBKDF2
+// iterations as p asks) and returns its key material, vk split and
+// encrypted; nothing is written.
+func (h *luks1Header) seal(slot int, vk, passphrase []byte, p PBKDF) ([]byte, error) {
+	iterations, err := h.slotIterations(p)
+	if err != nil {
+		return nil, err
+	}
+	newHash, err := hashFunc(h.hashSpec)
+	if err != nil {
+		return nil, err
+	}
+	s := &h.slots[slot]
+	if _, err := rand.Read(s.salt[:]); err != nil {
+		return nil, err
+	}
+	s.iterations = uint32(iterations)
+	key, err := pbkdf2.Key(newHash, string(passphrase), s.salt[:], iterations, int(h.keyBytes))
+	if err != nil {
+		return nil, err
+	}
+	c, err := dmcrypt.New(h.spec(), key)
+	clear(key)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	defer c.Wipe()
+	buf := make([]byte, afSize(int(h.keyBytes), int(s.stripes)))
+	if err := afSplit(buf, vk, int(s.stripes), newHash); err != nil {
+		clear(buf)
+		return nil, err
+	}
+	c.Encrypt(buf, 0, areaSectorSize)
+	s.active = luks1KeyEnabled
+	return buf, nil
+}
+
+// writeMaterial writes keyslot slot's key material where h places it.
+func (h *luks1Header) writeMaterial(dev io.WriterAt, slot int, material []byte) error {
+	if _, err := dev.WriteAt(material, int64(h.slots[slot].offset)*512); err != nil {
+		return fmt.Errorf("writing keyslot %d: %w", slot, err)
+	}
+	return nil
 }
 
 // killSlot disables the keyslot in the header (its salt and iterations
@@ -173,7 +221,7 @@ func (h *luks1Header) killSlot(dev Device, slot int) error {
 	if err := wipeArea(dev, uint64(s.offset)*512, uint64(afSize(int(h.keyBytes), int(s.stripes)))); err != nil {
 		return err
 	}
-	return syncDev(dev)
+	return flush(dev)
 }
 
 // setUUID rewrites the header with a new UUID.

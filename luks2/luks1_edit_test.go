@@ -238,7 +238,7 @@ func TestLUKS1CalibratedIterations(t *testing.T) {
 // of writes past the header as one, by their first offset), and fails
 // every write from the failAt-th on (a crash).
 type recordingDevice struct {
-	f      *os.File
+	f      fileDev
 	log    []string
 	writes int
 	failAt int // 0: never
@@ -260,7 +260,7 @@ func (d *recordingDevice) WriteAt(p []byte, off int64) (int, error) {
 	return d.f.WriteAt(p, off)
 }
 
-func (d *recordingDevice) Sync() error {
+func (d *recordingDevice) Flush() error {
 	d.log = append(d.log, "sync")
 	return d.f.Sync()
 }
@@ -294,7 +294,7 @@ func TestLUKS1EditOrder(t *testing.T) {
 	if err := h.KillSlot(dev, 1); err != nil {
 		t.Fatal(err)
 	}
-	want = []string{"write 0", "sync", fmt.Sprintf("write %d", area), "sync"}
+	want = []string{"sync", "write 0", "sync", fmt.Sprintf("write %d", area), "sync"}
 	if strings.Join(dev.log, ", ") != strings.Join(want, ", ") {
 		t.Fatalf("KillSlot wrote %v, want %v", dev.log, want)
 	}

@@ -91,6 +91,9 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 		hash = "sha256"
 	}
 	newHash, err := hashFunc(hash)
+	if err == nil {
+		err = luks1Hash(hash)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,22 +164,38 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 	if err != nil {
 		return fail(fmt.Errorf("refusing to write: %w", err))
 	}
-
-	if err := zeroRange(dev, 0, areaEnd); err != nil {
-		return fail(err)
-	}
-	for _, off := range offsets {
-		if err := wipeArea(dev, uint64(off)*512, uint64(afSize(opts.KeySize, luks1Stripes))); err != nil {
-			return fail(err)
-		}
-	}
-	h := &luks1Header{}
-	if err := h.store(dev, next); err != nil {
-		return fail(err)
-	}
 	slot := max(opts.Keyslot, 0)
-	if _, err := h.addKey(dev, vk, passphrase, slot, p); err != nil {
+	material, err := next.seal(slot, vk, passphrase, p)
+	if err != nil {
+		return fail(err)
+	}
+	defer clear(material)
+
+	h := &luks1Header{fresh: true}
+	if err := h.writeFormat(dev, next, slot, material, areaEnd); err != nil {
 		return fail(err)
 	}
 	return &Header{impl: &header{v1: h}}, vk, nil
+}
+
+// writeFormat writes the new volume next: the header area up to end
+// zeroed, every keyslot area filled with noise, keyslot slot's material,
+// then the header. Unlike cryptsetup, which writes a header without
+// keyslots and then adds one, the header goes out once, after the key
+// material it names is durable: a power cut never leaves a header no
+// passphrase opens.
+func (h *luks1Header) writeFormat(dev Device, next *luks1Header, slot int, material []byte, end int64) error {
+	if err := zeroRange(dev, 0, end); err != nil {
+		return err
+	}
+	n := uint64(afSize(int(next.keyBytes), luks1Stripes))
+	for _, s := range next.slots {
+		if err := wipeArea(dev, uint64(s.offset)*512, n); err != nil {
+			return err
+		}
+	}
+	if err := next.writeMaterial(dev, slot, material); err != nil {
+		return err
+	}
+	return h.store(dev, next)
 }

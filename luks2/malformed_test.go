@@ -120,14 +120,6 @@ func TestMalformedMetadataRefused(t *testing.T) {
 			r.get("segments").get("0").set("offset", jString("16777217"))
 			return r.compact()
 		}},
-		{"absurd stripes", func(r *node) []byte {
-			r.get("keyslots").get("0").get("af").set("stripes", jInt(1<<40))
-			return r.compact()
-		}},
-		{"absurd key size", func(r *node) []byte {
-			r.get("keyslots").get("0").set("key_size", jInt(1<<31))
-			return r.compact()
-		}},
 		{"digest names missing keyslot", func(r *node) []byte {
 			r.get("digests").get("0").set("keyslots", idsNode([]int{0, 1, 7}))
 			return r.compact()
@@ -149,10 +141,6 @@ func TestMalformedMetadataRefused(t *testing.T) {
 		{"keyslot id too large", func(r *node) []byte {
 			ks := r.get("keyslots")
 			ks.keys[1] = "32"
-			return r.compact()
-		}},
-		{"bad salt", func(r *node) []byte {
-			r.get("keyslots").get("0").get("kdf").set("salt", jString("!!"))
 			return r.compact()
 		}},
 		{"token without type", func(r *node) []byte {
@@ -214,32 +202,66 @@ func TestBadBinaryHeadersRefused(t *testing.T) {
 	})
 }
 
-// TestUnsupportedHeaders: headers luksd reads (luksDump works) but refuses
-// to unlock or edit, with ErrUnsupported.
+// TestOddKeyslotsRefusedWhenUsed: keyslots cryptsetup's validation lets
+// through (it reads the header) but that cannot open are refused when
+// they are tried, with ErrKeyslotOpen; the volume opens with the others.
+func TestOddKeyslotsRefusedWhenUsed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(k *node)
+	}{
+		{"absurd key size", func(k *node) { k.set("key_size", jInt(1<<31)) }},
+		{"bad salt", func(k *node) { k.get("kdf").set("salt", jString("!!")) }},
+		{"short salt", func(k *node) { k.get("kdf").set("salt", jString("c2FsdA==")) }},
+		{"no iterations", func(k *node) { k.get("kdf").set("iterations", jInt(0)) }},
+		{"unknown kdf", func(k *node) { k.get("kdf").set("type", jString("scrypt")) }},
+		{"unknown af hash", func(k *node) { k.get("af").set("hash", jString("rot13")) }},
+		{"unknown area cipher", func(k *node) { k.get("area").set("encryption", jString("rot13-xts-plain64")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, root := freshImage(t)
+			tc.edit(root.get("keyslots").get("1"))
+			writeRawJSON(t, f, root.compact())
+			h, err := Read(f, int64(len(f.b)))
+			if err != nil {
+				t.Fatalf("Read: %v", err)
+			}
+			if _, _, err := h.Unlock(f, []byte("second"), 1); !errors.Is(err, ErrKeyslotOpen) {
+				t.Fatalf("Unlock of the odd keyslot: %v, want ErrKeyslotOpen", err)
+			}
+			if _, slot, err := h.Unlock(f, []byte("malformed"), -1); err != nil || slot != 0 {
+				t.Fatalf("Unlock of keyslot 0 (tried first): slot %d, %v", slot, err)
+			}
+			// Tried first, the odd keyslot stops the search, as cryptsetup's.
+			if _, _, err := h.Unlock(f, []byte("second"), -1); !errors.Is(err, ErrKeyslotOpen) && !errors.Is(err, ErrWrongPassphrase) {
+				t.Fatalf("Unlock: %v", err)
+			}
+		})
+	}
+}
+
+// TestUnsupportedHeaders: headers luksd reads and unlocks (luksDump and
+// --test-passphrase work, as in cryptsetup) but refuses to map or edit,
+// with ErrUnsupported.
 func TestUnsupportedHeaders(t *testing.T) {
 	cases := []struct {
-		name string
-		edit func(root *node)
-		want string
+		name             string
+		edit             func(root *node)
+		want             string
+		unlocks, addsKey bool
 	}{
-		{"reencryption", func(r *node) {
-			r.get("config").set("requirements", obj("mandatory", jArray(jString("online-reencrypt-v2"))))
-		}, "reencryption"},
 		{"unknown requirement", func(r *node) {
 			r.get("config").set("requirements", obj("mandatory", jArray(jString("future-feature"))))
-		}, "future-feature"},
-		{"cipher_null keyslot", func(r *node) {
-			r.get("keyslots").get("0").get("area").set("encryption", jString("cipher_null-ecb"))
-		}, "not secure"},
+		}, "unmet LUKS2 requirements", true, false},
 		{"ecb segment", func(r *node) {
 			r.get("segments").get("0").set("encryption", jString("aes-ecb"))
-		}, "not secure"},
+		}, "not secure", true, false},
 		{"sector size 1536", func(r *node) {
 			r.get("segments").get("0").set("sector_size", jInt(1536))
-		}, "sector size"},
+		}, "sector size", true, true},
 		{"sector size 8192", func(r *node) {
 			r.get("segments").get("0").set("sector_size", jInt(8192))
-		}, "sector size"},
+		}, "sector size", true, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -253,18 +275,33 @@ func TestUnsupportedHeaders(t *testing.T) {
 			if err := h.Dump(&strings.Builder{}, DumpOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err = h.Unlock(f, []byte("malformed"), -1)
-			if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Unlock: %v, want ErrUnsupported mentioning %q", err, tc.want)
+			vk, _, err := h.Unlock(f, []byte("malformed"), -1)
+			if (err == nil) != tc.unlocks {
+				t.Fatalf("Unlock: %v", err)
 			}
-			if _, err := h.Segment(); !errors.Is(err, ErrUnsupported) {
-				t.Fatalf("Segment: %v", err)
+			if _, err := h.Segment(); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Segment: %v, want ErrUnsupported mentioning %q", err, tc.want)
 			}
-			if _, err := h.AddKey(f, make([]byte, 64), []byte("x"), -1, cheapPBKDF2); !errors.Is(err, ErrUnsupported) {
+			if _, err := h.AddKey(f, vk, []byte("x"), -1, cheapPBKDF2); (err == nil) != tc.addsKey || err != nil && !errors.Is(err, ErrUnsupported) {
 				t.Fatalf("AddKey: %v", err)
 			}
 		})
 	}
+	t.Run("cipher_null keyslot", func(t *testing.T) {
+		f, root := freshImage(t)
+		root.get("keyslots").get("1").get("area").set("encryption", jString("cipher_null-ecb"))
+		writeRawJSON(t, f, root.compact())
+		h, err := Read(f, int64(len(f.b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := h.Unlock(f, []byte("second"), 1); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "not secure") {
+			t.Fatalf("Unlock of the cipher_null keyslot: %v", err)
+		}
+		if _, slot, err := h.Unlock(f, []byte("malformed"), -1); err != nil || slot != 0 {
+			t.Fatalf("Unlock of keyslot 0: %d %v", slot, err)
+		}
+	})
 }
 
 // TestUnknownFieldsSurvive: unknown fields, tokens and key order are kept

@@ -2,7 +2,9 @@ package luks2
 
 import (
 	"crypto/pbkdf2"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -16,32 +18,46 @@ import (
 const (
 	defaultIterTime     = 2000 * time.Millisecond
 	defaultArgonMemory  = 1 << 20 // KiB (1 GiB)
-	defaultArgonThreads = 4
 	minArgonTime        = 4
 	minArgonMemory      = 32 // KiB
 	minPBKDF2Iterations = 1000
 	digestIterTime      = 125 * time.Millisecond
+	maxArgonMemory      = 4 << 20 // KiB
+	maxArgonThreads     = 4
 )
 
-// deriveKey runs the keyslot's KDF over passphrase.
+// ErrPBKDF: PBKDF parameters out of the range cryptsetup takes, refused
+// before anything is written. CLI exit 1.
+var ErrPBKDF = errors.New("invalid PBKDF parameters")
+
+// deriveKey runs the keyslot's KDF over passphrase. Parameters the KDF
+// refuses (cryptsetup's crypt_pbkdf fails on them too) are ErrKeyslotOpen;
+// argon2 lanes beyond the 255 Go's argon2 takes are ErrUnsupported, never
+// truncated.
 func deriveKey(p kdfParams, passphrase []byte, keyLen int) ([]byte, error) {
 	switch p.typ {
 	case "pbkdf2":
 		h, err := hashFunc(p.hash)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %v", ErrKeyslotOpen, err)
+		}
+		if p.iterations < 1 || keyLen < 1 {
+			return nil, fmt.Errorf("%w: pbkdf2 with %d iterations", ErrKeyslotOpen, p.iterations)
 		}
 		return pbkdf2.Key(h, string(passphrase), p.salt, p.iterations, keyLen)
 	case "argon2i", "argon2id":
-		if p.time < 1 || p.memory < 8*p.cpus || p.cpus < 1 || p.cpus > 255 {
-			return nil, fmt.Errorf("invalid %s parameters (time %d, memory %d, threads %d)", p.typ, p.time, p.memory, p.cpus)
+		if p.cpus > 255 {
+			return nil, fmt.Errorf("%w: %s with %d threads", ErrUnsupported, p.typ, p.cpus)
+		}
+		if p.time < 1 || p.cpus < 1 || p.memory < 8*p.cpus || keyLen < 4 {
+			return nil, fmt.Errorf("%w: invalid %s parameters (time %d, memory %d, threads %d)", ErrKeyslotOpen, p.typ, p.time, p.memory, p.cpus)
 		}
 		if p.typ == "argon2i" {
 			return argon2.Key(passphrase, p.salt, uint32(p.time), uint32(p.memory), uint8(p.cpus), uint32(keyLen)), nil
 		}
 		return argon2.IDKey(passphrase, p.salt, uint32(p.time), uint32(p.memory), uint8(p.cpus), uint32(keyLen)), nil
 	}
-	return nil, fmt.Errorf("%w: PBKDF %q", ErrUnsupported, p.typ)
+	return nil, fmt.Errorf("%w: unknown PBKDF %q", ErrKeyslotOpen, p.typ)
 }
 
 // measureKDF times one derivation with p: PBKDF2 by CPU time, argon2 by
@@ -93,8 +109,23 @@ func (p PBKDF) withDefaults() PBKDF {
 			}
 		}
 		if p.Parallel <= 0 {
-			p.Parallel = min(defaultArgonThreads, runtime.NumCPU())
+			p.Parallel = min(maxArgonThreads, runtime.NumCPU())
 		}
+	}
+	return p
+}
+
+// forKeyslot limits p as cryptsetup's init_pbkdf_type does before it
+// makes a keyslot: argon2 at most 4 threads and one per CPU online, and at
+// most half the RAM (benchmark measures without these limits).
+func (p PBKDF) forKeyslot() PBKDF {
+	p = p.withDefaults()
+	if p.Type == "pbkdf2" {
+		return p
+	}
+	p.Parallel = max(1, min(p.Parallel, maxArgonThreads, runtime.NumCPU()))
+	if ram := totalMemoryKiB(); ram >= 128<<10 && p.MemoryKiB > ram/2 && p.MemoryKiB <= maxArgonMemory {
+		p.MemoryKiB = max(minArgonMemory, ram/2)
 	}
 	return p
 }
@@ -112,13 +143,16 @@ func (p PBKDF) params(salt []byte, keyLen int) (kdfParams, error) {
 		}
 		_ = h
 		kp.hash = strings.ToLower(p.Hash)
+		if p.Iterations > math.MaxUint32 {
+			return kp, fmt.Errorf("%w: %d pbkdf2 iterations (at most %d)", ErrPBKDF, p.Iterations, uint32(math.MaxUint32))
+		}
 		kp.iterations = p.Iterations
 		if kp.iterations <= 0 {
 			kp.iterations = calibratePBKDF2(kp.hash, keyLen, p.IterTime)
 		}
 	case "argon2i", "argon2id":
-		if p.Parallel > 255 || p.MemoryKiB < minArgonMemory || p.MemoryKiB > 4<<20 {
-			return kp, fmt.Errorf("invalid %s parameters (memory %d KiB, threads %d)", p.Type, p.MemoryKiB, p.Parallel)
+		if p.MemoryKiB < minArgonMemory || p.MemoryKiB > maxArgonMemory || p.Iterations > math.MaxUint32 {
+			return kp, fmt.Errorf("%w: %s with memory %d KiB, time cost %d", ErrPBKDF, p.Type, p.MemoryKiB, p.Iterations)
 		}
 		kp.memory, kp.cpus, kp.time = p.MemoryKiB, p.Parallel, p.Iterations
 		if kp.time <= 0 {

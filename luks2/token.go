@@ -1,8 +1,6 @@
 package luks2
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -75,6 +73,9 @@ func (h *Header) SetToken(dev Device, id int, js []byte, replace bool) (int, err
 	if h.impl.v1 != nil {
 		return -1, errLUKS1Tokens
 	}
+	if err := h.impl.requirementsMet(); err != nil {
+		return -1, err
+	}
 	m := h.impl.meta
 	switch {
 	case id < -1 || id >= maxTokens:
@@ -105,6 +106,9 @@ func (h *Header) RemoveToken(dev Device, id int) error {
 	if h.impl.v1 != nil {
 		return errLUKS1Tokens
 	}
+	if err := h.impl.requirementsMet(); err != nil {
+		return err
+	}
 	if id < 0 || id >= maxTokens {
 		return ErrTokenInvalid
 	}
@@ -122,6 +126,9 @@ func (h *Header) RemoveToken(dev Device, id int) error {
 func (h *Header) AssignToken(dev Device, id, slot int) error {
 	if h.impl.v1 != nil {
 		return errLUKS1Tokens
+	}
+	if err := h.impl.requirementsMet(); err != nil {
+		return err
 	}
 	m := h.impl.meta
 	if id < 0 || id >= maxTokens {
@@ -141,9 +148,7 @@ func (h *Header) AssignToken(dev Device, id, slot int) error {
 	arr := root.get("tokens").get(strconv.Itoa(id)).get("keyslots")
 	for _, s := range slots {
 		if !arrayHolds(arr, s) {
-			v := jString(s)
-			v.parent = arr
-			arr.vals = append(arr.vals, v)
+			arr.push(jString(s))
 		}
 	}
 	return h.impl.replace(dev, root)
@@ -154,6 +159,9 @@ func (h *Header) AssignToken(dev Device, id, slot int) error {
 func (h *Header) UnassignToken(dev Device, id, slot int) error {
 	if h.impl.v1 != nil {
 		return errLUKS1Tokens
+	}
+	if err := h.impl.requirementsMet(); err != nil {
+		return err
 	}
 	if id < 0 || id >= maxTokens || slot < 0 || slot >= maxKeyslots {
 		return ErrTokenInvalid
@@ -190,25 +198,23 @@ func arrayHolds(arr *node, s string) bool {
 // parseToken reads token JSON as json-c's tokener does (the first value;
 // what follows it is ignored) and validates it against m.
 func parseToken(js []byte, m *metadata) (*node, error) {
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.UseNumber()
-	t, err := parseValue(dec, 1)
+	// At its place in the header (root, tokens, token), so that no token
+	// nests the header deeper than json-c reads.
+	t, _, err := parseJSONC(js, 2)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadToken, err)
 	}
 	if t.kind != kindObject {
 		return nil, fmt.Errorf("%w: not an object", ErrBadToken)
 	}
-	if err := validateToken(t, m); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadToken, err)
+	// cryptsetup's LUKS2_token_validate.
+	if containsString(t, "type") == nil {
+		return nil, fmt.Errorf("%w: no type string", ErrBadToken)
 	}
-	ids, _ := idArray(t, "token", "keyslots", maxKeyslots)
-	for _, k := range ids {
-		if m.keyslots[k] == nil {
-			return nil, fmt.Errorf("%w: keyslot %d is not active", ErrBadToken, k)
-		}
+	if arr := contains(t, "keyslots", kindArray); arr == nil || !keyslotsNamed(arr, m.root.get("keyslots")) {
+		return nil, fmt.Errorf("%w: keyslots does not name active keyslots", ErrBadToken)
 	}
-	typ := t.get("type").str
+	typ := cstr(t.get("type").str)
 	if strings.HasPrefix(typ, builtinTokenPrefix) {
 		if typ != keyringTokenType {
 			return nil, fmt.Errorf("%w: unknown built-in token type %q", ErrBadToken, typ)
@@ -217,26 +223,5 @@ func parseToken(js []byte, m *metadata) (*node, error) {
 			return nil, fmt.Errorf("%w: luks2-keyring token without a key_description string", ErrBadToken)
 		}
 	}
-	normalizeIntegers(t)
 	return t, nil
-}
-
-// normalizeIntegers rewrites integer literals as json-c stores them: as
-// int64, or uint64 when larger, saturating ("-0" is 0). Other numbers
-// keep their literal, as json-c keeps a double's text.
-func normalizeIntegers(n *node) {
-	if n.kind == kindNumber && !strings.ContainsAny(n.str, ".eE") {
-		if i, err := strconv.ParseInt(n.str, 10, 64); err == nil {
-			n.str = strconv.FormatInt(i, 10)
-		} else if strings.HasPrefix(n.str, "-") {
-			n.str = strconv.FormatInt(-1<<63, 10)
-		} else if u, err := strconv.ParseUint(n.str, 10, 64); err == nil {
-			n.str = strconv.FormatUint(u, 10)
-		} else {
-			n.str = strconv.FormatUint(1<<64-1, 10)
-		}
-	}
-	for _, v := range n.vals {
-		normalizeIntegers(v)
-	}
 }

@@ -2,14 +2,13 @@ package luks2
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 )
 
 // formatTokenTest formats a LUKS2 image with keyslots 0 and 3 and returns
 // its header and device.
-func formatTokenTest(t *testing.T) (*Header, *os.File, string) {
+func formatTokenTest(t *testing.T) (*Header, fileDev, string) {
 	t.Helper()
 	img := image(t, 20<<20)
 	f, size := openRW(t, img)

@@ -23,7 +23,7 @@ func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 	if h.v1 != nil {
 		return -1, fmt.Errorf("%w: LUKS1 has no unbound keyslots", ErrUnsupported)
 	}
-	if err := h.usable(); err != nil {
+	if err := h.editable(); err != nil {
 		return -1, err
 	}
 	if len(key) == 0 {
@@ -45,24 +45,21 @@ func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 			return -1, err
 		}
 	}
-	var kn *node
+	var ks keyslotParams
 	if h.segmentKeySize() == 0 {
 		// No bound keyslot tells the volume key size: cryptsetup encrypts
 		// the area with its default keyslot cipher.
-		kn, err = h.newKeyslotIn(dev, key, passphrase, slot, p, defaultKeyslotCipher, defaultKeyslotKeySize)
+		ks, err = h.newKeyslotIn(len(key), slot, p, defaultKeyslotCipher, defaultKeyslotKeySize)
 	} else {
-		kn, err = h.newKeyslot(dev, key, passphrase, slot, p)
+		ks, err = h.newKeyslot(key, slot, p)
 	}
 	if err != nil {
 		return -1, err
 	}
 	root := h.meta.root.clone()
-	root.get("keyslots").set(strconv.Itoa(slot), kn)
+	root.get("keyslots").set(strconv.Itoa(slot), ks.node(len(key)))
 	if same != nil {
-		arr := root.get("digests").get(strconv.Itoa(same.id)).get("keyslots")
-		v := jString(strconv.Itoa(slot))
-		v.parent = arr
-		arr.vals = append(arr.vals, v)
+		root.get("digests").get(strconv.Itoa(same.id)).get("keyslots").push(jString(strconv.Itoa(slot)))
 	} else {
 		id := 0
 		for h.meta.digests[id] != nil {
@@ -70,7 +67,7 @@ func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 		}
 		root.get("digests").set(strconv.Itoa(id), dn)
 	}
-	if err := h.replace(dev, root); err != nil {
+	if err := h.store(dev, root, func() error { return ks.writeMaterial(dev, key, passphrase) }); err != nil {
 		return -1, err
 	}
 	return slot, nil

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 )
 
 // unlock opens the named keyslot, or tries the keyslots as cryptsetup
@@ -21,24 +20,6 @@ func (h *header) unlockFor(dev io.ReaderAt, passphrase []byte, slot int, anyKey 
 	if h.v1 != nil {
 		return h.v1.unlock(dev, passphrase, slot)
 	}
-	if err := h.usable(); err != nil {
-		return nil, -1, err
-	}
-	if slot >= 0 {
-		k := h.meta.keyslots[slot]
-		if k == nil {
-			return nil, -1, fmt.Errorf("keyslot %d is not active", slot)
-		}
-		d := h.meta.keyslotDigest(slot)
-		if d == nil {
-			return nil, -1, fmt.Errorf("keyslot %d has no digest", slot)
-		}
-		vk, err := tryKeyslot(dev, k, d, passphrase)
-		if err != nil {
-			return nil, -1, err
-		}
-		return vk, slot, nil
-	}
 	var d *digest
 	if !anyKey {
 		seg, err := h.meta.dataSegment()
@@ -49,14 +30,25 @@ func (h *header) unlockFor(dev io.ReaderAt, passphrase []byte, slot int, anyKey 
 			return nil, -1, fmt.Errorf("segment %d has no digest", seg.id)
 		}
 	}
-	vk, id, errPrefer := h.unlockPass(dev, passphrase, 2, d)
+	if slot >= 0 {
+		// A named keyslot opens with its own digest, bound or not.
+		vk, err := h.openAndVerify(dev, slot, nil, passphrase)
+		if errors.Is(err, errKeyslotUnusable) {
+			err = ErrNoUsableKeyslot
+		}
+		if err != nil {
+			return nil, -1, err
+		}
+		return vk, slot, nil
+	}
+	vk, id, errPrefer := h.unlockPass(dev, passphrase, int(PriorityPrefer), d)
 	if errPrefer == nil {
 		return vk, id, nil
 	}
 	if !errors.Is(errPrefer, ErrWrongPassphrase) && !errors.Is(errPrefer, ErrNoUsableKeyslot) {
 		return nil, -1, errPrefer
 	}
-	vk, id, err := h.unlockPass(dev, passphrase, 1, d)
+	vk, id, err := h.unlockPass(dev, passphrase, int(PriorityNormal), d)
 	if err == nil {
 		return vk, id, nil
 	}
@@ -68,43 +60,49 @@ func (h *header) unlockFor(dev io.ReaderAt, passphrase []byte, slot int, anyKey 
 	return nil, -1, err
 }
 
-// unlockPass tries the keyslots of priority prio in metadata order. When
-// none opens, the error is the last keyslot's, as in cryptsetup:
-// ErrNoUsableKeyslot when it is not bound to the data segment's digest d
-// (or no keyslot has that priority), ErrWrongPassphrase when it is. A nil d
-// takes every keyslot with a digest.
+// unlockPass tries the keyslots of priority prio in metadata order, as
+// cryptsetup's LUKS2_keyslot_open_priority: a wrong passphrase or an
+// unusable keyslot moves on to the next, anything else stops the search.
+// When none opens, the error is the last keyslot's: ErrNoUsableKeyslot
+// when it is not bound to d (or no keyslot has that priority),
+// ErrWrongPassphrase when it is. A nil d takes every keyslot with a digest.
 func (h *header) unlockPass(dev io.ReaderAt, passphrase []byte, prio int, d *digest) ([]byte, int, error) {
-	m := h.meta
 	res := ErrNoUsableKeyslot
 	for _, id := range h.keyslotOrder() {
-		k := m.keyslots[id]
-		if k.priority != prio {
+		if h.meta.keyslots[id].priority != prio {
 			continue
 		}
-		kd := m.keyslotDigest(id)
-		if k.typ != "luks2" || kd == nil || d != nil && kd != d {
-			res = ErrNoUsableKeyslot
-			continue
-		}
-		vk, err := tryKeyslot(dev, k, kd, passphrase)
-		if err == nil {
+		vk, err := h.openAndVerify(dev, id, d, passphrase)
+		switch {
+		case err == nil:
 			return vk, id, nil
-		}
-		if errors.Is(err, ErrUnsupported) {
+		case errors.Is(err, errKeyslotUnusable):
+			res = ErrNoUsableKeyslot
+		case errors.Is(err, ErrWrongPassphrase):
+			res = err
+		default:
 			return nil, -1, err
 		}
-		res = err
 	}
 	return nil, -1, res
 }
 
-// tryKeyslot opens k with passphrase and checks the key against d.
-func tryKeyslot(dev io.ReaderAt, k *keyslot, d *digest, passphrase []byte) ([]byte, error) {
+// openAndVerify opens keyslot slot with passphrase and checks the key
+// against its digest, which must be d unless d is nil.
+func (h *header) openAndVerify(dev io.ReaderAt, slot int, d *digest, passphrase []byte) ([]byte, error) {
+	k := h.meta.keyslots[slot]
+	if k == nil || k.typ != "luks2" {
+		return nil, errKeyslotUnusable
+	}
+	kd := h.meta.keyslotDigest(slot)
+	if kd == nil || d != nil && kd != d {
+		return nil, errKeyslotUnusable
+	}
 	vk, err := openKeyslot(dev, k, passphrase)
 	if err != nil {
 		return nil, err
 	}
-	ok, err := d.verify(vk)
+	ok, err := kd.verify(vk)
 	if err != nil || !ok {
 		clear(vk)
 		if err == nil {
@@ -120,7 +118,7 @@ func tryKeyslot(dev io.ReaderAt, k *keyslot, d *digest, passphrase []byte) ([]by
 func (h *header) keyslotOrder() []int {
 	var ids []int
 	for _, key := range h.meta.root.get("keyslots").keys {
-		if id, err := strconv.Atoi(key); err == nil && h.meta.keyslots[id] != nil {
+		if id, ok := addressable(key); ok && h.meta.keyslots[id] != nil {
 			ids = append(ids, id)
 		}
 	}

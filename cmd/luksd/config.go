@@ -33,10 +33,7 @@ func config(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	prio, setPrio := priorities[c.String("priority")]
-	if c.IsSet("priority") && !setPrio {
-		return usageErrorf("Option --priority can be only ignore/normal/prefer.")
-	}
+	prio, setPrio := priorities[c.String("priority")] // its words checked by popt (options.go)
 	if setPrio && c.Int("key-slot") < 0 {
 		return usageErrorf("Keyslot specification is required.")
 	}
@@ -50,24 +47,12 @@ func config(c *cli.Context) error {
 		subsystem = &s
 	}
 	hp := headerPath(c, dev)
-	d, _, err := openDevice(hp, false)
-	if err != nil {
-		return err
-	}
-	isLUKS := luks2.IsLUKS(d)
-	d.Close()
-	if !isLUKS {
-		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
-	}
 	// cryptsetup loads the header as LUKS2 whatever --type says.
-	h, f, err := readHeader(c, dev, true)
+	h, f, err := readLUKS2Header(c, dev, true)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if h.Version() != 2 {
-		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", headerPath(c, dev))
-	}
 	if !setPrio && label == nil && subsystem == nil {
 		return exitf(exitParams, "Option --priority, --label or --subsystem is missing.")
 	}
@@ -75,14 +60,16 @@ func config(c *cli.Context) error {
 		if err := checkSlot(h, c.Int("key-slot"), true); err != nil {
 			return err
 		}
-		if err := h.SetPriority(f, c.Int("key-slot"), prio); err != nil {
-			return headerError(hp, err)
-		}
 	}
-	if label != nil || subsystem != nil {
-		if err := h.SetLabel(f, label, subsystem); err != nil {
-			return headerError(hp, err)
+	return f.edit(func() error {
+		if setPrio {
+			if err := h.SetPriority(f, c.Int("key-slot"), prio); err != nil {
+				return headerError(hp, err)
+			}
 		}
-	}
-	return syncHeader(f)
+		if label != nil || subsystem != nil {
+			return headerErrorOrNil(hp, h.SetLabel(f, label, subsystem))
+		}
+		return nil
+	})
 }

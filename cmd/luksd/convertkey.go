@@ -56,9 +56,12 @@ func luksConvertKey(c *cli.Context) error {
 		return headerError(hp, err)
 	}
 	defer clear(key)
-	if err := h.ConvertKey(f, opened, key, pass.Bytes(), p, slot >= 0); err != nil {
-		return headerError(hp, err)
+	err = f.edit(func() error {
+		return headerErrorOrNil(hp, h.ConvertKey(f, opened, key, pass.Bytes(), p, slot >= 0))
+	})
+	if err != nil {
+		return err
 	}
 	verbosef(c, "Key slot %d created.", opened)
-	return syncHeader(f)
+	return nil
 }

@@ -112,7 +112,7 @@ func luksDump(c *cli.Context) error {
 	}
 	// cryptsetup's luksDump tries every keyslot whatever --key-slot says,
 	// and asks only once.
-	v, err := unlockVolumeSlot(c, dev, true, -1, false)
+	v, err := unlockKeyslot(c, dev, true, -1, false, false)
 	if err != nil {
 		return err
 	}
@@ -211,24 +211,20 @@ func isLuks(c *cli.Context) error {
 		return exitf(exitDevice, "Only one device argument for isLuks operation is supported.")
 	}
 	hp := headerPath(c, dev)
-	f, _, err := openDevice(hp, false)
+	d, err := openHeaderDevice(c, hp, false)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	// cryptsetup 2.6.1 says nothing, with -v too (its status line only).
-	notLUKS := func() error { return exitf(exitParams, "") }
-	if !luks2.IsLUKS(f) {
-		return notLUKS()
+	defer d.Close()
+	// cryptsetup loads the header (repairing a damaged copy as ever) and
+	// says nothing, with -v only what the library said, and its status
+	// line.
+	h, err := d.read()
+	if err != nil && c.Bool("verbose") {
+		printPreface(hp, err)
 	}
-	// cryptsetup loads the header: a damaged one is not LUKS either.
-	size, _ := deviceSize(f)
-	h, err := luks2.Read(f, size)
-	if err != nil {
-		return notLUKS()
-	}
-	if !typeAdmits(c.String("type"), h.Version()) {
-		return notLUKS()
+	if err != nil || !typeAdmits(c.String("type"), h.Version()) {
+		return exitf(exitParams, "")
 	}
 	return nil
 }
@@ -269,16 +265,7 @@ func luksUUID(c *cli.Context) error {
 	if !confirm(c, "Do you really want to change UUID of device?") {
 		return errAborted(exitPermission, "Operation aborted.")
 	}
-	if err := h.SetUUID(f, uuid); err != nil {
-		return headerError(headerPath(c, dev), err)
-	}
-	return syncHeader(f)
-}
-
-// syncHeader makes a header update durable.
-func syncHeader(f *os.File) error {
-	if err := f.Sync(); err != nil {
-		return exitf(exitDevice, "Cannot write to device %s: %v", f.Name(), err)
-	}
-	return nil
+	return f.edit(func() error {
+		return headerErrorOrNil(headerPath(c, dev), h.SetUUID(f, uuid))
+	})
 }

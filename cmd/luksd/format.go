@@ -40,9 +40,6 @@ func pbkdfFromFlags(c *cli.Context) (luks2.PBKDF, error) {
 	default:
 		return p, usageErrorf("Password-based key derivation function (PBKDF) can be only pbkdf2 or argon2i/argon2id.")
 	}
-	if c.Int("iter-time") < 0 || p.Iterations < 0 || p.MemoryKiB < 0 || p.Parallel < 0 {
-		return p, exitf(exitParams, "PBKDF parameters must not be negative.")
-	}
 	if p.Iterations > 0 && c.IsSet("iter-time") {
 		return p, usageErrorf("PBKDF forced iterations cannot be combined with iteration time option.")
 	}
@@ -125,11 +122,8 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	if err := checkPBKDF(version, opts.PBKDF); err != nil {
 		return opts, err
 	}
-	bits := c.Int("key-size")
-	if bits < 0 || bits%8 != 0 {
-		return opts, usageErrorf("Key size must be a multiple of 8 bits")
-	}
-	opts.KeySize = bits / 8
+	// Sizes and sector sizes were checked as popt read them (options.go).
+	opts.KeySize = c.Int("key-size") / 8
 	if opts.Cipher == "auto" {
 		spec, autoBits, sector, reason := autoCipher()
 		if c.Bool("verbose") {
@@ -145,12 +139,6 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	}
 	if opts.UUID != "" && !uuidPattern.MatchString(opts.UUID) {
 		return opts, exitf(exitParams, "Wrong LUKS UUID format provided.")
-	}
-	if opts.SectorSize != 0 && (opts.SectorSize < 512 || opts.SectorSize > 4096 || opts.SectorSize&(opts.SectorSize-1) != 0) {
-		return opts, usageErrorf("Unsupported encryption sector size.")
-	}
-	if c.Int64("offset") < 0 || opts.MetadataSize < 0 || opts.KeyslotsSize < 0 {
-		return opts, exitf(exitParams, "Offsets and sizes must not be negative.")
 	}
 	// A negative --key-slot never gets here (popt's callback refuses it).
 	if last := luksKeyslots(version) - 1; opts.Keyslot > last {
@@ -215,6 +203,10 @@ func luks1FormatOptions(c *cli.Context, opts *luks2.FormatOptions) error {
 	}
 	return nil
 }
+
+// smallKeyslotsArea: cryptsetup warns about a LUKS2 keyslots area smaller
+// than this (4 MiB less the two smallest metadata areas).
+const smallKeyslotsArea = 4<<20 - 2*16<<10
 
 // defaultDataOffset is where LUKS2 data starts unless told otherwise.
 const defaultDataOffset = 16 << 20
@@ -301,11 +293,12 @@ func luksFormat(c *cli.Context) error {
 			f.Close()
 		}
 	}
-	f, size, err := openDevice(hp, true)
+	hd, err := openHeaderDevice(c, hp, true)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer hd.Close()
+	f, size := hd.File, hd.size
 	for _, p := range []string{dev, hp} {
 		claim, err := claimExclusive(p)
 		if err != nil {
@@ -383,10 +376,22 @@ func luksFormat(c *cli.Context) error {
 			}
 		}
 	}
-	h, key, err := luks2.Format(f, formatSize, opts, pass.Bytes())
-	clear(key)
+	if n, err := luks2.FormatKeyslotsSize(opts); err == nil && version == 2 && n < smallKeyslotsArea {
+		fmt.Printf("WARNING: keyslots area (%d bytes) is very small, available LUKS2 keyslot count is very limited.\n", n)
+	}
+	var h *luks2.Header
+	err = hd.edit(func() error {
+		var key []byte
+		var err error
+		h, key, err = luks2.Format(hd, formatSize, opts, pass.Bytes())
+		clear(key)
+		if err != nil {
+			return formatError(err)
+		}
+		return nil
+	})
 	if err != nil {
-		return formatError(err)
+		return err
 	}
 	if version == 1 && formatSize == 0 && !opts.DetachedData {
 		if seg, err := h.Segment(); err == nil && size <= seg.Offset {
@@ -412,6 +417,9 @@ func luksFormat(c *cli.Context) error {
 
 // formatError maps luks2.Format's errors to one line with an exit code.
 func formatError(err error) error {
+	if errors.Is(err, luks2.ErrNoKeyslotSpace) {
+		return exitf(exitParams, "No space for new keyslot.")
+	}
 	if errors.Is(err, luks2.ErrUnsupported) {
 		return withCode(exitParams, err)
 	}

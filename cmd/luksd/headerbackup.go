@@ -53,14 +53,11 @@ func luksHeaderBackup(c *cli.Context) error {
 		return err
 	}
 	hp := headerPath(c, dev)
-	f, size, err := openDevice(hp, false)
+	_, f, err := readHeader(c, dev, false)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if !luks2.IsLUKS(f) {
-		return exitf(exitParams, "Device %s is not a valid LUKS device.", hp)
-	}
 	if _, err := os.Lstat(path); err == nil {
 		return exitf(exitParams, "Requested header backup file %s already exists.", path)
 	}
@@ -69,7 +66,7 @@ func luksHeaderBackup(c *cli.Context) error {
 	if err != nil {
 		return exitf(exitParams, "Cannot create header backup file %s.", path)
 	}
-	err = luks2.Backup(f, size, out)
+	err = f.locked(false, func() error { return luks2.Backup(f, f.size, out) })
 	if err == nil {
 		err = out.Sync()
 	}
@@ -101,18 +98,18 @@ func luksHeaderRestore(c *cli.Context) error {
 		return exitf(exitParams, "Header backup file does not contain compatible LUKS header.")
 	}
 	hp := headerPath(c, dev)
-	f, size, err := openDevice(hp, true)
+	f, err := openHeaderDevice(c, hp, true)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	check, err := luks2.CheckRestore(f, size, b, bsize)
+	check, err := luks2.CheckRestore(f, f.size, b, bsize)
 	if check.OtherVersion != 0 {
 		// cryptsetup reads the device as LUKS1 and says why it is not.
 		fmt.Fprintf(os.Stderr, "Unsupported LUKS version %d.\n", check.OtherVersion)
 	}
 	if err != nil {
-		return restoreError(hp, check.Version, err)
+		return restoreError(hp, path, check.Version, err)
 	}
 	// cryptsetup's LUKS1 restore says "LUKS header", its LUKS2 one "LUKS2
 	// header".
@@ -127,6 +124,14 @@ func luksHeaderRestore(c *cli.Context) error {
 	if check.UUIDDiffers {
 		msg += "\nWARNING: real device header has different UUID than backup!"
 	}
+	if check.UnknownRequirements {
+		msg += "\nWARNING: unknown LUKS2 requirements detected in real device header!" +
+			"\nReplacing header with backup may corrupt the data on that device!"
+	}
+	if check.OfflineReencryption {
+		msg += "\nWARNING: Unfinished offline reencryption detected on the device!" +
+			"\nReplacing header with backup may corrupt data."
+	}
 	if check.Version == 1 && len(msg) > luks1RestoreMsgMax {
 		// cryptsetup's LUKS1 restore builds the question in a 200-byte
 		// buffer: a long path cuts the UUID warning short.
@@ -135,10 +140,13 @@ func luksHeaderRestore(c *cli.Context) error {
 	if !confirm(c, msg) {
 		return errAborted(exitParams, "")
 	}
-	if err := luks2.Restore(f, size, b, bsize); err != nil {
-		return restoreError(hp, check.Version, err)
-	}
-	if err := syncHeader(f); err != nil {
+	err = f.edit(func() error {
+		if err := luks2.Restore(f, f.size, b, bsize); err != nil {
+			return restoreError(hp, path, check.Version, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if check.Version == 1 {
@@ -153,10 +161,12 @@ func luksHeaderRestore(c *cli.Context) error {
 // luksHeaderRestore asks (checked with a long image path).
 const luks1RestoreMsgMax = 199
 
-// restoreError maps luks2.Restore's refusals to cryptsetup's messages for a
-// backup of LUKS version.
-func restoreError(path string, version int, err error) error {
+// restoreError maps luks2.Restore's refusals of backupPath to cryptsetup's
+// messages for a backup of LUKS version.
+func restoreError(path, backupPath string, version int, err error) error {
 	switch {
+	case errors.Is(err, luks2.ErrRestoreRequirements):
+		return exitf(exitParams, "Forbidden LUKS2 requirements detected in backup %s.", backupPath)
 	case errors.Is(err, luks2.ErrRestoreDataOffset) && version == 1:
 		return exitf(exitParams, "Data offset or key size differs on device and backup, restore failed.")
 	case errors.Is(err, luks2.ErrRestoreDataOffset):

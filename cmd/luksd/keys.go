@@ -142,6 +142,15 @@ func checkPBKDF(version int, p luks2.PBKDF) error {
 	if p.Iterations > 0 && p.Iterations < low {
 		return exitf(exitParams, "Forced iteration count is too low for %s (minimum is %d).", typ, low)
 	}
+	if typ == "pbkdf2" {
+		return nil // cryptsetup drops argon2's memory and threads for it
+	}
+	if p.Iterations > 0 && p.MemoryKiB > 0 && p.MemoryKiB < 32 {
+		return exitf(exitParams, "Forced memory cost is too low for %s (minimum is 32 kilobytes).", typ)
+	}
+	if p.MemoryKiB > 4<<20 {
+		return exitf(exitParams, "Requested maximum PBKDF memory cost is too high (maximum is 4194304 kilobytes).")
+	}
 	return nil
 }
 
@@ -156,9 +165,6 @@ func luksAddKey(c *cli.Context) error {
 	}
 	if c.Bool("unbound") && c.Int("key-size") <= 0 {
 		return usageErrorf("Key size is required with --unbound option.")
-	}
-	if c.Int("key-size")%8 != 0 || c.Int("key-size") < 0 {
-		return usageErrorf("Key size must be a multiple of 8 bits")
 	}
 	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
@@ -198,22 +204,26 @@ func luksAddKey(c *cli.Context) error {
 	}
 	defer pass.Wipe()
 	var slot int
-	if c.Bool("unbound") {
-		slot, err = h.AddUnboundKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
-	} else {
-		slot, err = h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
-	}
+	err = f.edit(func() error {
+		var err error
+		if c.Bool("unbound") {
+			slot, err = h.AddUnboundKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+		} else {
+			slot, err = h.AddKey(f, vk.Bytes(), pass.Bytes(), newSlot, p)
+		}
+		return headerErrorOrNil(headerPath(c, dev), err)
+	})
 	if err != nil {
-		return headerError(headerPath(c, dev), err)
+		return err
 	}
 	verbosef(c, "Key slot %d created.", slot)
-	return syncHeader(f)
+	return nil
 }
 
 // keyToAdd returns the key luksAddKey stores: a new random one with
 // --unbound, the checked content of --volume-key-file, or the volume key an
 // existing passphrase unlocks.
-func keyToAdd(c *cli.Context, h *luks2.Header, f *os.File, unlockSlot int) (*keyring.Secret, error) {
+func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*keyring.Secret, error) {
 	bits := c.Int("key-size")
 	if c.Bool("unbound") {
 		if path := c.String("volume-key-file"); path != "" {
@@ -311,11 +321,11 @@ func luksRemoveKey(c *cli.Context) error {
 		"This is the last keyslot. Device will become unusable after purging this key.") {
 		return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
 	}
-	if err := h.KillSlot(f, slot); err != nil {
-		return headerError(headerPath(c, dev), err)
+	if err := f.edit(func() error { return headerErrorOrNil(headerPath(c, dev), h.KillSlot(f, slot)) }); err != nil {
+		return err
 	}
 	verbosef(c, "Key slot %d removed.", slot)
-	return syncHeader(f)
+	return nil
 }
 
 func luksChangeKey(c *cli.Context) error {
@@ -339,39 +349,51 @@ func luksChangeKey(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	verbosef(c, "Key slot %d unlocked.", oldSlot)
 	defer vk.Wipe()
+	// cryptsetup checks the passphrase by activating with it, which a
+	// volume it is reencrypting refuses silently, and one with unknown
+	// requirements with its words, before it asks for the new one.
+	if err := h.Requirements(); errors.Is(err, luks2.ErrReencryption) {
+		return exitf(exitParams, "")
+	} else if errors.Is(err, luks2.ErrUnmetRequirements) {
+		return headerError(headerPath(c, dev), err)
+	}
+	verbosef(c, "Key slot %d unlocked.", oldSlot)
 	pass, err := readPassphrase(newKeySource(c, newFile), "Enter new passphrase: ", true)
 	if err != nil {
 		return err
 	}
 	defer pass.Wipe()
 	newSlot := oldSlot
-	switch {
-	case h.Version() == 1 && !c.IsSet("key-slot") && c.Int("new-key-slot") < 0:
-		newSlot, err = moveKey(h, f, vk, pass, oldSlot, p)
-	case h.Version() == 2 && c.Int("new-key-slot") < 0 && c.IsSet("key-slot"):
-		// As cryptsetup, the keyslot is rewritten in its own area; it
-		// keeps its number, metadata place, priority and tokens.
-		err = h.ConvertKey(f, oldSlot, vk.Bytes(), pass.Bytes(), p, true)
-	case h.Version() == 2 && c.Int("new-key-slot") < 0:
-		// As cryptsetup, the key material moves to the first free area
-		// while a keyslot number is free.
-		err = h.ChangeKey(f, oldSlot, vk.Bytes(), pass.Bytes(), p)
-	default:
-		newSlot, err = changeKey(h, f, vk, pass, oldSlot, c.Int("new-key-slot"), p)
-	}
+	err = f.edit(func() error {
+		var err error
+		switch {
+		case h.Version() == 1 && !c.IsSet("key-slot") && c.Int("new-key-slot") < 0:
+			newSlot, err = moveKey(h, f, vk, pass, oldSlot, p)
+		case h.Version() == 2 && c.Int("new-key-slot") < 0 && c.IsSet("key-slot"):
+			// As cryptsetup, the keyslot is rewritten in its own area; it
+			// keeps its number, metadata place, priority and tokens.
+			err = h.ConvertKey(f, oldSlot, vk.Bytes(), pass.Bytes(), p, true)
+		case h.Version() == 2 && c.Int("new-key-slot") < 0:
+			// As cryptsetup, the key material moves to the first free area
+			// while a keyslot number is free.
+			err = h.ChangeKey(f, oldSlot, vk.Bytes(), pass.Bytes(), p)
+		default:
+			newSlot, err = changeKey(h, f, vk, pass, oldSlot, c.Int("new-key-slot"), p)
+		}
+		return headerErrorOrNil(headerPath(c, dev), err)
+	})
 	if err != nil {
-		return headerError(headerPath(c, dev), err)
+		return err
 	}
 	verbosef(c, "Key slot %d created.", newSlot)
-	return syncHeader(f)
+	return nil
 }
 
 // moveKey is cryptsetup's LUKS1 luksChangeKey without --key-slot: the new
 // passphrase goes to the first free keyslot and the old one is wiped; with
 // no free keyslot, oldSlot is rewritten in place.
-func moveKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot int, p luks2.PBKDF) (int, error) {
+func moveKey(h *luks2.Header, f luks2.Device, vk, pass *keyring.Secret, oldSlot int, p luks2.PBKDF) (int, error) {
 	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), -1, p)
 	if errors.Is(err, luks2.ErrNoFreeSlot) {
 		return changeKey(h, f, vk, pass, oldSlot, -1, p)
@@ -389,7 +411,7 @@ func moveKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot int,
 // a working keyslot; to keep the number, that costs a second key
 // derivation. With every keyslot taken, the old one is wiped first and
 // rewritten, which is as far as cryptsetup's in-place rewrite goes too.
-func changeKey(h *luks2.Header, f *os.File, vk, pass *keyring.Secret, oldSlot, newSlot int, p luks2.PBKDF) (int, error) {
+func changeKey(h *luks2.Header, f luks2.Device, vk, pass *keyring.Secret, oldSlot, newSlot int, p luks2.PBKDF) (int, error) {
 	add := h.AddKey
 	if h.Unbound(oldSlot) {
 		// An unbound key (luksChangeKey -S N) stays unbound.
@@ -458,11 +480,11 @@ func luksKillSlot(c *cli.Context) error {
 			return err
 		}
 	}
-	if err := h.KillSlot(f, slot); err != nil {
-		return headerError(headerPath(c, dev), err)
+	if err := f.edit(func() error { return headerErrorOrNil(headerPath(c, dev), h.KillSlot(f, slot)) }); err != nil {
+		return err
 	}
 	verbosef(c, "Key slot %d removed.", slot)
-	return syncHeader(f)
+	return nil
 }
 
 // boundKeyslots are the keyslots holding the volume key (every active one
@@ -480,7 +502,7 @@ func boundKeyslots(h *luks2.Header) []int {
 
 // verifyRemaining asks for a passphrase that opens a bound keyslot other
 // than slot (or slot itself when it is the last).
-func verifyRemaining(c *cli.Context, h *luks2.Header, f *os.File, src keyring.Source, slot int, last bool) error {
+func verifyRemaining(c *cli.Context, h *luks2.Header, f io.ReaderAt, src keyring.Source, slot int, last bool) error {
 	pass, err := src.Passphrase("Enter any remaining passphrase: ", false)
 	if err != nil {
 		if errors.Is(err, keyring.ErrNoInput) {
@@ -489,6 +511,11 @@ func verifyRemaining(c *cli.Context, h *luks2.Header, f *os.File, src keyring.So
 		return withCode(exitParams, err)
 	}
 	defer pass.Wipe()
+	if errors.Is(h.Requirements(), luks2.ErrReencryption) {
+		// cryptsetup verifies by activating through one keyslot, which
+		// cannot hold both keys of a reencryption.
+		return exitf(exitPermission, "No key available with this passphrase.")
+	}
 	if last {
 		vk, _, err := h.Unlock(f, pass.Bytes(), slot)
 		clear(vk)
@@ -535,16 +562,18 @@ func erase(c *cli.Context) error {
 		"Device will become unusable after this operation.", headerPath(c, dev))) {
 		return errAborted(exitPermission, "Operation aborted, keyslots were NOT wiped.")
 	}
-	for _, slot := range h.ActiveKeyslots() {
-		// As cryptsetup: erase destroys the volume key's keyslots and
-		// leaves unbound keys, which are not the volume key.
-		if h.Unbound(slot) {
-			continue
+	return f.edit(func() error {
+		for _, slot := range h.ActiveKeyslots() {
+			// As cryptsetup: erase destroys the volume key's keyslots and
+			// leaves unbound keys, which are not the volume key.
+			if h.Unbound(slot) {
+				continue
+			}
+			if err := h.KillSlot(f, slot); err != nil {
+				return headerError(headerPath(c, dev), err)
+			}
+			verbosef(c, "Key slot %d removed.", slot)
 		}
-		if err := h.KillSlot(f, slot); err != nil {
-			return headerError(headerPath(c, dev), err)
-		}
-		verbosef(c, "Key slot %d removed.", slot)
-	}
-	return syncHeader(f)
+		return nil
+	})
 }

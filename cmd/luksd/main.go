@@ -70,6 +70,7 @@ var globalFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "batch-mode", Aliases: []string{"q"}, Usage: "do not ask for confirmation"},
 	&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "show more detailed messages"},
 	&cli.BoolFlag{Name: "debug", Usage: "show debug messages"},
+	&cli.BoolFlag{Name: "disable-locks", Usage: "do not take cryptsetup's metadata locks (and do not repair a damaged header copy)"},
 }
 
 // register adds verbs to the CLI; the global flags are appended to each.

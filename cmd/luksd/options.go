@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -21,8 +22,10 @@ type flagKind int
 const (
 	flagNone   flagKind = iota // a switch
 	flagText                   // a string
-	flagNumber                 // an unsigned number
-	flagSigned                 // a signed number (key slots, token ids)
+	flagUint32                 // CRYPT_ARG_UINT32
+	flagInt32                  // CRYPT_ARG_INT32 (key slots, token ids)
+	flagUint64                 // CRYPT_ARG_UINT64
+	flagSize                   // CRYPT_ARG_UINT64 with unit suffixes (--luks2-*-size, --device-size)
 )
 
 // csOption is one option of cryptsetup 2.6.1.
@@ -39,17 +42,17 @@ type csOption struct {
 // `cryptsetup --test-args ACTION --OPTION` reports them.
 var cryptsetupOptions = map[string]csOption{
 	"active-name":                 {kind: flagText},
-	"align-payload":               {kind: flagNumber, actions: []string{"luksFormat"}},
+	"align-payload":               {kind: flagUint32, actions: []string{"luksFormat"}},
 	"allow-discards":              {kind: flagNone, actions: []string{"open"}},
 	"batch-mode":                  {kind: flagNone, short: 'q'},
-	"block-size":                  {kind: flagNumber, short: 'B'},
+	"block-size":                  {kind: flagUint32, short: 'B'},
 	"cancel-deferred":             {kind: flagNone, actions: []string{"close"}},
 	"cipher":                      {kind: flagText, short: 'c'},
 	"debug":                       {kind: flagNone},
 	"debug-json":                  {kind: flagNone},
 	"decrypt":                     {kind: flagNone},
 	"deferred":                    {kind: flagNone, actions: []string{"close"}},
-	"device-size":                 {kind: flagNumber},
+	"device-size":                 {kind: flagSize, actions: []string{"open"}},
 	"disable-external-tokens":     {kind: flagNone},
 	"disable-keyring":             {kind: flagNone},
 	"disable-locks":               {kind: flagNone},
@@ -63,70 +66,70 @@ var cryptsetupOptions = map[string]csOption{
 	"hash":                        {kind: flagText, short: 'h'},
 	"header":                      {kind: flagText},
 	"header-backup-file":          {kind: flagText},
-	"hotzone-size":                {kind: flagNumber, actions: []string{}},
+	"hotzone-size":                {kind: flagSize, actions: []string{}},
 	"init-only":                   {kind: flagNone},
 	"integrity":                   {kind: flagText, short: 'I', actions: []string{"luksFormat"}},
 	"integrity-legacy-padding":    {kind: flagNone},
 	"integrity-no-journal":        {kind: flagNone},
 	"integrity-no-wipe":           {kind: flagNone, actions: []string{"luksFormat"}},
-	"iter-time":                   {kind: flagNumber, short: 'i', actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
+	"iter-time":                   {kind: flagUint32, short: 'i', actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
 	"iv-large-sectors":            {kind: flagNone, actions: []string{"open"}},
 	"json-file":                   {kind: flagText},
 	"keep-key":                    {kind: flagNone, actions: []string{}},
 	"key-description":             {kind: flagText},
 	"key-file":                    {kind: flagText, short: 'd'},
-	"key-size":                    {kind: flagNumber, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
-	"key-slot":                    {kind: flagSigned, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey"}},
-	"keyfile-offset":              {kind: flagNumber},
-	"keyfile-size":                {kind: flagNumber, short: 'l'},
+	"key-size":                    {kind: flagUint32, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
+	"key-slot":                    {kind: flagInt32, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey"}},
+	"keyfile-offset":              {kind: flagUint64},
+	"keyfile-size":                {kind: flagUint32, short: 'l'},
 	"keyslot-cipher":              {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
-	"keyslot-key-size":            {kind: flagNumber, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
+	"keyslot-key-size":            {kind: flagUint32, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
 	"label":                       {kind: flagText, actions: []string{"luksFormat", "config"}},
-	"luks2-keyslots-size":         {kind: flagNumber, actions: []string{"luksFormat"}},
-	"luks2-metadata-size":         {kind: flagNumber, actions: []string{"luksFormat"}},
+	"luks2-keyslots-size":         {kind: flagSize, actions: []string{"luksFormat"}},
+	"luks2-metadata-size":         {kind: flagSize, actions: []string{"luksFormat"}},
 	"master-key-file":             {kind: flagText},
 	"new":                         {kind: flagNone, short: 'N'},
-	"new-key-slot":                {kind: flagSigned, actions: []string{"luksAddKey"}},
+	"new-key-slot":                {kind: flagInt32, actions: []string{"luksAddKey"}},
 	"new-keyfile":                 {kind: flagText, actions: []string{"luksAddKey"}},
-	"new-keyfile-offset":          {kind: flagNumber},
-	"new-keyfile-size":            {kind: flagNumber},
-	"new-token-id":                {kind: flagSigned, actions: []string{"luksAddKey"}},
-	"offset":                      {kind: flagNumber, short: 'o', actions: []string{"luksFormat", "open"}},
+	"new-keyfile-offset":          {kind: flagUint64},
+	"new-keyfile-size":            {kind: flagUint32},
+	"new-token-id":                {kind: flagInt32, actions: []string{"luksAddKey"}},
+	"offset":                      {kind: flagUint64, short: 'o', actions: []string{"luksFormat", "open"}},
 	"pbkdf":                       {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
-	"pbkdf-force-iterations":      {kind: flagNumber, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
-	"pbkdf-memory":                {kind: flagNumber},
-	"pbkdf-parallel":              {kind: flagNumber},
+	"pbkdf-force-iterations":      {kind: flagUint32, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
+	"pbkdf-memory":                {kind: flagUint32},
+	"pbkdf-parallel":              {kind: flagUint32},
 	"perf-no_read_workqueue":      {kind: flagNone},
 	"perf-no_write_workqueue":     {kind: flagNone},
 	"perf-same_cpu_crypt":         {kind: flagNone},
 	"perf-submit_from_crypt_cpus": {kind: flagNone},
 	"persistent":                  {kind: flagNone, actions: []string{"open"}},
 	"priority":                    {kind: flagText, actions: []string{"config"}},
-	"progress-frequency":          {kind: flagNumber},
+	"progress-frequency":          {kind: flagUint32},
 	"progress-json":               {kind: flagNone, actions: []string{"luksFormat"}},
 	"readonly":                    {kind: flagNone, short: 'r'},
-	"reduce-device-size":          {kind: flagNumber},
+	"reduce-device-size":          {kind: flagSize},
 	"refresh":                     {kind: flagNone, actions: []string{"open"}},
 	"resilience":                  {kind: flagText},
 	"resilience-hash":             {kind: flagText},
 	"resume-only":                 {kind: flagNone},
-	"sector-size":                 {kind: flagNumber, actions: []string{"luksFormat", "open"}},
+	"sector-size":                 {kind: flagUint32, actions: []string{"luksFormat", "open"}},
 	"serialize-memory-hard-pbkdf": {kind: flagNone, actions: []string{"open"}},
 	"shared":                      {kind: flagNone, actions: []string{"open"}},
-	"size":                        {kind: flagNumber, short: 'b', actions: []string{"open"}},
-	"skip":                        {kind: flagNumber, short: 'p', actions: []string{"open"}},
+	"size":                        {kind: flagUint64, short: 'b', actions: []string{"open"}},
+	"skip":                        {kind: flagUint64, short: 'p', actions: []string{"open"}},
 	"subsystem":                   {kind: flagText, actions: []string{"luksFormat", "config"}},
 	"tcrypt-backup":               {kind: flagNone, actions: []string{"open"}},
 	"tcrypt-hidden":               {kind: flagNone, actions: []string{"open"}},
 	"tcrypt-system":               {kind: flagNone, actions: []string{"open"}},
 	"test-args":                   {kind: flagNone},
 	"test-passphrase":             {kind: flagNone, actions: []string{"open"}},
-	"timeout":                     {kind: flagNumber, short: 't'},
-	"token-id":                    {kind: flagSigned},
+	"timeout":                     {kind: flagUint32, short: 't'},
+	"token-id":                    {kind: flagInt32},
 	"token-only":                  {kind: flagNone},
 	"token-replace":               {kind: flagNone, actions: []string{"token"}},
 	"token-type":                  {kind: flagText},
-	"tries":                       {kind: flagNumber, short: 'T'},
+	"tries":                       {kind: flagUint32, short: 'T'},
 	"type":                        {kind: flagText, short: 'M'},
 	"unbound":                     {kind: flagNone, actions: []string{"open", "luksDump", "luksAddKey", "token"}},
 	"use-directio":                {kind: flagNone},
@@ -135,7 +138,7 @@ var cryptsetupOptions = map[string]csOption{
 	"use-urandom":                 {kind: flagNone, actions: []string{"luksFormat"}},
 	"uuid":                        {kind: flagText, actions: []string{"luksFormat", "luksUUID"}},
 	"veracrypt":                   {kind: flagNone},
-	"veracrypt-pim":               {kind: flagNumber, actions: []string{"open"}},
+	"veracrypt-pim":               {kind: flagUint32, actions: []string{"open"}},
 	"veracrypt-query-pim":         {kind: flagNone},
 	"verbose":                     {kind: flagNone, short: 'v'},
 	"verify-passphrase":           {kind: flagNone, short: 'y'},
@@ -218,6 +221,7 @@ var unsupported = map[string]map[string]string{
 		"keyslot-key-size":  "",
 	},
 	"open": {
+		"device-size":       "",
 		"persistent":        "",
 		"refresh":           "",
 		"size":              "",
@@ -244,10 +248,9 @@ var unsupported = map[string]map[string]string{
 
 // Every other option of cryptsetup's table that a verb does not define is
 // accepted and ignored, because it changes nothing for luksd:
-//   - --debug-json, --disable-locks, --disable-external-tokens,
-//     --disable-keyring, --use-directio, --use-fsync: luksd has no
-//     metadata locks, token plugins or kernel keyring use, and syncs its
-//     header writes anyway;
+//   - --debug-json, --disable-external-tokens, --disable-keyring,
+//     --use-directio, --use-fsync: luksd has no token plugins or kernel
+//     keyring use, and syncs its header writes anyway;
 //   - --perf-*, --serialize-memory-hard-pbkdf: dm-crypt workqueue and
 //     OOM tuning; luksd runs its crypto on the request's goroutine;
 //   - --use-random, --use-urandom: luksd takes volume keys from the
@@ -359,7 +362,7 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 				i++
 				o.value, o.set = rest[i], true
 			}
-			if err := checkAtOnce(o); err != nil {
+			if err := checkAtOnce(&o, info.kind); err != nil {
 				return line, err
 			}
 			opts = append(opts, o)
@@ -392,7 +395,7 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 				} else {
 					return line, exitf(exitParams, "%s: missing argument", o.typed)
 				}
-				if err := checkAtOnce(o); err != nil {
+				if err := checkAtOnce(&o, names[name].kind); err != nil {
 					return line, err
 				}
 				opts = append(opts, o)
@@ -400,12 +403,6 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 			}
 		default:
 			pos = append(pos, a)
-		}
-	}
-	// Numbers are checked as popt reads them, before the action is known.
-	for _, o := range opts {
-		if err := checkNumber(names[o.name].kind, o.value); err != nil {
-			return line, err
 		}
 	}
 	if len(pos) == 0 {
@@ -488,30 +485,180 @@ func (l parsedLine) withVerb(app *cli.App, before, after []string) parsedLine {
 	return l
 }
 
-// checkAtOnce is the check cryptsetup's option callback makes as it meets
-// an option, before the rest of the line is read: a negative --key-slot.
-func checkAtOnce(o option) error {
-	if o.name == "key-slot" {
-		if n, err := strconv.ParseInt(o.value, 10, 32); err == nil && n < 0 {
+// checkAtOnce is what cryptsetup's option callback (basic_options_cb)
+// does as it meets an option, before the rest of the line is read: a
+// number is read as its type is (tools_parse_arg_value) and handed on in
+// plain decimal, then a few values are refused as usage errors.
+func checkAtOnce(o *option, kind flagKind) error {
+	if o.name == "priority" {
+		if o.value != "normal" && o.value != "prefer" && o.value != "ignore" {
+			return usageErrorf("Option --priority can be only ignore/normal/prefer.")
+		}
+		return nil
+	}
+	if kind == flagNone || kind == flagText {
+		return nil
+	}
+	v, err := parseNumber(kind, o.value, o.name)
+	if err != nil {
+		return err
+	}
+	o.value = v
+	n, _ := strconv.ParseUint(v, 10, 64)
+	bad := usageErrorf("invalid numeric value")
+	switch o.name {
+	case "key-slot":
+		if strings.HasPrefix(v, "-") {
 			return usageErrorf("Key slot is invalid.")
+		}
+	case "device-size":
+		if n == 0 {
+			return bad
+		}
+		if n%512 != 0 {
+			return usageErrorf("Device size must be multiple of 512 bytes sector.")
+		}
+	case "hotzone-size":
+		if n == 0 {
+			return usageErrorf("Invalid max reencryption hotzone size specification.")
+		}
+	case "key-size", "keyslot-key-size":
+		if o.name == "keyslot-key-size" && n == 0 {
+			return bad
+		}
+		if n%8 != 0 {
+			return usageErrorf("Key size must be a multiple of 8 bits")
+		}
+	case "reduce-device-size":
+		if n > 1<<30 {
+			return usageErrorf("Maximum device reduce size is 1 GiB.")
+		}
+		if n%512 != 0 {
+			return usageErrorf("Reduce size must be multiple of 512 bytes sector.")
+		}
+	case "sector-size":
+		if n < 512 || n > 4096 || n&(n-1) != 0 {
+			return usageErrorf("Unsupported encryption sector size.")
 		}
 	}
 	return nil
 }
 
-// checkNumber is popt's check of a numeric option's value.
-func checkNumber(kind flagKind, v string) error {
-	var err error
+// parseNumber reads a numeric option's value as cryptsetup 2.6.1 does:
+// strtoll/strtoull in base 10 that must take the whole (non-empty) value
+// and fit the type (uint32, int32, uint64, where strtoull lets "-1" wrap),
+// or a size with unit suffixes (tools_string_to_size). It returns the
+// value in decimal.
+func parseNumber(kind flagKind, v, name string) (string, error) {
+	bad := exitf(exitParams, "invalid numeric value")
 	switch kind {
-	case flagNumber:
-		_, err = strconv.ParseUint(v, 10, 64)
-	case flagSigned:
-		_, err = strconv.ParseInt(v, 10, 32)
+	case flagSize:
+		n, ok := parseSize(v)
+		if !ok {
+			return "", exitf(exitParams, "Invalid size specification in parameter --%s.", name)
+		}
+		return strconv.FormatUint(n, 10), nil
+	case flagInt32:
+		n, ok := cStrtoll(v)
+		if !ok || n < math.MinInt32 || n > math.MaxInt32 {
+			return "", bad
+		}
+		return strconv.FormatInt(n, 10), nil
 	}
+	n, ok := cStrtoull(v)
+	if !ok || kind == flagUint32 && n > math.MaxUint32 {
+		return "", bad
+	}
+	return strconv.FormatUint(n, 10), nil
+}
+
+// cStrtoull is strtoull(v, &end, 10) that must end at the end of v:
+// leading white space, a sign ('-' negates modulo 2^64), digits; false on
+// anything else or overflow.
+func cStrtoull(v string) (uint64, bool) {
+	neg, digits, ok := cNumber(v)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
 	if err != nil {
-		return exitf(exitParams, "invalid numeric value")
+		return 0, false
 	}
-	return nil
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// cStrtoll is cStrtoull for strtoll: int64 range, overflow refused.
+func cStrtoll(v string) (int64, bool) {
+	neg, digits, ok := cNumber(v)
+	if !ok {
+		return 0, false
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil
+}
+
+// cNumber splits v into strtol's parts: white space, sign, digits (all of
+// the rest).
+func cNumber(v string) (neg bool, digits string, ok bool) {
+	t := strings.TrimLeft(v, " \t\n\v\f\r")
+	if t != "" && (t[0] == '+' || t[0] == '-') {
+		neg, t = t[0] == '-', t[1:]
+	}
+	if t == "" || strings.Trim(t, "0123456789") != "" {
+		return false, "", false
+	}
+	return neg, t, true
+}
+
+// parseSize is cryptsetup's tools_string_to_size: digits first, then an
+// optional unit: s/S (512 bytes); k, m, g, t (any case) alone or with
+// "iB" (1024 based), or with "B" (1000 based); no overflow.
+func parseSize(v string) (uint64, bool) {
+	end := len(v) - len(strings.TrimLeft(v, "0123456789"))
+	if end == 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(v[:end], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	unit := v[end:]
+	if unit == "" {
+		return n, true
+	}
+	base := uint64(1024)
+	switch {
+	case len(unit) == 2 && unit[1] == 'B':
+		base = 1000
+	case len(unit) == 3 && unit[1:] == "iB", len(unit) == 1:
+	default:
+		return 0, false
+	}
+	var mult uint64
+	switch unit[0] {
+	case 's', 'S':
+		mult = 512
+	case 'k', 'K':
+		mult = base
+	case 'm', 'M':
+		mult = base * base
+	case 'g', 'G':
+		mult = base * base * base
+	case 't', 'T':
+		mult = base * base * base * base
+	default:
+		return 0, false
+	}
+	if n != 0 && n*mult/n != mult {
+		return 0, false
+	}
+	return n * mult, true
 }
 
 // findCommand returns the command named (or aliased) verb, hidden ones

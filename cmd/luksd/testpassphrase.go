@@ -17,7 +17,7 @@ func testPassphrase(c *cli.Context) error {
 	if err := checkOpenType(c.String("type"), true); err != nil {
 		return err
 	}
-	v, err := unlockVolume(c, dev, true)
+	v, err := unlockKeyslot(c, dev, true, c.Int("key-slot"), true, false)
 	if err != nil {
 		return err
 	}

@@ -54,61 +54,75 @@ func tokenAction(c *cli.Context) error {
 	case c.Bool("unbound") && c.IsSet("key-slot"):
 		return usageErrorf("Options --key-slot and --unbound cannot be combined.")
 	}
-	hp := headerPath(c, dev)
 	h, f, err := readLUKS2Header(c, dev, sub != "export")
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if sub == "export" {
+		return tokenExport(h, id, c.String("json-file"))
+	}
+	var js []byte
+	if sub == "import" {
+		if js, err = readTokenJSON(c.String("json-file")); err != nil {
+			return err
+		}
+	}
+	return f.edit(func() error { return tokenEdit(c, h, f, sub, js) })
+}
+
+// tokenEdit runs token add, import, remove or unassign on h.
+func tokenEdit(c *cli.Context, h *luks2.Header, f *headerDevice, sub string, js []byte) error {
+	id, slot := c.Int("token-id"), c.Int("key-slot")
 	switch sub {
 	case "add":
-		err = tokenCreate(c, h, f, luks2.KeyringTokenJSON(c.String("key-description")), "add")
+		return tokenCreate(c, h, f, luks2.KeyringTokenJSON(c.String("key-description")), "add")
 	case "import":
-		var js []byte
-		if js, err = readTokenJSON(c.String("json-file")); err == nil {
-			err = tokenCreate(c, h, f, js, "import")
-		}
-	case "export":
-		return tokenExport(h, id, c.String("json-file"))
+		return tokenCreate(c, h, f, js, "import")
 	case "remove":
-		err = h.RemoveToken(f, id)
+		err := h.RemoveToken(f, id)
 		switch {
 		case errors.Is(err, luks2.ErrTokenInvalid):
 			return exitf(exitParams, "Token %d is invalid.", id)
 		case errors.Is(err, luks2.ErrTokenNotInUse):
 			return exitf(exitParams, "Token %d is not in use.", id)
 		case err != nil:
-			return headerError(hp, err)
+			return headerError(f.path, err)
 		}
 		if verboseFlag {
 			fmt.Printf("Token %d removed.\n", id)
 		}
 	case "unassign":
-		err = h.UnassignToken(f, id, slot)
+		err := h.UnassignToken(f, id, slot)
 		switch {
 		case errors.Is(err, luks2.ErrTokenNotAssigned):
 			return exitf(exitParams, "Token %d is not assigned to keyslot %d.", id, slot)
+		case errors.Is(err, luks2.ErrConcurrentUpdate):
+			return headerError(f.path, err)
 		case err != nil:
 			return exitf(exitParams, "Failed to unassign token %d from keyslot %d.", id, slot)
 		}
 	}
-	if err != nil {
-		return err
-	}
-	return syncHeader(f)
+	return nil
 }
 
 // tokenCreate stores js (token add or import) and assigns the keyslot as
 // cryptsetup does: add assigns every active keyslot unless --key-slot or
 // --unbound says otherwise, import only --key-slot; a failed assignment
 // removes the new token again.
-func tokenCreate(c *cli.Context, h *luks2.Header, f *os.File, js []byte, sub string) error {
+func tokenCreate(c *cli.Context, h *luks2.Header, f *headerDevice, js []byte, sub string) error {
 	id, slot := c.Int("token-id"), c.Int("key-slot")
 	if slot >= 0 && slot < 32 && !slices.Contains(h.ActiveKeyslots(), slot) {
 		return exitf(exitParams, "Keyslot %d is not active.", slot)
 	}
 	tok, err := h.SetToken(f, id, js, c.Bool("token-replace"))
+	if isRequirementsError(err) {
+		// cryptsetup says why, then that the token failed.
+		fmt.Fprintln(os.Stderr, headerError(f.path, err))
+	}
 	switch {
+	case errors.Is(err, luks2.ErrConcurrentUpdate):
+		return headerError(f.path, err)
 	case errors.Is(err, luks2.ErrTokenInvalid):
 		return exitf(exitParams, "Token %d is invalid.", id)
 	case errors.Is(err, luks2.ErrTokenInUse):
@@ -176,4 +190,11 @@ func tokenExport(h *luks2.Header, id int, path string) error {
 		return exitf(exitParams, "Failed to write to file %s.", path)
 	}
 	return f.Close()
+}
+
+// isRequirementsError reports whether err is a refusal for the header's
+// mandatory requirements.
+func isRequirementsError(err error) bool {
+	return errors.Is(err, luks2.ErrUnmetRequirements) || errors.Is(err, luks2.ErrReencryption) ||
+		errors.Is(err, luks2.ErrLegacyReencryption)
 }

@@ -84,6 +84,9 @@ func openDevice(path string, write bool) (*os.File, int64, error) {
 	if write {
 		flag = os.O_RDWR
 	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(os.ModeDevice|os.ModeCharDevice) != os.ModeDevice {
+		return nil, 0, exitf(exitDevice, "Device %s is not compatible.", path)
+	}
 	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return nil, 0, exitf(exitDevice, "Device %s does not exist or access denied.", path)
@@ -112,48 +115,63 @@ func deviceSize(f *os.File) (int64, error) {
 	return 0, fmt.Errorf("%s is neither a file nor a block device", f.Name())
 }
 
-// readHeader opens and reads the LUKS header of path (or --header).
-// It returns the open header device; the caller closes it.
-func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
+// readHeader opens and reads the LUKS header of path (or --header) under
+// the shared metadata lock. It returns the open header device; the caller
+// closes it.
+func readHeader(c *cli.Context, path string, write bool) (*luks2.Header, *headerDevice, error) {
 	hp := headerPath(c, path)
-	f, size, err := openDevice(hp, write)
+	d, err := openHeaderDevice(c, hp, write)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !luks2.IsLUKS(f) {
-		f.Close()
-		return nil, nil, headerError(hp, luks2.ErrNotLUKS)
-	}
-	h, err := luks2.Read(f, size)
+	h, err := d.read()
 	if err != nil {
-		f.Close()
+		d.Close()
 		return nil, nil, headerError(hp, err)
 	}
-	return h, f, nil
+	return h, d, nil
 }
 
 // readLUKS2Header is readHeader for the LUKS2-only verbs (token,
 // luksConvertKey): anything else is cryptsetup's "not a valid LUKS2 device".
-func readLUKS2Header(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
+func readLUKS2Header(c *cli.Context, path string, write bool) (*luks2.Header, *headerDevice, error) {
+	h, d, err := readHeaderQuietly(c, path, write)
+	if err == nil && h.Version() == 2 {
+		return h, d, nil
+	}
+	if d != nil {
+		d.Close()
+	}
+	var ee *exitError
+	if errors.As(err, &ee) && ee.code == exitDevice {
+		return nil, nil, err
+	}
+	return nil, nil, exitf(exitParams, "Device %s is not a valid LUKS2 device.", headerPath(c, path))
+}
+
+// readHeaderQuietly is readHeader that prints nothing but headerPreface's
+// lines about a header it cannot load (readLUKS2Header says more).
+func readHeaderQuietly(c *cli.Context, path string, write bool) (*luks2.Header, *headerDevice, error) {
 	hp := headerPath(c, path)
-	f, size, err := openDevice(hp, write)
+	d, err := openHeaderDevice(c, hp, write)
 	if err != nil {
 		return nil, nil, err
 	}
-	if luks2.IsLUKS(f) {
-		if h, err := luks2.Read(f, size); err == nil && h.Version() == 2 {
-			return h, f, nil
-		}
+	d.luks2Only = true
+	h, err := d.read()
+	if err != nil {
+		d.Close()
+		printPreface(hp, err)
+		return nil, nil, withCode(exitParams, err)
 	}
-	f.Close()
-	return nil, nil, exitf(exitParams, "Device %s is not a valid LUKS2 device.", hp)
+	return h, d, nil
 }
 
 // readHeaderOfType is readHeader for verbs where --type names the header
 // versions they may use, as in cryptsetup: a header of another version, or
 // any header for a type that is not LUKS (plain, luks3), is "not a valid
 // LUKS device".
-func readHeaderOfType(c *cli.Context, path string, write bool) (*luks2.Header, *os.File, error) {
+func readHeaderOfType(c *cli.Context, path string, write bool) (*luks2.Header, *headerDevice, error) {
 	h, f, err := readHeader(c, path, write)
 	if err != nil {
 		return nil, nil, err
@@ -184,9 +202,20 @@ func typeAdmits(t string, version int) bool {
 // headerError maps a luks2 error about the header of path to cryptsetup's
 // message and exit code.
 func headerError(path string, err error) error {
+	printPreface(path, err)
 	switch {
 	case errors.Is(err, luks2.ErrNotLUKS):
 		return exitf(exitParams, "Device %s is not a valid LUKS device.", path)
+	case errors.Is(err, luks2.ErrUnmetRequirements):
+		return exitf(exitParams, "Unmet LUKS2 requirements detected.")
+	case errors.Is(err, luks2.ErrReencryption):
+		return exitf(exitParams, "Operation incompatible with device marked for LUKS2 reencryption. Aborting.")
+	case errors.Is(err, luks2.ErrLegacyReencryption):
+		return exitf(exitParams, "Operation incompatible with device marked for legacy reencryption. Aborting.")
+	case errors.Is(err, luks2.ErrKeyslotOpen):
+		return exitf(exitParams, "Keyslot open failed.")
+	case errors.Is(err, luks2.ErrNoKeyslotSpace):
+		return exitf(exitParams, "No space for new keyslot.")
 	case errors.Is(err, luks2.ErrWrongPassphrase):
 		return exitf(exitPermission, "No key available with this passphrase.")
 	case errors.Is(err, luks2.ErrNoUsableKeyslot):
@@ -197,8 +226,42 @@ func headerError(path string, err error) error {
 		return exitf(exitPermission, "Volume key does not match the volume.")
 	case errors.Is(err, luks2.ErrLUKS1PBKDF):
 		return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
+	case errors.Is(err, luks2.ErrConcurrentUpdate):
+		return exitf(exitParams, "Detected attempt for concurrent LUKS2 metadata update. Aborting operation.")
 	}
 	return withCode(exitParams, err)
+}
+
+// headerPreface is what cryptsetup says about a header it cannot load
+// before it says that the device is not a valid LUKS device.
+func headerPreface(path string, err error) []string {
+	var tooSmall *luks2.TooSmallError
+	var version *luks2.VersionError
+	switch {
+	case errors.As(err, &version):
+		return []string{fmt.Sprintf("Unsupported LUKS version %d.", version.Version)}
+	case errors.As(err, &tooSmall):
+		return []string{fmt.Sprintf("Device %s is too small. Need at least %d bytes.", path, tooSmall.Need)}
+	case errors.Is(err, errAmbiguous):
+		return []string{"Device contains ambiguous signatures, cannot auto-recover LUKS2.",
+			`Please run "cryptsetup repair" for recovery.`}
+	}
+	return nil
+}
+
+// printPreface prints headerPreface's lines on standard error.
+func printPreface(path string, err error) {
+	for _, l := range headerPreface(path, err) {
+		fmt.Fprintln(os.Stderr, l)
+	}
+}
+
+// headerErrorOrNil is headerError for an error that may be nil.
+func headerErrorOrNil(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return headerError(path, err)
 }
 
 // unlockWith asks src for a passphrase until one opens a keyslot of h
@@ -253,6 +316,15 @@ func unlockVolume(c *cli.Context, path string, readOnly bool) (*volume, error) {
 // (-1: any) and retries on a terminal or not, for verbs where cryptsetup
 // ignores --key-slot or asks once.
 func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int, retry bool) (*volume, error) {
+	return unlockKeyslot(c, path, readOnly, slot, retry, true)
+}
+
+// unlockKeyslot is unlockVolumeSlot; forActivation, the data segment must
+// be one luksd can map (checked before the passphrase is asked for), else
+// only the keyslot matters (open --test-passphrase, luksDump
+// --dump-volume-key work where cryptsetup's do, as on a volume it is
+// reencrypting), and the volume's Segment is left empty.
+func unlockKeyslot(c *cli.Context, path string, readOnly bool, slot int, retry, forActivation bool) (*volume, error) {
 	if path == "" {
 		return nil, exitf(exitParams, "Command requires device as argument.")
 	}
@@ -268,9 +340,17 @@ func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int, retr
 		return nil, err
 	}
 	defer f.Close()
-	seg, err := h.Segment()
-	if err != nil {
-		return nil, withCode(exitParams, err)
+	var seg luks2.Segment
+	if forActivation {
+		if seg, err = h.Segment(); err != nil {
+			return nil, segmentError(headerPath(c, path), err)
+		}
+	}
+	if !forActivation && slot >= 0 && errors.Is(h.Requirements(), luks2.ErrReencryption) {
+		// cryptsetup tests the passphrase by activating through the
+		// keyslot, which cannot hold both keys of a reencryption: it fails
+		// without a word.
+		return nil, exitf(exitParams, "")
 	}
 	if retry && h.Version() == 2 {
 		// cryptsetup's open tries the LUKS2 tokens first and says so.
@@ -289,4 +369,13 @@ func unlockVolumeSlot(c *cli.Context, path string, readOnly bool, slot int, retr
 		Key:        key,
 		Slot:       slot,
 	}, nil
+}
+
+// segmentError maps a refused data segment: cryptsetup's words for the
+// requirements it knows, luksd's reason otherwise.
+func segmentError(path string, err error) error {
+	if errors.Is(err, luks2.ErrUnmetRequirements) || errors.Is(err, luks2.ErrLegacyReencryption) {
+		return headerError(path, err)
+	}
+	return withCode(exitParams, err)
 }
