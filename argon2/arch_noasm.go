@@ -1,0 +1,8 @@
+package argon2
+
+// impls lists the implementations this machine runs: the portable code only.
+func impls() []impl { return []impl{implGeneric} }
+
+func compressArch(im impl, out, x, y *block, xor bool) {
+	panic("argon2: no assembly")
+}
