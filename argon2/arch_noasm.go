@@ -1,3 +1,5 @@
+//go:build !(amd64 || arm64 || arm) || !gc || purego
+
 package argon2
 
 // impls lists the implementations this machine runs: the portable code only.

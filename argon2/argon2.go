@@ -12,10 +12,9 @@
 // four synchronisation points of a pass.
 //
 // A derivation makes one allocation, its memory: on Linux an anonymous
-// mapping outside the Go heap, asking for transparent huge pages (fewer page
-// faults and TLB misses on the random reads), which goes back to the kernel
-// when the derivation ends, so the process never holds two. A Memory keeps
-// it between derivations instead.
+// mapping outside the Go heap, which goes back to the kernel when the
+// derivation ends, so the process never holds two. A Memory keeps it
+// between derivations instead.
 //
 // The amd64 assembly, argon2_amd64.s, is generated with avo by _asm/argon2
 // at the top of the repository (the _asm module, so luksd never depends on
