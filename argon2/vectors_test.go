@@ -103,11 +103,42 @@ var referenceVectors = []struct {
 	{Argon2id, 2, 16, 1, "password", "diffsalt", "bdf32b05ccc42eb15d58fd19b1f856b113da1e9a5874fdcc544308565aa8141c"},
 }
 
+// TestReferenceVectors checks the vectors of 64 KiB and less on every
+// impl; TestReferenceVectorsLarge the others.
 func TestReferenceVectors(t *testing.T) {
+	checkReferenceVectors(t, 16)
+}
+
+// TestReferenceVectorsLarge checks the 256 MiB vectors on every impl and
+// the 1 GiB one (the reference implementation's TEST_LARGE_RAM case) on the
+// fastest: the other paths are checked at 256 MiB and against
+// x/crypto/argon2. -short skips it, as contrib/crossarch.sh does under
+// qemu-user, where it takes minutes.
+func TestReferenceVectorsLarge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("256 MiB and 1 GiB derivations; -short")
+	}
+	checkReferenceVectors(t, 18)
+	p := params{mode: Argon2i, time: 2, memoryKiB: 1 << 20, threads: 1, keyLen: 32}
+	got, err := deriveWith(defaultImpl, p, []byte("password"), []byte("somesalt"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "d1587aca0922c3b5d6a83edab31bee3c4ebaef342ed6127a55d19b2351ad1f41"; hex.EncodeToString(got) != want {
+		t.Errorf("%v, 1 GiB: %x, want %s", defaultImpl, got, want)
+	}
+}
+
+// checkReferenceVectors checks referenceVectors of 2^logMemory KiB on
+// every impl.
+func checkReferenceVectors(t *testing.T, logMemory uint32) {
 	forEachImpl(t, func(t *testing.T, im impl) {
 		var m Memory
 		defer m.Free()
 		for _, v := range referenceVectors {
+			if v.logMemory > 16 != (logMemory > 16) {
+				continue
+			}
 			p := params{mode: v.mode, time: v.time, memoryKiB: 1 << v.logMemory, threads: uint32(v.threads), keyLen: 32}
 			got, err := m.derive(im, p, []byte(v.password), []byte(v.salt), nil, nil)
 			if err != nil {
@@ -118,21 +149,4 @@ func TestReferenceVectors(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestReferenceVectorLarge is the reference implementation's 1 GiB vector
-// (its TEST_LARGE_RAM case), on the fastest impl only: the generic path
-// is checked at 256 MiB above and against x/crypto/argon2.
-func TestReferenceVectorLarge(t *testing.T) {
-	if testing.Short() {
-		t.Skip("1 GiB derivation; -short")
-	}
-	p := params{mode: Argon2i, time: 2, memoryKiB: 1 << 20, threads: 1, keyLen: 32}
-	got, err := deriveWith(defaultImpl, p, []byte("password"), []byte("somesalt"), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "d1587aca0922c3b5d6a83edab31bee3c4ebaef342ed6127a55d19b2351ad1f41"; hex.EncodeToString(got) != want {
-		t.Errorf("%v: %x, want %s", defaultImpl, got, want)
-	}
 }
