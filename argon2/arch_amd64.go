@@ -32,3 +32,8 @@ func compressArch(im impl, out, x, y *block, xor bool) {
 	}
 	blockAVX2(out, x, y, xor)
 }
+
+// prefetch asks for b's cache lines ahead of use.
+//
+//go:noescape
+func prefetch(b *block)

@@ -8,3 +8,6 @@ func impls() []impl { return []impl{implGeneric} }
 func compressArch(im impl, out, x, y *block, xor bool) {
 	panic("argon2: no assembly")
 }
+
+// prefetch is a no-op: portable Go cannot prefetch.
+func prefetch(b *block) {}

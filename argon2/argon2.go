@@ -155,6 +155,7 @@ func (m *Memory) derive(im impl, p params, password, salt, secret, data []byte) 
 		laneLen:  uint32(n) / p.threads,
 		segLen:   uint32(n) / p.threads / syncPoints,
 		totalLen: uint32(n),
+		cursors:  make([]cursor, p.threads),
 	}
 	f.firstBlocks(&h0)
 	clear(h0[:])

@@ -2,6 +2,7 @@ package argon2
 
 import (
 	"encoding/binary"
+	"runtime"
 	"sync"
 )
 
@@ -37,23 +38,49 @@ type filler struct {
 	mem      []block
 	passes   uint32
 	lanes    uint32
-	laneLen  uint32 // q, blocks per lane
-	segLen   uint32 // blocks per segment
-	totalLen uint32 // m'
+	laneLen  uint32   // q, blocks per lane
+	segLen   uint32   // blocks per segment
+	totalLen uint32   // m'
+	cursors  []cursor // one per lane
 }
+
+// interleave is the most lanes one goroutine fills at a time.
+const interleave = 4
 
 // fill runs the passes (RFC 9106, 3.2, steps 5 and 6). A slice's segments
 // depend only on earlier slices, so the lanes fill them at the same time;
-// the slices are the synchronisation points.
+// the slices are the synchronisation points. Each of up to GOMAXPROCS
+// goroutines takes a run of lanes and fills their segments block by block
+// in turn: each block waits on a reference block read from anywhere in
+// memory, and while one lane waits for its read (prefetched as soon as its
+// position is known) the others compute.
 func (f *filler) fill() {
+	workers := min(f.lanes, uint32(runtime.GOMAXPROCS(0)))
+	perWorker := (f.lanes + workers - 1) / workers
 	var wg sync.WaitGroup
 	for pass := range f.passes {
 		for slice := range uint32(syncPoints) {
-			for lane := uint32(1); lane < f.lanes; lane++ {
-				wg.Go(func() { f.segment(pass, slice, lane) })
+			for first := perWorker; first < f.lanes; first += perWorker {
+				wg.Go(func() { f.lanesOf(pass, slice, first, min(first+perWorker, f.lanes)) })
 			}
-			f.segment(pass, slice, 0)
+			f.lanesOf(pass, slice, 0, min(perWorker, f.lanes))
 			wg.Wait()
+		}
+	}
+}
+
+// lanesOf fills the segments of lanes [from, to) in one slice, interleave
+// lanes at a time.
+func (f *filler) lanesOf(pass, slice, from, to uint32) {
+	for ; from < to; from += interleave {
+		cs := f.cursors[from:min(from+interleave, to)]
+		for i := range cs {
+			cs[i].start(f, position{pass: pass, slice: slice, lane: from + uint32(i)})
+		}
+		for cs[0].pos.index < f.segLen {
+			for i := range cs {
+				cs[i].step(f)
+			}
 		}
 	}
 }
@@ -63,37 +90,69 @@ type position struct {
 	pass, slice, lane, index uint32
 }
 
-// segment fills one lane's segment of one slice.
-func (f *filler) segment(pass, slice, lane uint32) {
-	pos := position{pass: pass, slice: slice, lane: lane}
-	independent := f.mode == Argon2i || (f.mode == Argon2id && pass == 0 && slice < syncPoints/2)
-	var addr addresser
-	if independent {
-		addr.init(f, pos)
+// cursor is one lane's place in the segment it fills: the block at
+// pos.index, cur, is G(prev, ref), ref already prefetched.
+type cursor struct {
+	pos         position
+	cur, prev   uint32
+	ref         uint32
+	independent bool // data-independent addressing
+	addr        addresser
+}
+
+// start places c at the first block of a segment.
+func (c *cursor) start(f *filler, pos position) {
+	c.pos = pos
+	c.independent = f.mode == Argon2i || (f.mode == Argon2id && pos.pass == 0 && pos.slice < syncPoints/2)
+	if c.independent {
+		c.addr.init(f, pos)
 	}
-	start := uint32(0)
-	if pass == 0 && slice == 0 {
-		start = 2 // the first two blocks come from H0
+	if pos.pass == 0 && pos.slice == 0 {
+		c.pos.index = 2 // the first two blocks come from H0
 	}
-	laneStart := lane * f.laneLen
-	cur := laneStart + slice*f.segLen + start
-	prev := cur - 1
-	if cur == laneStart {
-		prev = laneStart + f.laneLen - 1
+	laneStart := pos.lane * f.laneLen
+	c.cur = laneStart + pos.slice*f.segLen + c.pos.index
+	c.prev = c.cur - 1
+	if c.cur == laneStart {
+		c.prev = laneStart + f.laneLen - 1
 	}
-	for i := start; i < f.segLen; i++ {
-		pos.index = i
-		var rand uint64
-		if independent {
-			rand = addr.next(f, i)
-		} else {
-			rand = f.mem[prev][0]
-		}
-		ref := f.refIndex(pos, rand)
-		compress(f.impl, &f.mem[cur], &f.mem[prev], &f.mem[ref], pass > 0)
-		prev = cur
-		cur++
+	c.ref = c.refAt(f, c.pos.index)
+}
+
+// step fills the block at c and moves to the next one. With
+// data-independent addressing the next reference is known before the
+// block is; with data-dependent addressing it comes from the block.
+func (c *cursor) step(f *filler) {
+	ref := c.ref
+	next := c.pos.index + 1
+	more := next < f.segLen
+	if c.independent && more {
+		c.ref = c.refAt(f, next)
 	}
+	compress(f.impl, &f.mem[c.cur], &f.mem[c.prev], &f.mem[ref], c.pos.pass > 0)
+	c.prev = c.cur
+	c.cur++
+	c.pos.index = next
+	if !c.independent && more {
+		c.ref = c.refAt(f, next)
+	}
+}
+
+// refAt returns the reference block of the block at index in c's segment
+// and prefetches it. With data-dependent addressing the block before it
+// must be done.
+func (c *cursor) refAt(f *filler, index uint32) uint32 {
+	var rand uint64
+	if c.independent {
+		rand = c.addr.next(f, index)
+	} else {
+		rand = f.mem[c.prev][0]
+	}
+	pos := c.pos
+	pos.index = index
+	ref := f.refIndex(pos, rand)
+	prefetch(&f.mem[ref])
+	return ref
 }
 
 // refIndex maps the pseudo-random value rand to the block that the block
@@ -127,7 +186,12 @@ func (f *filler) refIndex(pos position, rand uint64) uint32 {
 	if pos.pass > 0 && pos.slice != syncPoints-1 {
 		start = (pos.slice + 1) * f.segLen
 	}
-	return refLane*f.laneLen + uint32((uint64(start)+rel)%uint64(f.laneLen))
+	// start < laneLen and rel < laneLen: one subtraction is the modulo.
+	abs := uint64(start) + rel
+	if abs >= uint64(f.laneLen) {
+		abs -= uint64(f.laneLen)
+	}
+	return refLane*f.laneLen + uint32(abs)
 }
 
 // addresser generates the pseudo-random values of data-independent
