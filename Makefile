@@ -6,7 +6,7 @@ GO       ?= go
 BIN      ?= bin/luksd
 APT_PKGS := cryptsetup-bin libnbd-bin nbdkit qemu-utils fio qemu-user-static \
             qemu-system-x86 busybox-static e2fsprogs xz-utils cpio kmod openssl \
-            util-linux binutils dmsetup
+            util-linux binutils dmsetup time
 export GOFLAGS := -mod=mod
 
 .PHONY: all build deps test unit crossarch vmtest bench lint fuzz demo clean
