@@ -7,14 +7,19 @@
 // round on 64-bit words with multiplications (BlaMka). It has SIMD paths
 // chosen from the CPU's features for each derivation: AVX2 and AVX-512 on
 // amd64, NEON on arm64 and on 32-bit ARM (ARMv7 cores that have it). Every
-// other platform, and the purego build tag, use the portable code. The lanes
-// of a derivation are filled in parallel, one goroutine per lane between the
-// four synchronisation points of a pass.
+// other platform, and the purego build tag, use the portable code.
 //
-// A derivation makes one allocation, its memory: on Linux an anonymous
-// mapping outside the Go heap, which goes back to the kernel when the
-// derivation ends, so the process never holds two. A Memory keeps it
-// between derivations instead.
+// At the sizes LUKS uses, a block's time is mostly the wait for its
+// reference block, read from anywhere in the memory. The lanes are filled
+// in parallel between the four synchronisation points of a pass, by up to
+// GOMAXPROCS goroutines; a goroutine with more than one lane fills them
+// block by block in turn, each reference block prefetched as soon as its
+// place is known, so that one lane's wait overlaps another's work.
+//
+// A derivation makes a few small allocations and one large one, its
+// memory: on Linux an anonymous mapping outside the Go heap, which goes
+// back to the kernel when the derivation ends, so the process never holds
+// two. A Memory keeps it between derivations instead.
 //
 // The amd64 assembly, argon2_amd64.s, is generated with avo by _asm/argon2
 // at the top of the repository (the _asm module, so luksd never depends on
