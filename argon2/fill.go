@@ -116,7 +116,9 @@ func (c *cursor) start(f *filler, pos position) {
 	if c.cur == laneStart {
 		c.prev = laneStart + f.laneLen - 1
 	}
-	c.ref = c.refAt(f, c.pos.index)
+	if c.pos.index < f.segLen { // else, at the least memory, slice 0 is all from H0
+		c.ref = c.refAt(f, c.pos.index)
+	}
 }
 
 // step fills the block at c and moves to the next one. With
