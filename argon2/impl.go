@@ -7,7 +7,7 @@ type impl int
 const (
 	implGeneric impl = iota // portable Go
 	implAVX2                // amd64 AVX2
-	implAVX512              // amd64 AVX-512 (F, VL)
+	implAVX512              // amd64 AVX-512F
 	implNEON                // arm64 Advanced SIMD, or ARMv7 NEON
 )
 
