@@ -6,7 +6,7 @@ GO       ?= go
 BIN      ?= bin/luksd
 APT_PKGS := cryptsetup-bin libnbd-bin nbdkit qemu-utils fio qemu-user-static \
             qemu-system-x86 busybox-static e2fsprogs xz-utils cpio kmod openssl \
-            util-linux binutils dmsetup
+            util-linux binutils dmsetup time
 export GOFLAGS := -mod=mod
 
 .PHONY: all build deps test unit crossarch vmtest bench lint fuzz demo clean
@@ -28,9 +28,9 @@ test: lint unit crossarch vmtest
 
 unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
-	$(GO) test -count=1 -run 'Alloc' ./xts ./adiantum ./dmcrypt
+	$(GO) test -count=1 -run 'Alloc' ./xts ./adiantum ./dmcrypt ./argon2
 
-# crossarch runs the cipher packages' tests as arm64 and ARMv7 binaries
+# crossarch runs the cipher and argon2 packages' tests as arm64 and ARMv7 binaries
 # under qemu-user.
 crossarch:
 	contrib/crossarch.sh
