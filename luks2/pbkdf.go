@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/crypto/argon2"
+	"github.com/luksd/luksd/argon2"
 )
 
 // cryptsetup 2.6's PBKDF defaults and limits.
@@ -30,9 +30,13 @@ const (
 // before anything is written. CLI exit 1.
 var ErrPBKDF = errors.New("invalid PBKDF parameters")
 
+// ErrOutOfMemory: a keyslot's argon2 memory could not be had. CLI exit 3,
+// cryptsetup's "Not enough available memory to open a keyslot."
+var ErrOutOfMemory = errors.New("not enough available memory to open a keyslot")
+
 // deriveKey runs the keyslot's KDF over passphrase. Parameters the KDF
 // refuses (cryptsetup's crypt_pbkdf fails on them too) are ErrKeyslotOpen;
-// argon2 lanes beyond the 255 Go's argon2 takes are ErrUnsupported, never
+// argon2 lanes beyond the 255 the argon2 package takes are ErrUnsupported, never
 // truncated.
 func deriveKey(p kdfParams, passphrase []byte, keyLen int) ([]byte, error) {
 	switch p.typ {
@@ -52,10 +56,18 @@ func deriveKey(p kdfParams, passphrase []byte, keyLen int) ([]byte, error) {
 		if p.time < 1 || p.cpus < 1 || p.memory < 8*p.cpus || keyLen < 4 {
 			return nil, fmt.Errorf("%w: invalid %s parameters (time %d, memory %d, threads %d)", ErrKeyslotOpen, p.typ, p.time, p.memory, p.cpus)
 		}
+		mode := argon2.Argon2id
 		if p.typ == "argon2i" {
-			return argon2.Key(passphrase, p.salt, uint32(p.time), uint32(p.memory), uint8(p.cpus), uint32(keyLen)), nil
+			mode = argon2.Argon2i
 		}
-		return argon2.IDKey(passphrase, p.salt, uint32(p.time), uint32(p.memory), uint8(p.cpus), uint32(keyLen)), nil
+		k, err := argon2.Key(mode, passphrase, p.salt, uint32(p.time), uint32(p.memory), uint8(p.cpus), uint32(keyLen))
+		if errors.Is(err, argon2.ErrMemory) {
+			return nil, fmt.Errorf("%w: %v", ErrOutOfMemory, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrKeyslotOpen, err)
+		}
+		return k, nil
 	}
 	return nil, fmt.Errorf("%w: unknown PBKDF %q", ErrKeyslotOpen, p.typ)
 }

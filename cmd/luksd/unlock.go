@@ -212,6 +212,8 @@ func headerError(path string, err error) error {
 		return exitf(exitParams, "Operation incompatible with device marked for LUKS2 reencryption. Aborting.")
 	case errors.Is(err, luks2.ErrLegacyReencryption):
 		return exitf(exitParams, "Operation incompatible with device marked for legacy reencryption. Aborting.")
+	case errors.Is(err, luks2.ErrOutOfMemory):
+		return exitf(exitMemory, "Not enough available memory to open a keyslot.")
 	case errors.Is(err, luks2.ErrKeyslotOpen):
 		return exitf(exitParams, "Keyslot open failed.")
 	case errors.Is(err, luks2.ErrNoKeyslotSpace):

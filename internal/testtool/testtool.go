@@ -51,8 +51,8 @@ func PeerCorpus(t testing.TB) string {
 	return d
 }
 
-// Luksd builds the luksd binary once per test binary into a temporary folder
-// and returns its path.
+// Luksd builds the luksd binary (CGO_ENABLED=0) once per test binary into a
+// temporary folder and returns its path.
 func Luksd(t testing.TB) string {
 	t.Helper()
 	luksdOnce.Do(func() {
@@ -64,6 +64,9 @@ func Luksd(t testing.TB) string {
 		luksdPath = filepath.Join(dir, "luksd")
 		cmd := exec.Command("go", "build", "-o", luksdPath, "./cmd/luksd")
 		cmd.Dir = RepoRoot(t)
+		// Static, as the VM and release binaries are: without cgo no
+		// pthread stacks, so a test can bound the address space.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			luksdErr = &buildError{out: string(out), err: err}
