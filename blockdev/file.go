@@ -205,8 +205,12 @@ func (d *fileIO) openDirect(flag int, excl, useDirect bool) error {
 // Size returns the size in bytes taken at open.
 func (d *fileIO) Size() int64 { return d.size }
 
-// ReadOnly reports whether the device was opened read-only.
-func (d *fileIO) ReadOnly() bool { return d.readOnly }
+// Caps: a file punches holes and zeroes ranges, a block device discards
+// and zeroes them (Trim and WriteZeroes fall back where it cannot), and
+// both write FUA (RWF_DSYNC).
+func (d *fileIO) Caps() Caps {
+	return Caps{ReadOnly: d.readOnly, Trim: true, WriteZeroes: true, FUA: true}
+}
 
 // ioPath is how one request reaches the device.
 type ioPath int

@@ -121,8 +121,8 @@ func TestFileReadOnlyAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if !f.ReadOnly() {
-		t.Fatal("ReadOnly() false")
+	if !CapsOf(f).ReadOnly {
+		t.Fatal("Caps().ReadOnly false")
 	}
 	if _, err := f.WriteAt([]byte{1}, 0); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("write to read-only file: %v", err)

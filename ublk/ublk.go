@@ -103,10 +103,7 @@ func New(dev blockdev.Device, opts Options) (*Device, error) {
 	}
 	bs := opts.BlockSize
 	if bs == 0 {
-		bs = 512
-		if b, ok := dev.(blockdev.BlockSizer); ok {
-			bs = b.BlockSize()
-		}
+		bs = max(blockdev.CapsOf(dev).BlockSize, 512)
 	}
 	h := newHandler(dev, opts.ReadOnly, opts.AllowDiscards, opts.Logf)
 	// validate before asking the kernel for anything
