@@ -7,10 +7,10 @@ import (
 	"os"
 	"slices"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 )
 
 // keyFlags select where a passphrase comes from and which header and
@@ -77,42 +77,29 @@ func headerPath(c *cli.Context, path string) string {
 	return path
 }
 
-// openDevice opens a device or image file, returning it and its size.
-// Failures carry cryptsetup's "does not exist" message and exit code 4.
+// openDevice opens a device or image file at path, a location that
+// blockdev.OpenPath takes, returning it and its size. Failures carry
+// cryptsetup's messages and exit code 4.
 func openDevice(path string, write bool) (*os.File, int64, error) {
-	flag := os.O_RDONLY
-	if write {
-		flag = os.O_RDWR
-	}
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(os.ModeDevice|os.ModeCharDevice) != os.ModeDevice {
-		return nil, 0, exitf(exitDevice, "Device %s is not compatible.", path)
-	}
-	f, err := os.OpenFile(path, flag, 0)
+	f, size, err := blockdev.OpenPath(path, write)
 	if err != nil {
-		return nil, 0, exitf(exitDevice, "Device %s does not exist or access denied.", path)
-	}
-	size, err := deviceSize(f)
-	if err != nil {
-		f.Close()
-		return nil, 0, exitf(exitDevice, "Cannot get info about device %s.", path)
+		return nil, 0, locationError(path, err)
 	}
 	return f, size, nil
 }
 
-// deviceSize returns the size of a regular file or block device.
-func deviceSize(f *os.File) (int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
+// locationError maps blockdev's refusal to open path to cryptsetup's
+// message (exit 4). A URL no backend takes is luksd's own.
+func locationError(path string, err error) error {
+	switch {
+	case errors.Is(err, blockdev.ErrUnknownScheme):
+		return exitf(exitDevice, "luksd: %v", err)
+	case errors.Is(err, blockdev.ErrNotDevice):
+		return exitf(exitDevice, "Device %s is not compatible.", path)
+	case errors.Is(err, blockdev.ErrNoSize):
+		return exitf(exitDevice, "Cannot get info about device %s.", path)
 	}
-	if fi.Mode().IsRegular() {
-		return fi.Size(), nil
-	}
-	if fi.Mode()&os.ModeDevice != 0 {
-		n, err := unix.IoctlGetUint64(int(f.Fd()), unix.BLKGETSIZE64)
-		return int64(n), err
-	}
-	return 0, fmt.Errorf("%s is neither a file nor a block device", f.Name())
+	return exitf(exitDevice, "Device %s does not exist or access denied.", path)
 }
 
 // readHeader opens and reads the LUKS header of path (or --header) under
