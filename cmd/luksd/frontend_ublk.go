@@ -32,8 +32,7 @@ func (ublkFrontend) Available() error {
 			return fmt.Errorf("%s is missing: %s", ublkControl, why)
 		}
 	}
-	ublk.ControlPath = ublkControl
-	if _, err := ublk.Features(); err != nil {
+	if _, err := ublk.Features(ublkControl); err != nil {
 		return err
 	}
 	return nil
@@ -46,7 +45,6 @@ const ublkStateKey = "ublk-id"
 // Attach creates and starts a ublk device for dev, or with opts.Recover
 // takes over the device opts.Device names (left by a daemon that died).
 func (ublkFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, error) {
-	ublk.ControlPath = ublkControl
 	id := -1
 	if opts.Device != "" {
 		n, err := parseUblkID(opts.Device)
@@ -64,6 +62,7 @@ func (ublkFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment,
 		// --io-timeout is the daemon's to enforce.
 		RequestTimeout: opts.IOTimeout,
 		Logf:           daemonLog.Printf,
+		Control:        ublkControl,
 	}
 	if opts.Recover {
 		if id < 0 {
@@ -121,6 +120,5 @@ func cleanStaleUblk(device string, extra map[string]string) error {
 	if err != nil {
 		return err
 	}
-	ublk.ControlPath = ublkControl
 	return ublk.DeleteAbandoned(id)
 }
