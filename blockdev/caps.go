@@ -44,3 +44,27 @@ func CapsOf(dev Device) Caps {
 	_, c.FUA = dev.(FUAWriter)
 	return c
 }
+
+// Ops are a device's optional operations, bound once where its Caps
+// declare them, nil where they do not.
+type Ops struct {
+	Trim Trimmer
+	Zero ZeroWriter
+	FUA  FUAWriter
+}
+
+// OpsOf returns dev's Caps and the operations they declare.
+func OpsOf(dev Device) (Caps, Ops) {
+	c := CapsOf(dev)
+	var o Ops
+	if c.Trim {
+		o.Trim, _ = dev.(Trimmer)
+	}
+	if c.WriteZeroes {
+		o.Zero, _ = dev.(ZeroWriter)
+	}
+	if c.FUA {
+		o.FUA, _ = dev.(FUAWriter)
+	}
+	return c, o
+}

@@ -46,3 +46,16 @@ func TestCapsOf(t *testing.T) {
 		}
 	}
 }
+
+// OpsOf binds what the caps declare, not every method a device has: a
+// Tracked layer has Trim whatever is below it.
+func TestOpsOf(t *testing.T) {
+	caps, ops := blockdev.OpsOf(blockdev.Track(devtest.NewMem(4096)))
+	if caps.Trim || ops.Trim != nil || ops.Zero != nil || ops.FUA == nil {
+		t.Fatalf("OpsOf(tracked memory) = %+v, %+v; want FUA only", caps, ops)
+	}
+	_, ops = blockdev.OpsOf(blockdev.Track(devtest.NewFaulty(devtest.NewMem(4096))))
+	if ops.Trim == nil || ops.Zero == nil || ops.FUA == nil {
+		t.Fatalf("OpsOf(tracked trimming device) = %+v; want all three", ops)
+	}
+}

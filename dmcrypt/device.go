@@ -75,7 +75,7 @@ func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*De
 	if size > bsize-opts.Offset {
 		return nil, fmt.Errorf("data segment (%d bytes at %d) is larger than the device (%d bytes)", size, opts.Offset, bsize)
 	}
-	caps := blockdev.CapsOf(backend)
+	caps, ops := blockdev.OpsOf(backend)
 	d := &Device{
 		backend:    backend,
 		cipher:     c,
@@ -86,12 +86,10 @@ func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*De
 		readOnly:   opts.ReadOnly || caps.ReadOnly,
 		procs:      runtime.GOMAXPROCS(0),
 	}
-	if opts.AllowDiscards && caps.Trim && !d.readOnly {
-		d.trim, _ = backend.(blockdev.Trimmer)
+	if opts.AllowDiscards && !d.readOnly {
+		d.trim = ops.Trim
 	}
-	if caps.FUA {
-		d.fua, _ = backend.(blockdev.FUAWriter)
-	}
+	d.fua = ops.FUA
 	d.lost, _ = backend.(lostWrites)
 	return d, nil
 }

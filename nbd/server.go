@@ -109,13 +109,15 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = defaultMaxConns
 	}
-	caps := blockdev.CapsOf(dev)
+	caps, ops := blockdev.OpsOf(dev)
 	if caps.ReadOnly {
 		cfg.ReadOnly = true
 	}
 	s := &Server{
 		dev:       dev,
 		caps:      caps,
+		zero:      ops.Zero,
+		fua:       ops.FUA,
 		cfg:       cfg,
 		size:      dev.Size(),
 		listeners: map[net.Listener]struct{}{},
@@ -128,12 +130,6 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 	// A client may send TRIM unasked: a device with Trim answers it (a
 	// refusal is a hint ignored), whatever it advertises.
 	s.trim, _ = dev.(blockdev.Trimmer)
-	if caps.WriteZeroes {
-		s.zero, _ = dev.(blockdev.ZeroWriter)
-	}
-	if caps.FUA {
-		s.fua, _ = dev.(blockdev.FUAWriter)
-	}
 	return s
 }
 

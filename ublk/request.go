@@ -37,16 +37,10 @@ type handler struct {
 }
 
 func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(string, ...any)) *handler {
-	caps := blockdev.CapsOf(dev)
-	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly || caps.ReadOnly, logf: logf}
-	if caps.Trim && allowDiscards && !h.readOnly {
-		h.trim, _ = dev.(blockdev.Trimmer)
-	}
-	if caps.WriteZeroes {
-		h.zero, _ = dev.(blockdev.ZeroWriter)
-	}
-	if caps.FUA {
-		h.fua, _ = dev.(blockdev.FUAWriter)
+	caps, ops := blockdev.OpsOf(dev)
+	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly || caps.ReadOnly, zero: ops.Zero, fua: ops.FUA, logf: logf}
+	if allowDiscards && !h.readOnly {
+		h.trim = ops.Trim
 	}
 	return h
 }
