@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -39,6 +40,30 @@ type volume struct {
 func (v *volume) Close() {
 	if v != nil {
 		v.Key.Wipe()
+	}
+}
+
+// spec describes the unlocked volume to the daemon as the mapping name,
+// exposed as opts say. Whether discards pass is decided here, once: the
+// option, or the header's persistent allow-discards flag.
+func (v *volume) spec(name string, opts daemon.Options) daemon.Spec {
+	opts.AllowDiscards = opts.AllowDiscards || slices.Contains(v.Header.Flags(), "allow-discards")
+	seg := v.Segment
+	return daemon.Spec{
+		Name:     name,
+		Location: v.Path,
+		Header:   v.HeaderPath,
+		Type:     fmt.Sprintf("LUKS%d", v.Header.Version()),
+		UUID:     v.Header.UUID(),
+		KeySlot:  v.Slot,
+		Segment: daemon.Segment{
+			Cipher:     seg.Cipher,
+			Offset:     seg.Offset,
+			Size:       seg.Size,
+			SectorSize: seg.SectorSize,
+			KeySize:    seg.KeySize,
+		},
+		Options: opts,
 	}
 }
 
@@ -317,19 +342,35 @@ func unlockKeyslot(c *cli.Context, path string, readOnly bool, slot int, retry, 
 	if path == "" {
 		return nil, exitf(exitParams, "Command requires device as argument.")
 	}
-	if hp := headerPath(c, path); hp != path {
-		d, _, err := openDevice(path, !readOnly)
-		if err != nil {
-			return nil, err
-		}
-		d.Close()
+	if err := checkDataDevice(c, path, readOnly); err != nil {
+		return nil, err
 	}
 	h, f, err := readHeaderOfType(c, path, false)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return unlockHeader(c, path, h, f, slot, retry, forActivation)
+}
+
+// checkDataDevice checks, when the header is detached (--header), that
+// the data device path opens (for writing unless readOnly).
+func checkDataDevice(c *cli.Context, path string, readOnly bool) error {
+	if headerPath(c, path) == path {
+		return nil
+	}
+	d, _, err := openDevice(path, !readOnly)
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
+// unlockHeader is unlockKeyslot for the header h of path, already read
+// from f (open reads it once, before it asks for anything).
+func unlockHeader(c *cli.Context, path string, h *luks2.Header, f *headerDevice, slot int, retry, forActivation bool) (*volume, error) {
 	var seg luks2.Segment
+	var err error
 	if forActivation {
 		if seg, err = h.Segment(); err != nil {
 			return nil, segmentError(headerPath(c, path), err)
