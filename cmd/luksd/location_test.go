@@ -4,7 +4,16 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/luks2"
 )
+
+// Whatever blockdev.Open hands out can hold a header, barriers included:
+// luks2's edits call the device's Flush (fdatasync, for a File) between
+// key material, the primary copy and the secondary, through the
+// interface, never by asking an arbitrary value for a Sync method.
+var _ luks2.Device = blockdev.Backend(nil)
 
 // TestUnknownLocationScheme: a location that is a URL of a scheme no
 // backend takes is one line and exit 4 for every verb, the data device of
