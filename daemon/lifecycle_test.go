@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/luksd/luksd/blockdev/devtest"
 	"github.com/luksd/luksd/daemon/daemontest"
 	"github.com/luksd/luksd/daemon/frontend"
+	"github.com/luksd/luksd/keyring"
 )
 
 // startFake runs a daemon for name over a fresh devtest.Mem with the fake
@@ -159,5 +161,53 @@ func TestControlRejectsUnknownCommand(t *testing.T) {
 	}
 	if err := waitDaemon(t, done); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunReadsNoHeader: Run takes the volume from its Spec alone. The data
+// device here holds no LUKS header at all; the daemon serves the segment
+// the spec describes, encrypted on disk where the spec puts it.
+func TestRunReadsNoHeader(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	img := filepath.Join(t.TempDir(), "img")
+	if err := os.WriteFile(img, make([]byte, 3<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fe := &daemontest.Fake{}
+	frontend.Register(fe)
+	key, err := keyring.FromBytes(bytes.Repeat([]byte{7}, 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Name: "bare", Location: img, Header: "/nonexistent/header", Type: "LUKS2",
+		Segment: Segment{Cipher: "aes-xts-plain64", Offset: 1 << 20, SectorSize: 4096, KeySize: 64},
+		Options: Options{Frontend: fe.Name()}}
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(spec, key, RunOptions{Ready: func(d string) { ready <- d }}) }()
+	daemontest.WaitReady(t, ready, done)
+	if key.Len() != 0 {
+		t.Error("the key was not wiped once the crypt layer had it")
+	}
+	st, err := Active("bare")
+	if err != nil || st == nil || st.Size != 2<<20 || st.Claim != "OFD lock" || st.Header != "/nonexistent/header" {
+		t.Fatalf("state %+v, %v", st, err)
+	}
+	plain := bytes.Repeat([]byte("plaintext"), 456)[:4096]
+	if _, err := fe.Last().Dev.WriteAt(plain, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Close("bare"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDaemon(t, done); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, plain[:64]) || bytes.Equal(raw[1<<20:1<<20+4096], make([]byte, 4096)) {
+		t.Fatal("the segment does not hold the ciphertext at its offset")
 	}
 }

@@ -108,6 +108,7 @@ func openAction(c *cli.Context) error {
 		return err
 	}
 	defer v.Close()
+	hd.Close() // the daemon never reads the header again
 	spec := v.spec(name, opts)
 	if c.Bool("foreground") {
 		return daemon.Exec(spec, v.Key)
