@@ -70,11 +70,7 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 			if err != nil {
 				return opened{}, err
 			}
-			if opts.KernelIO && !keysLocked {
-				d.Close()
-				return opened{}, errors.New("cannot lock the volume's key schedule in memory (mlock; RLIMIT_MEMLOCK too low?)")
-			}
-			return opened{Device: d, takeLost: backend.TakeLostWrites, claim: backend.Claim()}, nil
+			return opened{Device: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked}, nil
 		},
 		KernelIO: opts.KernelIO,
 		Ready:    opts.Ready,
@@ -103,8 +99,9 @@ type opened struct {
 	blockdev.Device
 	// takeLost takes the data device's lost writes (see
 	// blockdev.Tracked.TakeLostWrites); nil when it keeps no record.
-	takeLost func() error
-	claim    string // how the data device is claimed (blockdev.Backend.Claim)
+	takeLost   func() error
+	claim      string // how the data device is claimed (blockdev.Backend.Claim)
+	keysLocked bool   // the key schedule is locked in memory
 }
 
 // runDaemon claims the name, attaches the frontend and serves until it is
@@ -183,6 +180,9 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 		st.IOFlusher = true
 		if err := lockedMemory(); err != nil {
 			return nil, err
+		}
+		if !dev.keysLocked {
+			return nil, errors.New("cannot lock the volume's key schedule in memory (mlock; RLIMIT_MEMLOCK too low?)")
 		}
 		st.MemoryLocked = true
 	}
