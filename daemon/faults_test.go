@@ -17,7 +17,7 @@ func TestDaemonCloseAfterLostWriteWarns(t *testing.T) {
 	logged := captureLog(t)
 	faulty := devtest.NewFaulty(devtest.NewMem(1 << 20))
 	tracked := blockdev.Track(faulty)
-	fe, done := startFakeDev(t, "lost", opened{Device: tracked, takeLost: tracked.TakeLostWrites})
+	fe, done := startFakeDev(t, "lost", opened{dev: tracked, takeLost: tracked.TakeLostWrites})
 	fe.Last().AsKernel.Store(true)
 	dev := fe.Last().Dev
 	if _, err := dev.WriteAt(make([]byte, 4096), 8192); err != nil {
@@ -50,7 +50,7 @@ func TestDaemonCloseWhileFailing(t *testing.T) {
 	captureLog(t)
 	faulty := devtest.NewFaulty(devtest.NewMem(1 << 20))
 	tracked := blockdev.Track(faulty)
-	fe, done := startFakeDev(t, "failing", opened{Device: tracked, takeLost: tracked.TakeLostWrites})
+	fe, done := startFakeDev(t, "failing", opened{dev: tracked, takeLost: tracked.TakeLostWrites})
 	if _, err := fe.Last().Dev.WriteAt(make([]byte, 4096), 0); err != nil {
 		t.Fatal(err)
 	}

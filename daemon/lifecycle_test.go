@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/blockdev/devtest"
 	"github.com/luksd/luksd/daemon/daemontest"
 	"github.com/luksd/luksd/daemon/frontend"
@@ -19,7 +20,7 @@ import (
 func startFake(t *testing.T, name string) (*daemontest.Fake, *devtest.Mem, chan error) {
 	t.Helper()
 	dev := devtest.NewMem(1 << 20)
-	fe, done := startFakeDev(t, name, opened{Device: dev})
+	fe, done := startFakeDev(t, name, opened{dev: dev})
 	return fe, dev, done
 }
 
@@ -133,7 +134,7 @@ func TestDaemonAttachFailure(t *testing.T) {
 	dev := devtest.NewMem(4096)
 	fe := &daemontest.Fake{AttachErr: errors.New("no such kernel device")}
 	err := runDaemon(daemonConfig{Frontend: fe, Attach: frontend.Options{Name: "bad"},
-		Open:  func() (opened, error) { return opened{Device: dev}, nil },
+		Open:  func() (opened, error) { return opened{dev: dev}, nil },
 		Ready: func(string) { t.Error("ready after a failed attach") }})
 	if err == nil || err.Error() != "no such kernel device" {
 		t.Fatalf("runDaemon = %v", err)
@@ -181,13 +182,18 @@ func TestRunReadsNoHeader(t *testing.T) {
 	}
 	spec := Spec{Name: "bare", Location: img, Header: "/nonexistent/header", Type: "LUKS2",
 		Segment: Segment{Cipher: "aes-xts-plain64", Offset: 1 << 20, SectorSize: 4096, KeySize: 64},
-		Options: Options{Frontend: fe.Name()}}
+		Options: Options{Frontend: fe.Name(), AllowDiscards: true}}
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() { done <- Run(spec, key, RunOptions{Ready: func(d string) { ready <- d }}) }()
 	daemontest.WaitReady(t, ready, done)
 	if key.Len() != 0 {
 		t.Error("the key was not wiped once the crypt layer had it")
+	}
+	// The frontend gets the crypt layer itself, and so what it declares.
+	want := blockdev.Caps{Trim: true, WriteZeroes: true, FUA: true, BlockSize: 4096}
+	if got := blockdev.CapsOf(fe.Last().Dev); got != want {
+		t.Errorf("the frontend sees caps %+v, want the crypt layer's %+v", got, want)
 	}
 	st, err := Active("bare")
 	if err != nil || st == nil || st.Size != 2<<20 || st.Claim != "OFD lock" || st.Header != "/nonexistent/header" {

@@ -70,7 +70,7 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 			if err != nil {
 				return opened{}, err
 			}
-			return opened{Device: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked}, nil
+			return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked}, nil
 		},
 		KernelIO: opts.KernelIO,
 		Ready:    opts.Ready,
@@ -94,9 +94,10 @@ type daemonConfig struct {
 }
 
 // opened is the device a daemon serves, and what it knows of the data
-// device below.
+// device below. dev is a field, not embedded: the frontend must get dev
+// itself, whose capabilities (blockdev.Caps) it advertises.
 type opened struct {
-	blockdev.Device
+	dev blockdev.Device
 	// takeLost takes the data device's lost writes (see
 	// blockdev.Tracked.TakeLostWrites); nil when it keeps no record.
 	takeLost   func() error
@@ -155,12 +156,13 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 	st.Started = time.Now()
 	// The data device first: that it cannot be opened is what to report
 	// about a volume that cannot start.
-	dev, err := cfg.Open()
+	vol, err := cfg.Open()
 	if err != nil {
 		return nil, err
 	}
+	dev := vol.dev
 	st.Size = dev.Size()
-	st.Claim = dev.claim
+	st.Claim = vol.claim
 	defer func() {
 		if ferr := dev.Flush(); ferr != nil {
 			if err == nil {
@@ -181,7 +183,7 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 		if err := lockedMemory(); err != nil {
 			return nil, err
 		}
-		if !dev.keysLocked {
+		if !vol.keysLocked {
 			return nil, errors.New("cannot lock the volume's key schedule in memory (mlock; RLIMIT_MEMLOCK too low?)")
 		}
 		st.MemoryLocked = true
@@ -209,7 +211,7 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 	if cfg.Ready != nil {
 		cfg.Ready(st.Device)
 	}
-	return serveUntilStopped(name, ctl, att, dev, sigs)
+	return serveUntilStopped(name, ctl, att, vol, sigs)
 }
 
 // stopSignals ask the daemon to close. SIGQUIT is one of them rather than
@@ -232,7 +234,7 @@ var stopPoll = time.Second
 //     unmounting what is on it, and SIGKILL after its timeout still ends
 //     the daemon;
 //   - SIGHUP reopens the log file (logrotate).
-func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, dev opened, sigs <-chan os.Signal) (net.Conn, error) {
+func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, vol opened, sigs <-chan os.Signal) (net.Conn, error) {
 	done := make(chan struct{})
 	defer close(done)
 	closes := make(chan net.Conn)
@@ -250,7 +252,7 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, d
 			}
 			if !deviceBusy(kdev) {
 				Log.Printf("%s: %v, detaching", name, sig)
-				return nil, detach(att, dev)
+				return nil, detach(att, vol)
 			}
 			Log.Printf("%s: %v while %s is in use: serving on, closing once it is released", name, sig, kdev)
 			if poll == nil {
@@ -261,7 +263,7 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, d
 		case <-poll:
 			if !deviceBusy(kdev) {
 				Log.Printf("%s: %s released, detaching", name, kdev)
-				return nil, detach(att, dev)
+				return nil, detach(att, vol)
 			}
 		case conn := <-closes:
 			if deviceBusy(kdev) {
@@ -269,7 +271,7 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, d
 				conn.Close()
 				continue
 			}
-			return conn, detach(att, dev)
+			return conn, detach(att, vol)
 		case werr := <-gone:
 			// The kernel side went away by itself (nbd-client -d, ublk
 			// device deleted): nothing is left to detach.
@@ -284,10 +286,10 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, d
 // the kernel's last flush answers for what is still in flight, and are
 // returned (ErrLostWrites) for the closer's warning when nothing else
 // fails.
-func detach(att frontend.Attachment, dev opened) error {
+func detach(att frontend.Attachment, vol opened) error {
 	var lost error
-	if dev.takeLost != nil {
-		lost = dev.takeLost()
+	if vol.takeLost != nil {
+		lost = vol.takeLost()
 	}
 	if err := att.Detach(); err != nil {
 		return err
