@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -125,7 +126,7 @@ type DumpOptions struct {
 // headers take AddKey (PBKDF2 only), KillSlot and SetUUID; the LUKS2-only
 // edits return ErrUnsupported for them.
 type Header struct {
-	impl *header
+	impl onDisk
 }
 
 // Read reads and validates the header at the start of dev (size bytes; 0
@@ -141,14 +142,22 @@ func ReadLUKS2(dev io.ReaderAt, size int64) (*Header, error) { return readHeader
 
 // Damaged reports whether one LUKS2 header copy was not good when read
 // (damaged, invalid, or older than the other): Repair would rewrite it.
-func (h *Header) Damaged() bool { return h.impl.damaged != "" }
+func (h *Header) Damaged() bool {
+	v2, ok := h.v2()
+	return ok && v2.damaged != ""
+}
 
 // Repair rewrites the copy that was not good from the good one, as
 // cryptsetup does when it loads a header it may write (its binary header
 // and JSON area, a fresh salt), and flushes. It does nothing when both
 // copies were good. Take the exclusive lock and read the header again
 // under it before repairing.
-func (h *Header) Repair(dev Device) error { return h.impl.repair(dev) }
+func (h *Header) Repair(dev Device) error {
+	if v2, ok := h.v2(); ok {
+		return v2.repair(dev)
+	}
+	return nil
+}
 
 // IsLUKS reports whether dev starts with a LUKS magic and a known version.
 func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }
@@ -179,18 +188,38 @@ func (h *Header) Requirements() error { return h.impl.requirementsMet() }
 // Version is 1 or 2.
 func (h *Header) Version() int { return h.impl.version() }
 
-// UUID, Label, Subsystem as stored.
-func (h *Header) UUID() string      { return h.impl.uuid() }
-func (h *Header) Label() string     { return h.impl.label() }
-func (h *Header) Subsystem() string { return h.impl.subsystem() }
+// UUID is the UUID as stored.
+func (h *Header) UUID() string { return h.impl.uuid() }
+
+// Label is the LUKS2 label as stored ("" for LUKS1, which has none).
+func (h *Header) Label() string {
+	if v2, ok := h.v2(); ok {
+		return v2.bin.label
+	}
+	return ""
+}
+
+// Subsystem is the LUKS2 subsystem as stored ("" for LUKS1).
+func (h *Header) Subsystem() string {
+	if v2, ok := h.v2(); ok {
+		return v2.bin.subsystem
+	}
+	return ""
+}
 
 // Segment returns the data segment (segment "0", or LUKS1's payload).
 // Ciphers dmcrypt cannot run (kernel-API "capi:" specs, unknown modes) and
 // unsafe headers give an error wrapping ErrUnsupported.
 func (h *Header) Segment() (Segment, error) { return h.impl.segment() }
 
-// Flags returns the persistent activation flags ("allow-discards", ...).
-func (h *Header) Flags() []string { return h.impl.flags() }
+// Flags returns the persistent activation flags ("allow-discards", ...;
+// LUKS1 has none).
+func (h *Header) Flags() []string {
+	if v2, ok := h.v2(); ok {
+		return append([]string(nil), v2.meta.flags...)
+	}
+	return nil
+}
 
 // ActiveKeyslots returns the numbers of the keyslots in use, ascending.
 func (h *Header) ActiveKeyslots() []int { return h.impl.activeKeyslots() }
@@ -201,7 +230,7 @@ func (h *Header) ActiveKeyslots() []int { return h.impl.activeKeyslots() }
 // ErrWrongPassphrase, or ErrNoUsableKeyslot as cryptsetup decides between
 // them (LUKS2).
 func (h *Header) Unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
-	return h.impl.unlock(dev, passphrase, slot)
+	return h.impl.unlock(dev, passphrase, slot, false)
 }
 
 // UnlockUnbound is Unlock where keyslots bound to no segment count too, as
@@ -209,7 +238,7 @@ func (h *Header) Unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, i
 // keyslot that opened holds, which is the volume key only for a bound one.
 // LUKS1 has no unbound keyslots: it is Unlock.
 func (h *Header) UnlockUnbound(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
-	return h.impl.unlockFor(dev, passphrase, slot, true)
+	return h.impl.unlock(dev, passphrase, slot, true)
 }
 
 // AddKey adds a keyslot for passphrase holding vk (slot -1 = first free).
@@ -224,16 +253,36 @@ func (h *Header) AddKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (i
 // no segment with a digest of its own (luksAddKey --unbound; LUKS2 only).
 // Unlock without a named slot never tries it.
 func (h *Header) AddUnboundKey(dev Device, key, passphrase []byte, slot int, p PBKDF) (int, error) {
-	return h.impl.addUnboundKey(dev, key, passphrase, slot, p)
+	v2, ok := h.v2()
+	if !ok {
+		return -1, fmt.Errorf("%w: LUKS1 has no unbound keyslots", ErrUnsupported)
+	}
+	return v2.addUnboundKey(dev, key, passphrase, slot, p)
 }
 
 // Unbound reports whether keyslot slot exists and holds a key bound to no
 // segment (LUKS2 only).
-func (h *Header) Unbound(slot int) bool { return h.impl.unbound(slot) }
+func (h *Header) Unbound(slot int) bool {
+	v2, ok := h.v2()
+	if !ok || v2.meta.keyslots[slot] == nil {
+		return false
+	}
+	d := v2.meta.keyslotDigest(slot)
+	return d == nil || len(d.segments) == 0
+}
 
 // VerifyVolumeKey checks vk against the data segment's digest: nil, or
 // ErrVolumeKeyMismatch.
-func (h *Header) VerifyVolumeKey(vk []byte) error { return h.impl.verifyVolumeKey(vk) }
+func (h *Header) VerifyVolumeKey(vk []byte) error {
+	ok, err := h.impl.checkVolumeKey(vk)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrVolumeKeyMismatch
+	}
+	return nil
+}
 
 // KillSlot wipes keyslot slot and removes it from the metadata (LUKS1:
 // disables it in the header, then wipes its key material).
@@ -241,7 +290,11 @@ func (h *Header) KillSlot(dev Device, slot int) error { return h.impl.killSlot(d
 
 // SetLabel changes label and/or subsystem (nil = keep).
 func (h *Header) SetLabel(dev Device, label, subsystem *string) error {
-	return h.impl.setLabel(dev, label, subsystem)
+	v2, ok := h.v2()
+	if !ok {
+		return fmt.Errorf("%w: LUKS1 headers have no label or subsystem", ErrUnsupported)
+	}
+	return v2.setLabel(dev, label, subsystem)
 }
 
 // Priority is a LUKS2 keyslot's priority (config --priority).
@@ -255,11 +308,30 @@ const (
 
 // SetPriority changes a LUKS2 keyslot's priority.
 func (h *Header) SetPriority(dev Device, slot int, p Priority) error {
-	return h.impl.setPriority(dev, slot, p)
+	v2, ok := h.v2()
+	if !ok {
+		return fmt.Errorf("%w: LUKS1 keyslots have no priority", ErrUnsupported)
+	}
+	return v2.setPriority(dev, slot, p)
 }
 
 // SetUUID changes the UUID.
-func (h *Header) SetUUID(dev Device, uuid string) error { return h.impl.setUUID(dev, uuid) }
+func (h *Header) SetUUID(dev Device, uuid string) error {
+	if uuid == "" {
+		var err error
+		if uuid, err = newUUID(); err != nil {
+			return err
+		}
+	}
+	if !ValidUUID(uuid) {
+		return fmt.Errorf("wrong LUKS UUID format provided: %q", uuid)
+	}
+	if err := h.impl.requirementsMet(); err != nil {
+		return err
+	}
+	// cryptsetup stores UUIDs in lower case.
+	return h.impl.setUUID(dev, strings.ToLower(uuid))
+}
 
 // Dump writes luksDump's text, identical in layout to cryptsetup 2.6's.
 func (h *Header) Dump(w io.Writer, opts DumpOptions) error { return h.impl.dump(w, opts) }
@@ -267,12 +339,17 @@ func (h *Header) Dump(w io.Writer, opts DumpOptions) error { return h.impl.dump(
 // DumpUnbound writes luksDump --unbound -S slot's text for key, the key
 // UnlockUnbound found in that unbound keyslot (device as cryptsetup names it).
 func (h *Header) DumpUnbound(w io.Writer, device string, slot int, key []byte) error {
-	return h.impl.dumpUnbound(w, device, slot, key)
+	return dumpUnbound(w, device, h.UUID(), slot, key)
 }
 
 // JSON returns the metadata exactly as luksDump --dump-json-metadata prints
 // it (json-c's pretty form, no trailing newline). nil for LUKS1.
-func (h *Header) JSON() []byte { return h.impl.json() }
+func (h *Header) JSON() []byte {
+	if v2, ok := h.v2(); ok {
+		return v2.meta.root.pretty()
+	}
+	return nil
+}
 
 // HeaderSize is the size in bytes of the whole header area (both binary
 // headers, JSON areas and keyslots area; LUKS1: up to the payload).

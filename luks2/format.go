@@ -20,6 +20,10 @@ const (
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
+// ValidUUID reports whether s is a UUID Format and SetUUID take: the
+// canonical textual form, in either case.
+func ValidUUID(s string) bool { return uuidPattern.MatchString(s) }
+
 func newUUID() (string, error) {
 	var u [16]byte
 	if _, err := rand.Read(u[:]); err != nil {

@@ -41,7 +41,7 @@ type luks1Header struct {
 	mkDigest                         [luks1DigestSize]byte
 	mkDigestSalt                     [luks1SaltSize]byte
 	mkDigestIter                     uint32
-	uuid                             string
+	uuidText                         string
 	slots                            [luks1NumKeys]luks1Keyslot
 
 	// raw is the header as read; edits patch the fields they change into
@@ -69,7 +69,7 @@ func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 		payloadOffset: binary.BigEndian.Uint32(raw[104:]),
 		keyBytes:      binary.BigEndian.Uint32(raw[108:]),
 		mkDigestIter:  binary.BigEndian.Uint32(raw[164:]),
-		uuid:          cString(raw[168:208]),
+		uuidText:      cString(raw[168:208]),
 	}
 	copy(h.raw[:], raw)
 	copy(h.mkDigest[:], raw[112:132])
@@ -134,6 +134,10 @@ func (h *luks1Header) headerSize() int64 {
 	return int64(h.keyAreaEnd()) * 512
 }
 
+func (h *luks1Header) version() int { return 1 }
+
+func (h *luks1Header) uuid() string { return h.uuidText }
+
 func (h *luks1Header) spec() string { return h.cipherName + "-" + h.cipherMode }
 
 func (h *luks1Header) usable() error {
@@ -163,7 +167,9 @@ func (h *luks1Header) activeKeyslots() []int {
 	return ids
 }
 
-func (h *luks1Header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
+// unlock opens keyslot slot, or the first active one the passphrase
+// opens. LUKS1 has no unbound keyslots: anyKey changes nothing.
+func (h *luks1Header) unlock(dev io.ReaderAt, passphrase []byte, slot int, _ bool) ([]byte, int, error) {
 	if err := h.usable(); err != nil {
 		return nil, -1, err
 	}
@@ -238,8 +244,12 @@ func (h *luks1Header) checkVolumeKey(vk []byte) (bool, error) {
 	return subtle.ConstantTimeCompare(sum, h.mkDigest[:]) == 1, nil
 }
 
-// dump prints luksDump's LUKS1 text.
+// dump prints luksDump's LUKS1 text, with the volume key when opts has
+// one.
 func (h *luks1Header) dump(w io.Writer, opts DumpOptions) error {
+	if opts.VolumeKey != nil {
+		return h.dumpVolumeKey(w, opts)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "LUKS header information for %s\n\n", opts.Device)
 	fmt.Fprintf(&b, "Version:       \t%d\n", 1)
@@ -255,7 +265,7 @@ func (h *luks1Header) dump(w io.Writer, opts DumpOptions) error {
 	b.WriteString("\n               \t")
 	hexLine(&b, h.mkDigestSalt[16:], " ")
 	fmt.Fprintf(&b, "\nMK iterations: \t%d\n", h.mkDigestIter)
-	fmt.Fprintf(&b, "UUID:          \t%s\n\n", h.uuid)
+	fmt.Fprintf(&b, "UUID:          \t%s\n\n", h.uuidText)
 	for i, s := range h.slots {
 		if s.active != luks1KeyEnabled {
 			fmt.Fprintf(&b, "Key Slot %d: DISABLED\n", i)
@@ -281,7 +291,7 @@ func (h *luks1Header) dumpVolumeKey(w io.Writer, opts DumpOptions) error {
 	fmt.Fprintf(&b, "Cipher name:   \t%s\n", h.cipherName)
 	fmt.Fprintf(&b, "Cipher mode:   \t%s\n", h.cipherMode)
 	fmt.Fprintf(&b, "Payload offset:\t%d\n", h.payloadOffset)
-	fmt.Fprintf(&b, "UUID:          \t%s\n", h.uuid)
+	fmt.Fprintf(&b, "UUID:          \t%s\n", h.uuidText)
 	writeVolumeKey(&b, opts.VolumeKey)
 	_, err := io.WriteString(w, b.String())
 	return err

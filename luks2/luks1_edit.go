@@ -24,7 +24,7 @@ var ErrLUKS1PBKDF = fmt.Errorf("%w: requested PBKDF type is not supported for LU
 func (h *luks1Header) encode() []byte {
 	raw := h.raw
 	clear(raw[168:208])
-	copy(raw[168:207], h.uuid)
+	copy(raw[168:207], h.uuidText)
 	for i, s := range h.slots {
 		b := raw[luks1KeyblockBase+i*luks1KeyblockSize:]
 		binary.BigEndian.PutUint32(b, s.active)
@@ -230,6 +230,6 @@ func (h *luks1Header) setUUID(dev Device, uuid string) error {
 		return errors.New("UUID too long")
 	}
 	next := *h
-	next.uuid = uuid
+	next.uuidText = uuid
 	return h.store(dev, &next)
 }

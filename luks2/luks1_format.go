@@ -175,7 +175,7 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 	if err := h.writeFormat(dev, next, slot, material, areaEnd); err != nil {
 		return fail(err)
 	}
-	return &Header{impl: &header{v1: h}}, vk, nil
+	return &Header{impl: h}, vk, nil
 }
 
 // writeFormat writes the new volume next: the header area up to end
