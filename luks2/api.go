@@ -262,14 +262,7 @@ func (h *Header) AddUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 
 // Unbound reports whether keyslot slot exists and holds a key bound to no
 // segment (LUKS2 only).
-func (h *Header) Unbound(slot int) bool {
-	v2, ok := h.v2()
-	if !ok || v2.meta.keyslots[slot] == nil {
-		return false
-	}
-	d := v2.meta.keyslotDigest(slot)
-	return d == nil || len(d.segments) == 0
-}
+func (h *Header) Unbound(slot int) bool { return h.KeyslotStatus(slot) == KeyslotUnbound }
 
 // VerifyVolumeKey checks vk against the data segment's digest: nil, or
 // ErrVolumeKeyMismatch.

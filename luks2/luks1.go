@@ -16,7 +16,6 @@ import (
 // LUKS1's 592-byte partition header (big-endian), as cryptsetup reads it.
 const (
 	luks1HeaderSize   = 592
-	luks1NumKeys      = 8
 	luks1DigestSize   = 20
 	luks1SaltSize     = 32
 	luks1Stripes      = 4000

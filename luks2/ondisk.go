@@ -14,6 +14,7 @@ type onDisk interface {
 	// segment is the data segment, refused when luksd cannot map it.
 	segment() (Segment, error)
 	activeKeyslots() []int
+	keyslotStatus(slot int) KeyslotStatus
 	// freeSlot returns slot when it is free and in range, or the first
 	// free keyslot for -1 (ErrNoFreeSlot when there is none).
 	freeSlot(slot int) (int, error)

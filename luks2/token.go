@@ -136,7 +136,7 @@ func (h *Header) AssignToken(dev Device, id, slot int) error {
 	if slot == -1 {
 		// In the metadata's order, as cryptsetup walks the keyslots.
 		slots = m.root.get("keyslots").keys
-	} else if slot < 0 || slot >= maxKeyslots || m.keyslots[slot] == nil {
+	} else if !v2.keyslotStatus(slot).InUse() {
 		return fmt.Errorf("keyslot %d is not active", slot)
 	}
 	root := m.root.clone()
