@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -112,7 +111,7 @@ func tokenEdit(c *cli.Context, h *luks2.Header, f *headerDevice, sub string, js 
 // removes the new token again.
 func tokenCreate(c *cli.Context, h *luks2.Header, f *headerDevice, js []byte, sub string) error {
 	id, slot := c.Int("token-id"), c.Int("key-slot")
-	if slot >= 0 && slot < 32 && !slices.Contains(h.ActiveKeyslots(), slot) {
+	if h.KeyslotStatus(slot) == luks2.KeyslotInactive {
 		return exitf(exitParams, "Keyslot %d is not active.", slot)
 	}
 	tok, err := h.SetToken(f, id, js, c.Bool("token-replace"))
