@@ -95,8 +95,8 @@ type PBKDF struct {
 // FormatOptions are luksFormat's parameters; zero values mean cryptsetup's defaults.
 type FormatOptions struct {
 	Cipher       string // default "aes-xts-plain64"
-	KeySize      int    // volume key bytes; default 64 for xts, 32 otherwise
-	SectorSize   int    // default 512, or 4096 where cryptsetup 2.6 picks it
+	KeySize      int    // volume key bytes; default DefaultKeySize(Cipher)
+	SectorSize   int    // default DefaultSectorSize
 	Hash         string // digest/AF hash, default "sha256"
 	PBKDF        PBKDF
 	UUID         string // default random
@@ -109,8 +109,11 @@ type FormatOptions struct {
 	VolumeKey    []byte // nil = random from crypto/rand
 	Version      int    // 2 (default) or 1; LUKS1 takes PBKDF2 only, no label, subsystem, area sizes or sector size but 512
 	DetachedData bool   // --header given: data segment offset 0 on the data device
-	// PayloadAlign (LUKS1, --align-payload in bytes): the payload starts at
-	// the end of the keyslot areas rounded up to it; 0 = 1 MiB.
+	// PayloadAlign (--align-payload, in bytes; 0 = none). LUKS1: the
+	// payload starts at the end of the keyslot areas rounded up to it
+	// (default 1 MiB), or with DetachedData at it. LUKS2: at the default
+	// data offset rounded up to it, with the default keyslots area; it
+	// takes no DataOffset, DetachedData or area sizes.
 	PayloadAlign int64
 }
 
@@ -164,20 +167,14 @@ func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }
 
 // Format writes a new LUKS2 (or, with Version 1, LUKS1) header to dev and
 // one keyslot for passphrase, returning the header and the volume key
-// (caller wipes it). size is the
-// size of the data device (with DetachedData, dev is the header file and
-// size still the data device's); as cryptsetup 2.6 does on image files,
-// the default sector size is 4096 when size is a multiple of 4096, else
-// 512. For block devices pass SectorSize (the physical block size).
+// (caller wipes it). size is the size of the data device, 0 when unknown
+// (with DetachedData, dev is the header file and size still the data
+// device's); a device no larger than the header area is refused. Without
+// a SectorSize, the sector size is DefaultSectorSize(size, opts), or 512
+// for an unknown size; for block devices pass SectorSize (the physical
+// block size). FormatLayout tells where the parts will go.
 func Format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
 	return format(dev, size, opts, passphrase)
-}
-
-// FormatKeyslotsSize is the size of the keyslots area Format lays out for
-// opts (LUKS2): cryptsetup warns when it is under 4 MiB less 32 KiB.
-func FormatKeyslotsSize(opts FormatOptions) (int64, error) {
-	_, n, _, err := layout(opts)
-	return int64(n), err
 }
 
 // Requirements reports the header's mandatory requirements as the edits

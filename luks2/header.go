@@ -43,7 +43,7 @@ func (h *header) activatable() error {
 		if err := safeCipher(s.cipher); err != nil {
 			return fmt.Errorf("%w: segment %d: %v", ErrUnsupported, id, err)
 		}
-		if s.sectorSize < 512 || s.sectorSize > 4096 || s.sectorSize&(s.sectorSize-1) != 0 {
+		if !ValidSectorSize(2, s.sectorSize) {
 			return fmt.Errorf("%w: segment %d sector size %d (dm-crypt needs a power of two 512..4096)", ErrUnsupported, id, s.sectorSize)
 		}
 	}

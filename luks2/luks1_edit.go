@@ -103,15 +103,10 @@ func (h *luks1Header) freeSlot(slot int) (int, error) {
 // or calibrated to p.IterTime with the header's hash and key size; never
 // below LUKS1's minimum of 1000.
 func (h *luks1Header) slotIterations(p PBKDF) (int, error) {
-	switch p.Type {
-	case "", "pbkdf2":
-	default:
-		return 0, ErrLUKS1PBKDF
+	if err := CheckPBKDF(p, 1); err != nil {
+		return 0, err
 	}
 	if p.Iterations > 0 {
-		if p.Iterations < minPBKDF2Iterations {
-			return 0, fmt.Errorf("forced iteration count is too low for pbkdf2 (minimum is %d)", minPBKDF2Iterations)
-		}
 		return p.Iterations, nil
 	}
 	return calibratePBKDF2(h.hashSpec, int(h.keyBytes), p.withDefaults().IterTime), nil

@@ -26,6 +26,10 @@ var (
 	ErrNoFreeToken = errors.New("no free token id")
 )
 
+// MaxTokenSize bounds the token JSON worth reading: no token is larger
+// than the largest LUKS2 metadata area.
+const MaxTokenSize = maxHdrSize
+
 // keyringTokenType is cryptsetup's one built-in token type; other types
 // starting with the built-in prefix are refused.
 const (
