@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -125,63 +124,37 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	// Sizes and sector sizes were checked as popt read them (options.go).
 	opts.KeySize = c.Int("key-size") / 8
 	if opts.Cipher == "auto" {
-		spec, autoBits, sector, reason := autoCipher()
+		spec, sector, reason := autoCipher()
 		if c.Bool("verbose") {
 			fmt.Printf("Cipher %s chosen: %s.\n", spec, reason)
 		}
 		opts.Cipher = spec
-		if opts.KeySize == 0 {
-			opts.KeySize = autoBits / 8
-		}
 		if opts.SectorSize == 0 && version == 2 {
 			opts.SectorSize = sector
 		}
 	}
-	if opts.UUID != "" && !uuidPattern.MatchString(opts.UUID) {
+	if opts.UUID != "" && !luks2.ValidUUID(opts.UUID) {
 		return opts, exitf(exitParams, "Wrong LUKS UUID format provided.")
 	}
 	// A negative --key-slot never gets here (popt's callback refuses it).
-	if last := luksKeyslots(version) - 1; opts.Keyslot > last {
+	if last := luks2.MaxKeyslots(version) - 1; opts.Keyslot > last {
 		return opts, exitf(exitParams, "Key slot %d is invalid, please select between 0 and %d.", opts.Keyslot, last)
 	}
-	if opts.DataOffset%4096 != 0 && !opts.DetachedData {
+	if !opts.DetachedData && !luks2.DataOffsetAligned(opts.DataOffset) {
 		return opts, exitf(exitParams, "Data offset is not multiple of 4096 bytes.")
 	}
 	if align := c.Int64("align-payload"); align > 0 {
 		if c.IsSet("offset") {
 			return opts, usageErrorf("Options --align-payload and --offset cannot be combined.")
 		}
-		if version == 1 {
-			// LUKS1's payload follows the keyslot areas, aligned; with a
-			// detached header, cryptsetup takes the alignment as the
-			// payload offset.
-			if opts.DetachedData {
-				opts.DataOffset = align * 512
-			} else {
-				opts.PayloadAlign = align * 512
-			}
-			return opts, nil
-		}
-		if opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 {
+		if version == 2 && (opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0) {
 			// cryptsetup then shrinks the keyslots area to fit; luks2
-			// lays out only the default and explicit offsets.
+			// aligns only the default layout.
 			return opts, exitf(exitParams, "Option --align-payload is not supported by luksd with --header or --luks2-*-size.")
 		}
-		// The default 16 MiB offset rounded up to the alignment, with
-		// the default keyslots area (cryptsetup does not grow it).
-		unit := align * 512
-		opts.DataOffset = (defaultDataOffset + unit - 1) / unit * unit
-		opts.KeyslotsSize = defaultDataOffset - 2*16<<10
+		opts.PayloadAlign = align * 512
 	}
 	return opts, nil
-}
-
-// luksKeyslots is the number of keyslots of a LUKS version's header.
-func luksKeyslots(version int) int {
-	if version == 1 {
-		return 8
-	}
-	return 32
 }
 
 // luks1FormatOptions adjusts opts for luksFormat --type luks1 as cryptsetup
@@ -193,7 +166,7 @@ func luks1FormatOptions(c *cli.Context, opts *luks2.FormatOptions) error {
 	if c.IsSet("luks2-metadata-size") || c.IsSet("luks2-keyslots-size") {
 		return exitf(exitParams, "Unsupported LUKS2 metadata size options.")
 	}
-	if opts.SectorSize != 0 && opts.SectorSize != 512 {
+	if opts.SectorSize != 0 && !luks2.ValidSectorSize(1, opts.SectorSize) {
 		return exitf(exitParams, "Unsupported encryption sector size.")
 	}
 	opts.Label, opts.Subsystem = "", ""
@@ -204,66 +177,17 @@ func luks1FormatOptions(c *cli.Context, opts *luks2.FormatOptions) error {
 	return nil
 }
 
-// smallKeyslotsArea: cryptsetup warns about a LUKS2 keyslots area smaller
-// than this (4 MiB less the two smallest metadata areas).
-const smallKeyslotsArea = 4<<20 - 2*16<<10
-
-// defaultDataOffset is where LUKS2 data starts unless told otherwise.
-const defaultDataOffset = 16 << 20
-
-// growsToHeader reports whether formatting f (size bytes) needs the file
-// to grow: cryptsetup writes a header to an image file smaller than the
-// data offset (the file grows, as any write past its end does) and only
-// warns that no space is left for data. A block device cannot grow;
-// luks2.Format refuses it.
-func growsToHeader(f *os.File, size int64, opts luks2.FormatOptions) (dataOffset int64, ok bool) {
+// growsToHeader reports whether formatting f (size bytes) with layout l
+// needs the file to grow: cryptsetup writes a header to an image file
+// smaller than the data offset (the file grows, as any write past its end
+// does) and only warns that no space is left for data. A block device
+// cannot grow; luks2.Format refuses it.
+func growsToHeader(f *os.File, size int64, opts luks2.FormatOptions, l luks2.Layout) bool {
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 && opts.DataOffset == 0 {
-		return 0, false
+		return false
 	}
-	dataOffset = opts.DataOffset
-	if dataOffset == 0 {
-		dataOffset = defaultDataOffset
-	}
-	return dataOffset, size <= dataOffset
-}
-
-// isRegularFile reports whether f is a regular (image) file.
-func isRegularFile(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode().IsRegular()
-}
-
-// luks2SecondaryOffsets are where a LUKS2 secondary binary header may
-// start (the primary header's size: 16 KiB to 4 MiB).
-var luks2SecondaryOffsets = []int64{16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20}
-
-// luksSignatures returns the offsets of the LUKS magics blkid would find
-// and luksFormat wipes: the primary header and a LUKS2 secondary one.
-func luksSignatures(dev io.ReaderAt) []int64 {
-	magic := func(off int64, m string) bool {
-		b := make([]byte, len(m))
-		_, err := dev.ReadAt(b, off)
-		return err == nil && string(b) == m
-	}
-	var found []int64
-	if magic(0, "LUKS\xba\xbe") {
-		found = append(found, 0)
-	}
-	for _, off := range luks2SecondaryOffsets {
-		if magic(off, "SKUL\xba\xbe") {
-			return append(found, off)
-		}
-	}
-	return found
-}
-
-// defaultKeyBytes is the volume key size cryptsetup uses for cipher.
-func defaultKeyBytes(cipher string) int {
-	if cipher == "" || strings.Contains(cipher, "xts") {
-		return 64
-	}
-	return 32
+	return size <= l.DataOffset
 }
 
 func luksFormat(c *cli.Context) error {
@@ -318,18 +242,16 @@ func luksFormat(c *cli.Context) error {
 	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hp)) {
 		return errAborted(exitParams, "Operation aborted.")
 	}
-	for range luksSignatures(f) {
+	for range luks2.LUKSSignatures(f) {
 		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hp)
 	}
 
 	var vk *keyring.Secret
 	if p := c.String("volume-key-file"); p != "" {
-		n := opts.KeySize
-		if n == 0 {
-			n = defaultKeyBytes(opts.Cipher)
-			opts.KeySize = n
+		if opts.KeySize == 0 {
+			opts.KeySize = luks2.DefaultKeySize(opts.Cipher)
 		}
-		if vk, err = readAddKeyVolumeKey(p, n); err != nil {
+		if vk, err = readAddKeyVolumeKey(p, opts.KeySize); err != nil {
 			return err
 		}
 		defer vk.Wipe()
@@ -349,35 +271,20 @@ func luksFormat(c *cli.Context) error {
 	}
 	defer pass.Wipe()
 
-	if c.Int64("align-payload") > 0 && opts.SectorSize == 0 && version == 2 {
-		// What cryptsetup picks for its default offset: 4096 where the
-		// data area is a multiple of it (luks2 would take the aligned
-		// offset for one given with --offset and pick 512).
-		opts.SectorSize = 512
-		if size > 0 && (size-opts.DataOffset)%4096 == 0 {
-			opts.SectorSize = 4096
-		}
-	}
+	// Options luks2 refuses give no layout; Format then says why.
+	layout, layoutErr := luks2.FormatLayout(opts)
 	formatSize := size
-	dataOffset, grows := growsToHeader(f, size, opts)
-	if version == 1 && isRegularFile(f) && !opts.DetachedData {
-		// The payload offset is known once the header is laid out: format
-		// the header alone and grow the file to the offset after.
-		formatSize, grows = 0, false
-	}
+	grows := layoutErr == nil && growsToHeader(f, size, opts, layout)
 	if grows {
 		// Format the header alone; the sector size is the one luks2
 		// would pick for an image of this size.
 		formatSize = 0
 		if opts.SectorSize == 0 {
-			opts.SectorSize = 512
-			if size%4096 == 0 && (opts.DataOffset/512)%4096 == 0 {
-				opts.SectorSize = 4096
-			}
+			opts.SectorSize = luks2.DefaultSectorSize(size, opts)
 		}
 	}
-	if n, err := luks2.FormatKeyslotsSize(opts); err == nil && version == 2 && n < smallKeyslotsArea {
-		fmt.Printf("WARNING: keyslots area (%d bytes) is very small, available LUKS2 keyslot count is very limited.\n", n)
+	if layoutErr == nil && layout.SmallKeyslotsArea() {
+		fmt.Printf("WARNING: keyslots area (%d bytes) is very small, available LUKS2 keyslot count is very limited.\n", layout.KeyslotsSize)
 	}
 	var h *luks2.Header
 	err = hd.edit(func() error {
@@ -393,13 +300,8 @@ func luksFormat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if version == 1 && formatSize == 0 && !opts.DetachedData {
-		if seg, err := h.Segment(); err == nil && size <= seg.Offset {
-			dataOffset, grows = seg.Offset, true
-		}
-	}
 	if grows {
-		if err := f.Truncate(dataOffset); err != nil {
+		if err := f.Truncate(layout.DataOffset); err != nil {
 			return withCode(exitDevice, fmt.Errorf("Cannot write header to %s: %v", hp, err))
 		}
 		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hp)

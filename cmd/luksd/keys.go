@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
@@ -118,33 +119,22 @@ func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
 // checkPBKDF refuses PBKDF settings a header of LUKS version cannot take,
 // with cryptsetup's messages, before any passphrase is asked for.
 func checkPBKDF(version int, p luks2.PBKDF) error {
-	typ := p.Type
-	if version == 1 {
-		if typ != "" && typ != "pbkdf2" {
-			return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
-		}
-		typ = "pbkdf2"
+	err := luks2.CheckPBKDF(p, version)
+	var limit *luks2.PBKDFLimitError
+	switch {
+	case errors.Is(err, luks2.ErrLUKS1PBKDF):
+		return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
+	case errors.As(err, &limit):
+		return exitf(exitParams, "%s", sentence(limit))
 	}
-	if typ == "" {
-		typ = "argon2id"
-	}
-	low := 4
-	if typ == "pbkdf2" {
-		low = 1000
-	}
-	if p.Iterations > 0 && p.Iterations < low {
-		return exitf(exitParams, "Forced iteration count is too low for %s (minimum is %d).", typ, low)
-	}
-	if typ == "pbkdf2" {
-		return nil // cryptsetup drops argon2's memory and threads for it
-	}
-	if p.Iterations > 0 && p.MemoryKiB > 0 && p.MemoryKiB < 32 {
-		return exitf(exitParams, "Forced memory cost is too low for %s (minimum is 32 kilobytes).", typ)
-	}
-	if p.MemoryKiB > 4<<20 {
-		return exitf(exitParams, "Requested maximum PBKDF memory cost is too high (maximum is 4194304 kilobytes).")
-	}
-	return nil
+	return withCode(exitParams, err)
+}
+
+// sentence is a luks2 error that carries cryptsetup's message as
+// cryptsetup prints it: with a capital and a full stop.
+func sentence(err error) string {
+	msg := err.Error()
+	return strings.ToUpper(msg[:1]) + msg[1:] + "."
 }
 
 func luksAddKey(c *cli.Context) error {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -491,7 +492,7 @@ func (l parsedLine) withVerb(app *cli.App, before, after []string) parsedLine {
 // plain decimal, then a few values are refused as usage errors.
 func checkAtOnce(o *option, kind flagKind) error {
 	if o.name == "priority" {
-		if o.value != "normal" && o.value != "prefer" && o.value != "ignore" {
+		if _, ok := priorities[o.value]; !ok {
 			return usageErrorf("Option --priority can be only ignore/normal/prefer.")
 		}
 		return nil
@@ -537,7 +538,7 @@ func checkAtOnce(o *option, kind flagKind) error {
 			return usageErrorf("Reduce size must be multiple of 512 bytes sector.")
 		}
 	case "sector-size":
-		if n < 512 || n > 4096 || n&(n-1) != 0 {
+		if !luks2.ValidSectorSize(2, int(n)) {
 			return usageErrorf("Unsupported encryption sector size.")
 		}
 	}
