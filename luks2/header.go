@@ -100,10 +100,10 @@ func (h *header) segmentKeySize() int {
 	if d == nil {
 		return 0
 	}
-	for _, k := range d.keyslots {
-		return h.meta.keyslots[k].keySize
+	if len(d.keyslots) == 0 {
+		return 0
 	}
-	return 0
+	return h.meta.keyslots[d.keyslots[0]].keySize
 }
 
 func (h *header) activeKeyslots() []int { return sortedIDs(h.meta.keyslots) }

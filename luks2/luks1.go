@@ -54,8 +54,26 @@ func luks1AFSectors(keyBytes uint32) uint32 {
 	return uint32(afSize(int(keyBytes), luks1Stripes) / 512)
 }
 
+// KeyslotInvalidError: LUKS1 keyslot Slot reaches outside its place or
+// over another one, or has an unknown state; the header does not load
+// (cryptsetup's "LUKS keyslot N is invalid.").
+type KeyslotInvalidError struct{ Slot int }
+
+func (e *KeyslotInvalidError) Error() string {
+	return fmt.Sprintf("LUKS keyslot %d is invalid", e.Slot)
+}
+
+// LUKS1TooSmallError: the device is smaller than its LUKS1 header area
+// (Need bytes: up to the payload, or the last key material); the header
+// does not load.
+type LUKS1TooSmallError struct{ Need int64 }
+
+func (e *LUKS1TooSmallError) Error() string {
+	return fmt.Sprintf("device is too small: LUKS1 requires at least %d bytes", e.Need)
+}
+
 // readLUKS1 reads and validates a LUKS1 header the way cryptsetup does
-// ("LUKS keyslot N is invalid." for slots reaching outside their place).
+// (KeyslotInvalidError for slots reaching outside their place).
 func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 	raw := make([]byte, luks1HeaderSize)
 	if _, err := dev.ReadAt(raw, 0); err != nil {
@@ -101,18 +119,18 @@ func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 			h.payloadOffset != 0 && uint64(h.payloadOffset) < uint64(s.offset)+uint64(af) ||
 			s.active != luks1KeyEnabled && s.active != luks1KeyDisabled
 		if bad {
-			return nil, fmt.Errorf("LUKS keyslot %d is invalid.", i)
+			return nil, &KeyslotInvalidError{Slot: i}
 		}
 	}
 	for i := 1; i < len(order); i++ {
 		prev, next := h.slots[order[i-1]], h.slots[order[i]]
 		if uint64(next.offset) < uint64(prev.offset)+uint64(af) {
-			return nil, fmt.Errorf("LUKS keyslot %d is invalid.", order[i])
+			return nil, &KeyslotInvalidError{Slot: order[i]}
 		}
 	}
 	need := int64(h.headerSize())
 	if size > 0 && size < need {
-		return nil, fmt.Errorf("Device is too small. (LUKS1 requires at least %d bytes.)", need)
+		return nil, &LUKS1TooSmallError{Need: need}
 	}
 	return h, nil
 }
