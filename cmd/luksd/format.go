@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -204,93 +205,30 @@ func luksFormat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-
-	// The header device: the data device, or --header (created if absent).
-	hp := headerPath(c, dev)
-	if hp != dev {
-		d, _, err := openDevice(dev, true)
-		if err != nil {
-			return err
-		}
-		d.Close()
-		if f, err := os.OpenFile(hp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
-			f.Close()
-		}
-	}
-	hd, err := openHeaderDevice(c, hp, true)
+	hd, release, err := openFormatTarget(c, dev)
 	if err != nil {
 		return err
 	}
-	defer hd.Close()
-	f, size := hd.File, hd.size
-	for _, p := range []string{dev, hp} {
-		claim, err := claimExclusive(p)
-		if err != nil {
-			return err
-		}
-		if claim != nil {
-			defer claim.Close()
-		}
-		if hp == dev {
-			break
-		}
+	defer release()
+	if err := confirmFormat(c, hd); err != nil {
+		return err
 	}
-
-	if luks2.IsLUKS(f) && !c.Bool("batch-mode") {
-		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hp)
+	vk, err := formatVolumeKey(c, &opts)
+	if err != nil {
+		return err
 	}
-	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hp)) {
-		return errAborted(exitParams, "Operation aborted.")
-	}
-	for range luks2.LUKSSignatures(f) {
-		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hp)
-	}
-
-	var vk *keyring.Secret
-	if p := c.String("volume-key-file"); p != "" {
-		if opts.KeySize == 0 {
-			opts.KeySize = luks2.DefaultKeySize(opts.Cipher)
-		}
-		if vk, err = readAddKeyVolumeKey(p, opts.KeySize); err != nil {
-			return err
-		}
-		defer vk.Wipe()
-		opts.VolumeKey = vk.Bytes()
-	}
-
-	src := keySource(c)
-	if src.KeyFile == "" && c.NArg() > 1 {
-		src.KeyFile = c.Args().Get(1)
-	}
-	if c.Bool("verify-passphrase") && !stdinIsTerminal() {
-		fmt.Fprintln(os.Stderr, "Can't do passphrase verification on non-tty inputs.")
-	}
-	pass, err := readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", dev), true)
+	defer vk.Wipe()
+	pass, err := formatPassphrase(c, dev)
 	if err != nil {
 		return err
 	}
 	defer pass.Wipe()
-
-	// Options luks2 refuses give no layout; Format then says why.
-	layout, layoutErr := luks2.FormatLayout(opts)
-	formatSize := size
-	grows := layoutErr == nil && growsToHeader(f, size, opts, layout)
-	if grows {
-		// Format the header alone; the sector size is the one luks2
-		// would pick for an image of this size.
-		formatSize = 0
-		if opts.SectorSize == 0 {
-			opts.SectorSize = luks2.DefaultSectorSize(size, opts)
-		}
-	}
-	if layoutErr == nil && layout.SmallKeyslotsArea() {
-		fmt.Printf("WARNING: keyslots area (%d bytes) is very small, available LUKS2 keyslot count is very limited.\n", layout.KeyslotsSize)
-	}
+	plan := planFormat(hd, &opts)
 	var h *luks2.Header
 	err = hd.edit(func() error {
 		var key []byte
 		var err error
-		h, key, err = luks2.Format(hd, formatSize, opts, pass.Bytes())
+		h, key, err = luks2.Format(hd, plan.size, opts, pass.Bytes())
 		clear(key)
 		if err != nil {
 			return formatError(err)
@@ -300,14 +238,137 @@ func luksFormat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if grows {
-		if err := f.Truncate(layout.DataOffset); err != nil {
-			return withCode(exitDevice, fmt.Errorf("Cannot write header to %s: %v", hp, err))
+	return finishFormat(c, hd, h, plan)
+}
+
+// openFormatTarget opens the header device for writing, the data device
+// or --header (created if absent, after the data device is checked), and
+// claims both as an open volume does; release closes them.
+func openFormatTarget(c *cli.Context, dev string) (hd *headerDevice, release func(), err error) {
+	hp := headerPath(c, dev)
+	if hp != dev {
+		d, _, err := openDevice(dev, true)
+		if err != nil {
+			return nil, nil, err
 		}
-		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hp)
+		d.Close()
+		if f, err := os.OpenFile(hp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			f.Close()
+		}
 	}
-	if err := f.Sync(); err != nil {
-		return withCode(exitDevice, fmt.Errorf("Cannot write header to %s: %v", hp, err))
+	if hd, err = openHeaderDevice(c, hp, true); err != nil {
+		return nil, nil, err
+	}
+	closers := []io.Closer{hd}
+	release = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i].Close()
+		}
+	}
+	for _, p := range []string{dev, hp} {
+		claim, err := claimExclusive(p)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		if claim != nil {
+			closers = append(closers, claim)
+		}
+		if hp == dev {
+			break
+		}
+	}
+	return hd, release, nil
+}
+
+// confirmFormat warns about a LUKS header already there, asks before
+// anything is overwritten, and names the signatures the format wipes.
+func confirmFormat(c *cli.Context, hd *headerDevice) error {
+	if luks2.IsLUKS(hd.File) && !c.Bool("batch-mode") {
+		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hd.path)
+	}
+	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hd.path)) {
+		return errAborted(exitParams, "Operation aborted.")
+	}
+	for range luks2.LUKSSignatures(hd.File) {
+		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hd.path)
+	}
+	return nil
+}
+
+// formatVolumeKey reads --volume-key-file (its first key size bytes) into
+// opts.VolumeKey; nil without the option. The caller wipes it.
+func formatVolumeKey(c *cli.Context, opts *luks2.FormatOptions) (*keyring.Secret, error) {
+	p := c.String("volume-key-file")
+	if p == "" {
+		return nil, nil
+	}
+	if opts.KeySize == 0 {
+		opts.KeySize = luks2.DefaultKeySize(opts.Cipher)
+	}
+	vk, err := readAddKeyVolumeKey(p, opts.KeySize)
+	if err != nil {
+		return nil, err
+	}
+	opts.VolumeKey = vk.Bytes()
+	return vk, nil
+}
+
+// formatPassphrase reads the new volume's passphrase: --key-file or the
+// positional key file, else the terminal (twice with -y) or stdin.
+func formatPassphrase(c *cli.Context, dev string) (*keyring.Secret, error) {
+	src := keySource(c)
+	if src.KeyFile == "" && c.NArg() > 1 {
+		src.KeyFile = c.Args().Get(1)
+	}
+	if c.Bool("verify-passphrase") && !stdinIsTerminal() {
+		fmt.Fprintln(os.Stderr, "Can't do passphrase verification on non-tty inputs.")
+	}
+	return readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", dev), true)
+}
+
+// formatPlan is how luksFormat has luks2 format the header device.
+type formatPlan struct {
+	layout luks2.Layout
+	size   int64 // the data device size luks2.Format is told
+	grows  bool  // an image file grows to the data offset after
+}
+
+// planFormat asks luks2 where the format puts the data and decides
+// whether an image file smaller than that grows (then luks2 formats the
+// header alone, with the sector size it would pick for the image); it
+// passes on cryptsetup's warning about a small keyslots area. Options
+// luks2 refuses give no layout: Format then says why.
+func planFormat(hd *headerDevice, opts *luks2.FormatOptions) formatPlan {
+	plan := formatPlan{size: hd.size}
+	layout, err := luks2.FormatLayout(*opts)
+	if err != nil {
+		return plan
+	}
+	plan.layout = layout
+	if plan.grows = growsToHeader(hd.File, hd.size, *opts, layout); plan.grows {
+		plan.size = 0
+		if opts.SectorSize == 0 {
+			opts.SectorSize = luks2.DefaultSectorSize(hd.size, *opts)
+		}
+	}
+	if layout.SmallKeyslotsArea() {
+		fmt.Printf("WARNING: keyslots area (%d bytes) is very small, available LUKS2 keyslot count is very limited.\n", layout.KeyslotsSize)
+	}
+	return plan
+}
+
+// finishFormat grows an image file to the data offset as planned, makes
+// the header durable, and with -v names the new keyslot.
+func finishFormat(c *cli.Context, hd *headerDevice, h *luks2.Header, plan formatPlan) error {
+	if plan.grows {
+		if err := hd.Truncate(plan.layout.DataOffset); err != nil {
+			return exitf(exitDevice, "Cannot write header to %s: %v", hd.path, err)
+		}
+		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hd.path)
+	}
+	if err := hd.Sync(); err != nil {
+		return exitf(exitDevice, "Cannot write header to %s: %v", hd.path, err)
 	}
 	if c.Bool("verbose") {
 		if slots := h.ActiveKeyslots(); len(slots) > 0 {
@@ -328,5 +389,5 @@ func formatError(err error) error {
 	if errors.Is(err, luks2.ErrLUKS1DataOffset) {
 		return exitf(exitParams, "Data offset for LUKS header must be either 0 or higher than header size.")
 	}
-	return withCode(exitParams, fmt.Errorf("Cannot format device: %v", err))
+	return exitf(exitParams, "Cannot format device: %v", err)
 }
