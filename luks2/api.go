@@ -1,9 +1,37 @@
 // Package luks2 reads, validates, unlocks, creates and edits LUKS2 and
-// LUKS1 headers byte-for-byte as cryptsetup 2.6 does.
+// LUKS1 headers byte-for-byte as cryptsetup 2.6.1 does, and owns the
+// format's policy: the defaults and limits luksFormat applies and what
+// cryptsetup's library answers about keyslots, so that callers ask
+// instead of keeping copies.
 //
-// This file is the package's API; each concern (binary headers, JSON
-// metadata, keyslots, unlock order, unbound keys, PBKDFs, digests, dump,
-// backup, LUKS1 reading, editing and formatting) lives in a file of its own.
+// Read loads a Header from a Device (an image file or block device).
+// Unlock opens a keyslot with a passphrase and returns the volume key;
+// Segment says where the data is and how it is encrypted. The edits
+// (AddKey, KillSlot, ChangeKey, ConvertKey, SetUUID, SetLabel,
+// SetPriority, the token methods) write the header in an order a power
+// cut tears at most one copy of; hold LockHeader's exclusive lock around
+// them, as cryptsetup does. Format makes a new volume, Backup and Restore
+// copy the header area, Dump prints luksDump's text. Errors are the Err
+// values and *Error types below; each says what cryptsetup reports.
+//
+// Questions to ask before acting: MaxKeyslots, Header.KeyslotStatus,
+// BoundKeyslots and FreeKeyslot (keyslots); FormatLayout,
+// DefaultKeySize, DefaultSectorSize, ValidSectorSize, DataOffsetAligned
+// and ValidUUID (luksFormat); CheckPBKDF and Calibrate (key derivation);
+// LUKSSignatures and ForeignSignature (what else a device holds).
+//
+// Where things live: this file is the API; ondisk.go the interface both
+// formats implement. LUKS2: binary.go (binary headers), read.go (choosing
+// and repairing a copy), header.go (writing both copies), jsonc.go,
+// jsontree.go and jsonvalue.go (JSON as json-c parses and prints it),
+// validate.go and validate_slots.go (cryptsetup's validation),
+// metadata.go (the typed view), keyslot.go and digest.go (key material
+// and volume key digests), unlock.go, edit.go, unbound.go, convertkey.go,
+// token.go, requirements.go, dump.go and format.go. LUKS1: luks1.go
+// (reading, unlocking, dump), luks1_edit.go and luks1_format.go. Both:
+// af.go (the AF splitter), pbkdf.go, calibrate.go, cputime.go, hash.go and
+// whirlpool.go (key derivation), layout.go (format defaults and layouts),
+// slotstatus.go, backup.go, restore.go, lock.go and signatures.go.
 package luks2
 
 import (
