@@ -1,15 +1,44 @@
 // Package luks2 reads, validates, unlocks, creates and edits LUKS2 and
-// LUKS1 headers byte-for-byte as cryptsetup 2.6 does.
+// LUKS1 headers byte-for-byte as cryptsetup 2.6.1 does, and owns the
+// format's policy: the defaults and limits luksFormat applies and what
+// cryptsetup's library answers about keyslots, so that callers ask
+// instead of keeping copies.
 //
-// This file is the package's API; each concern (binary headers, JSON
-// metadata, keyslots, unlock order, unbound keys, PBKDFs, digests, dump,
-// backup, LUKS1 reading, editing and formatting) lives in a file of its own.
+// Read loads a Header from a Device (an image file or block device).
+// Unlock opens a keyslot with a passphrase and returns the volume key;
+// Segment says where the data is and how it is encrypted. The edits
+// (AddKey, KillSlot, ChangeKey, ConvertKey, SetUUID, SetLabel,
+// SetPriority, the token methods) write the header in an order a power
+// cut tears at most one copy of; hold LockHeader's exclusive lock around
+// them, as cryptsetup does. Format makes a new volume, Backup and Restore
+// copy the header area, Dump prints luksDump's text. Errors are the Err
+// values and *Error types below; each says what cryptsetup reports.
+//
+// Questions to ask before acting: MaxKeyslots, Header.KeyslotStatus,
+// BoundKeyslots and FreeKeyslot (keyslots); FormatLayout,
+// DefaultKeySize, DefaultSectorSize, ValidSectorSize, DataOffsetAligned
+// and ValidUUID (luksFormat); CheckPBKDF and Calibrate (key derivation);
+// LUKSSignatures and ForeignSignature (what else a device holds).
+//
+// Where things live: this file is the API; ondisk.go the interface both
+// formats implement. LUKS2: binary.go (binary headers), read.go (choosing
+// and repairing a copy), header.go (writing both copies), jsonc.go,
+// jsontree.go and jsonvalue.go (JSON as json-c parses and prints it),
+// validate.go and validate_slots.go (cryptsetup's validation),
+// metadata.go (the typed view), keyslot.go and digest.go (key material
+// and volume key digests), unlock.go, edit.go, unbound.go, convertkey.go,
+// token.go, requirements.go, dump.go and format.go. LUKS1: luks1.go
+// (reading, unlocking, dump), luks1_edit.go and luks1_format.go. Both:
+// af.go (the AF splitter), pbkdf.go, calibrate.go, cputime.go, hash.go and
+// whirlpool.go (key derivation), layout.go (format defaults and layouts),
+// slotstatus.go, backup.go, restore.go, lock.go and signatures.go.
 package luks2
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -94,8 +123,8 @@ type PBKDF struct {
 // FormatOptions are luksFormat's parameters; zero values mean cryptsetup's defaults.
 type FormatOptions struct {
 	Cipher       string // default "aes-xts-plain64"
-	KeySize      int    // volume key bytes; default 64 for xts, 32 otherwise
-	SectorSize   int    // default 512, or 4096 where cryptsetup 2.6 picks it
+	KeySize      int    // volume key bytes; default DefaultKeySize(Cipher)
+	SectorSize   int    // default DefaultSectorSize
 	Hash         string // digest/AF hash, default "sha256"
 	PBKDF        PBKDF
 	UUID         string // default random
@@ -108,8 +137,11 @@ type FormatOptions struct {
 	VolumeKey    []byte // nil = random from crypto/rand
 	Version      int    // 2 (default) or 1; LUKS1 takes PBKDF2 only, no label, subsystem, area sizes or sector size but 512
 	DetachedData bool   // --header given: data segment offset 0 on the data device
-	// PayloadAlign (LUKS1, --align-payload in bytes): the payload starts at
-	// the end of the keyslot areas rounded up to it; 0 = 1 MiB.
+	// PayloadAlign (--align-payload, in bytes; 0 = none). LUKS1: the
+	// payload starts at the end of the keyslot areas rounded up to it
+	// (default 1 MiB), or with DetachedData at it. LUKS2: at the default
+	// data offset rounded up to it, with the default keyslots area; it
+	// takes no DataOffset, DetachedData or area sizes.
 	PayloadAlign int64
 }
 
@@ -125,7 +157,7 @@ type DumpOptions struct {
 // headers take AddKey (PBKDF2 only), KillSlot and SetUUID; the LUKS2-only
 // edits return ErrUnsupported for them.
 type Header struct {
-	impl *header
+	impl onDisk
 }
 
 // Read reads and validates the header at the start of dev (size bytes; 0
@@ -141,34 +173,36 @@ func ReadLUKS2(dev io.ReaderAt, size int64) (*Header, error) { return readHeader
 
 // Damaged reports whether one LUKS2 header copy was not good when read
 // (damaged, invalid, or older than the other): Repair would rewrite it.
-func (h *Header) Damaged() bool { return h.impl.damaged != "" }
+func (h *Header) Damaged() bool {
+	v2, ok := h.v2()
+	return ok && v2.damaged != ""
+}
 
 // Repair rewrites the copy that was not good from the good one, as
 // cryptsetup does when it loads a header it may write (its binary header
 // and JSON area, a fresh salt), and flushes. It does nothing when both
 // copies were good. Take the exclusive lock and read the header again
 // under it before repairing.
-func (h *Header) Repair(dev Device) error { return h.impl.repair(dev) }
+func (h *Header) Repair(dev Device) error {
+	if v2, ok := h.v2(); ok {
+		return v2.repair(dev)
+	}
+	return nil
+}
 
 // IsLUKS reports whether dev starts with a LUKS magic and a known version.
 func IsLUKS(dev io.ReaderAt) bool { return isLUKS(dev) }
 
 // Format writes a new LUKS2 (or, with Version 1, LUKS1) header to dev and
 // one keyslot for passphrase, returning the header and the volume key
-// (caller wipes it). size is the
-// size of the data device (with DetachedData, dev is the header file and
-// size still the data device's); as cryptsetup 2.6 does on image files,
-// the default sector size is 4096 when size is a multiple of 4096, else
-// 512. For block devices pass SectorSize (the physical block size).
+// (caller wipes it). size is the size of the data device, 0 when unknown
+// (with DetachedData, dev is the header file and size still the data
+// device's); a device no larger than the header area is refused. Without
+// a SectorSize, the sector size is DefaultSectorSize(size, opts), or 512
+// for an unknown size; for block devices pass SectorSize (the physical
+// block size). FormatLayout tells where the parts will go.
 func Format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
 	return format(dev, size, opts, passphrase)
-}
-
-// FormatKeyslotsSize is the size of the keyslots area Format lays out for
-// opts (LUKS2): cryptsetup warns when it is under 4 MiB less 32 KiB.
-func FormatKeyslotsSize(opts FormatOptions) (int64, error) {
-	_, n, _, err := layout(opts)
-	return int64(n), err
 }
 
 // Requirements reports the header's mandatory requirements as the edits
@@ -179,18 +213,38 @@ func (h *Header) Requirements() error { return h.impl.requirementsMet() }
 // Version is 1 or 2.
 func (h *Header) Version() int { return h.impl.version() }
 
-// UUID, Label, Subsystem as stored.
-func (h *Header) UUID() string      { return h.impl.uuid() }
-func (h *Header) Label() string     { return h.impl.label() }
-func (h *Header) Subsystem() string { return h.impl.subsystem() }
+// UUID is the UUID as stored.
+func (h *Header) UUID() string { return h.impl.uuid() }
+
+// Label is the LUKS2 label as stored ("" for LUKS1, which has none).
+func (h *Header) Label() string {
+	if v2, ok := h.v2(); ok {
+		return v2.bin.label
+	}
+	return ""
+}
+
+// Subsystem is the LUKS2 subsystem as stored ("" for LUKS1).
+func (h *Header) Subsystem() string {
+	if v2, ok := h.v2(); ok {
+		return v2.bin.subsystem
+	}
+	return ""
+}
 
 // Segment returns the data segment (segment "0", or LUKS1's payload).
 // Ciphers dmcrypt cannot run (kernel-API "capi:" specs, unknown modes) and
 // unsafe headers give an error wrapping ErrUnsupported.
 func (h *Header) Segment() (Segment, error) { return h.impl.segment() }
 
-// Flags returns the persistent activation flags ("allow-discards", ...).
-func (h *Header) Flags() []string { return h.impl.flags() }
+// Flags returns the persistent activation flags ("allow-discards", ...;
+// LUKS1 has none).
+func (h *Header) Flags() []string {
+	if v2, ok := h.v2(); ok {
+		return append([]string(nil), v2.meta.flags...)
+	}
+	return nil
+}
 
 // ActiveKeyslots returns the numbers of the keyslots in use, ascending.
 func (h *Header) ActiveKeyslots() []int { return h.impl.activeKeyslots() }
@@ -201,7 +255,7 @@ func (h *Header) ActiveKeyslots() []int { return h.impl.activeKeyslots() }
 // ErrWrongPassphrase, or ErrNoUsableKeyslot as cryptsetup decides between
 // them (LUKS2).
 func (h *Header) Unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
-	return h.impl.unlock(dev, passphrase, slot)
+	return h.impl.unlock(dev, passphrase, slot, false)
 }
 
 // UnlockUnbound is Unlock where keyslots bound to no segment count too, as
@@ -209,7 +263,7 @@ func (h *Header) Unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, i
 // keyslot that opened holds, which is the volume key only for a bound one.
 // LUKS1 has no unbound keyslots: it is Unlock.
 func (h *Header) UnlockUnbound(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
-	return h.impl.unlockFor(dev, passphrase, slot, true)
+	return h.impl.unlock(dev, passphrase, slot, true)
 }
 
 // AddKey adds a keyslot for passphrase holding vk (slot -1 = first free).
@@ -224,16 +278,29 @@ func (h *Header) AddKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (i
 // no segment with a digest of its own (luksAddKey --unbound; LUKS2 only).
 // Unlock without a named slot never tries it.
 func (h *Header) AddUnboundKey(dev Device, key, passphrase []byte, slot int, p PBKDF) (int, error) {
-	return h.impl.addUnboundKey(dev, key, passphrase, slot, p)
+	v2, ok := h.v2()
+	if !ok {
+		return -1, fmt.Errorf("%w: LUKS1 has no unbound keyslots", ErrUnsupported)
+	}
+	return v2.addUnboundKey(dev, key, passphrase, slot, p)
 }
 
 // Unbound reports whether keyslot slot exists and holds a key bound to no
 // segment (LUKS2 only).
-func (h *Header) Unbound(slot int) bool { return h.impl.unbound(slot) }
+func (h *Header) Unbound(slot int) bool { return h.KeyslotStatus(slot) == KeyslotUnbound }
 
 // VerifyVolumeKey checks vk against the data segment's digest: nil, or
 // ErrVolumeKeyMismatch.
-func (h *Header) VerifyVolumeKey(vk []byte) error { return h.impl.verifyVolumeKey(vk) }
+func (h *Header) VerifyVolumeKey(vk []byte) error {
+	ok, err := h.impl.checkVolumeKey(vk)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrVolumeKeyMismatch
+	}
+	return nil
+}
 
 // KillSlot wipes keyslot slot and removes it from the metadata (LUKS1:
 // disables it in the header, then wipes its key material).
@@ -241,7 +308,11 @@ func (h *Header) KillSlot(dev Device, slot int) error { return h.impl.killSlot(d
 
 // SetLabel changes label and/or subsystem (nil = keep).
 func (h *Header) SetLabel(dev Device, label, subsystem *string) error {
-	return h.impl.setLabel(dev, label, subsystem)
+	v2, ok := h.v2()
+	if !ok {
+		return fmt.Errorf("%w: LUKS1 headers have no label or subsystem", ErrUnsupported)
+	}
+	return v2.setLabel(dev, label, subsystem)
 }
 
 // Priority is a LUKS2 keyslot's priority (config --priority).
@@ -255,11 +326,30 @@ const (
 
 // SetPriority changes a LUKS2 keyslot's priority.
 func (h *Header) SetPriority(dev Device, slot int, p Priority) error {
-	return h.impl.setPriority(dev, slot, p)
+	v2, ok := h.v2()
+	if !ok {
+		return fmt.Errorf("%w: LUKS1 keyslots have no priority", ErrUnsupported)
+	}
+	return v2.setPriority(dev, slot, p)
 }
 
 // SetUUID changes the UUID.
-func (h *Header) SetUUID(dev Device, uuid string) error { return h.impl.setUUID(dev, uuid) }
+func (h *Header) SetUUID(dev Device, uuid string) error {
+	if uuid == "" {
+		var err error
+		if uuid, err = newUUID(); err != nil {
+			return err
+		}
+	}
+	if !ValidUUID(uuid) {
+		return fmt.Errorf("wrong LUKS UUID format provided: %q", uuid)
+	}
+	if err := h.impl.requirementsMet(); err != nil {
+		return err
+	}
+	// cryptsetup stores UUIDs in lower case.
+	return h.impl.setUUID(dev, strings.ToLower(uuid))
+}
 
 // Dump writes luksDump's text, identical in layout to cryptsetup 2.6's.
 func (h *Header) Dump(w io.Writer, opts DumpOptions) error { return h.impl.dump(w, opts) }
@@ -267,12 +357,17 @@ func (h *Header) Dump(w io.Writer, opts DumpOptions) error { return h.impl.dump(
 // DumpUnbound writes luksDump --unbound -S slot's text for key, the key
 // UnlockUnbound found in that unbound keyslot (device as cryptsetup names it).
 func (h *Header) DumpUnbound(w io.Writer, device string, slot int, key []byte) error {
-	return h.impl.dumpUnbound(w, device, slot, key)
+	return dumpUnbound(w, device, h.UUID(), slot, key)
 }
 
 // JSON returns the metadata exactly as luksDump --dump-json-metadata prints
 // it (json-c's pretty form, no trailing newline). nil for LUKS1.
-func (h *Header) JSON() []byte { return h.impl.json() }
+func (h *Header) JSON() []byte {
+	if v2, ok := h.v2(); ok {
+		return v2.meta.root.pretty()
+	}
+	return nil
+}
 
 // HeaderSize is the size in bytes of the whole header area (both binary
 // headers, JSON areas and keyslots area; LUKS1: up to the payload).

@@ -11,15 +11,7 @@ import (
 // backupSize is the number of bytes luksHeaderBackup copies: the header
 // area (LUKS2: both copies and the keyslots area; LUKS1: up to the end of
 // the last keyslot) rounded up to 4096 bytes.
-func (h *header) backupSize() int64 {
-	var n int64
-	if h.v1 != nil {
-		n = int64(h.v1.keyAreaEnd()) * 512
-	} else {
-		n = h.headerSize()
-	}
-	return (n + 4095) / 4096 * 4096
-}
+func backupSize(h onDisk) int64 { return (h.areaEnd() + 4095) / 4096 * 4096 }
 
 func backup(dev io.ReaderAt, size int64, w io.Writer) error {
 	hd, err := readHeader(dev, size)
@@ -27,7 +19,7 @@ func backup(dev io.ReaderAt, size int64, w io.Writer) error {
 		return err
 	}
 	h := hd.impl
-	n := h.backupSize()
+	n := backupSize(h)
 	if size > 0 && n > size {
 		return fmt.Errorf("device is smaller (%d bytes) than its header area (%d bytes)", size, n)
 	}
@@ -35,22 +27,35 @@ func backup(dev io.ReaderAt, size int64, w io.Writer) error {
 	if _, err := dev.ReadAt(buf, 0); err != nil {
 		return fmt.Errorf("reading the header area: %w", err)
 	}
-	if h.v1 != nil && h.v1.slots[0].offset*512 == 4096 {
-		// cryptsetup clears what lies between the phdr and the first
-		// keyslot, so a backup carries no stale signatures.
-		clear(buf[luks1HeaderSize:4096])
-	}
+	h.scrubBackup(buf)
 	if _, err := w.Write(buf); err != nil {
 		return fmt.Errorf("writing the header backup: %w", err)
 	}
 	return nil
 }
 
+// areaEnd: both header copies and the keyslots area.
+func (h *header) areaEnd() int64 { return h.headerSize() }
+
+// scrubBackup: a LUKS2 backup is the header area as it is.
+func (h *header) scrubBackup([]byte) {}
+
+// areaEnd: up to the end of the last keyslot's key material.
+func (h *luks1Header) areaEnd() int64 { return int64(h.keyAreaEnd()) * 512 }
+
+// scrubBackup clears what lies between the phdr and a first keyslot at
+// 4 KiB, as cryptsetup does, so a backup carries no stale signatures.
+func (h *luks1Header) scrubBackup(buf []byte) {
+	if h.slots[0].offset*512 == 4096 {
+		clear(buf[luks1HeaderSize:4096])
+	}
+}
+
 // restoreBackup reads and checks a header backup: the header, and the
 // number of bytes luksHeaderRestore writes (LUKS2: both header copies and
 // the keyslots area; LUKS1: up to the end of the last keyslot's key
 // material, as cryptsetup writes it).
-func restoreBackup(src io.ReaderAt, srcSize int64) (*header, int64, error) {
+func restoreBackup(src io.ReaderAt, srcSize int64) (onDisk, int64, error) {
 	// The backup holds the header area only, not the data it describes (a
 	// LUKS1 backup ends at its last keyslot, before the payload offset):
 	// read it without a device size, then check it holds enough bytes.
@@ -59,10 +64,7 @@ func restoreBackup(src io.ReaderAt, srcSize int64) (*header, int64, error) {
 		return nil, 0, fmt.Errorf("backup file does not contain a valid LUKS header: %w", err)
 	}
 	b := hd.impl
-	n := b.backupSize()
-	if b.v1 != nil {
-		n = int64(b.v1.keyAreaEnd()) * 512
-	}
+	n := b.areaEnd()
 	if srcSize > 0 && n > srcSize {
 		return nil, 0, errors.New("backup file is smaller than the header it describes")
 	}
@@ -94,36 +96,43 @@ func checkRestore(dev io.ReaderAt, size int64, src io.ReaderAt, srcSize int64) (
 	c := cur.impl
 	rc.Replaces = true
 	rc.UUIDDiffers = c.uuid() != b.uuid()
-	if rc.Version == 1 {
-		if c.v1.payloadOffset != b.v1.payloadOffset || c.v1.keyBytes != b.v1.keyBytes {
-			return rc, ErrRestoreDataOffset
-		}
-		return rc, nil
+	return rc, c.checkReplace(b, &rc)
+}
+
+// checkReplace: a LUKS1 backup must keep the payload offset and key size.
+func (h *luks1Header) checkReplace(b onDisk, _ *RestoreCheck) error {
+	if b1 := b.(*luks1Header); h.payloadOffset != b1.payloadOffset || h.keyBytes != b1.keyBytes {
+		return ErrRestoreDataOffset
 	}
-	switch err := c.requirementsMet(); {
+	return nil
+}
+
+// checkReplace: a LUKS2 backup must keep the data offset and the size of
+// the header area, unless an offline reencryption moved the data; the
+// header's requirements go into cryptsetup's question.
+func (h *header) checkReplace(b onDisk, rc *RestoreCheck) error {
+	switch err := h.requirementsMet(); {
 	case errors.Is(err, ErrUnmetRequirements):
 		rc.UnknownRequirements = true
 	case errors.Is(err, ErrLegacyReencryption):
 		// An offline reencryption moves the data: cryptsetup compares
 		// no offsets then.
 		rc.OfflineReencryption = true
-		return rc, nil
+		return nil
 	}
-	if c.dataOffset() != b.dataOffset() {
-		return rc, ErrRestoreDataOffset
+	b2 := b.(*header)
+	if h.dataOffset() != b2.dataOffset() {
+		return ErrRestoreDataOffset
 	}
-	if c.backupSize() != b.backupSize() {
-		return rc, ErrRestoreAreaSize
+	if h.areaEnd() != b2.areaEnd() {
+		return ErrRestoreAreaSize
 	}
-	return rc, nil
+	return nil
 }
 
 // dataOffset is where cryptsetup's LUKS2_get_data_offset says data starts:
-// the lowest segment offset (0 without segments). LUKS1: the payload.
+// the lowest segment offset (0 without segments).
 func (h *header) dataOffset() uint64 {
-	if h.v1 != nil {
-		return uint64(h.v1.payloadOffset) * 512
-	}
 	var off uint64
 	for i, id := range sortedIDs(h.meta.segments) {
 		if s := h.meta.segments[id]; i == 0 || s.offset < off {

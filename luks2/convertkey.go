@@ -25,11 +25,15 @@ import (
 //
 // The area cipher and key size stay the keyslot's own.
 func (h *Header) ConvertKey(dev Device, slot int, key, passphrase []byte, p PBKDF, inPlace bool) error {
+	v2, ok := h.v2()
+	if !ok {
+		return errConvertLUKS1
+	}
 	mode := rewrapNew
 	if inPlace {
 		mode = rewrapInPlace
 	}
-	return h.rewrap(dev, slot, key, passphrase, p, mode)
+	return v2.rewrap(dev, slot, key, passphrase, p, mode)
 }
 
 // ChangeKey gives LUKS2 keyslot slot, whose key is key, a new passphrase:
@@ -41,14 +45,19 @@ func (h *Header) ConvertKey(dev Device, slot int, key, passphrase []byte, p PBKD
 // is rewritten in its own area, as ConvertKey in place does (which is what
 // luksChangeKey --key-slot does in any case).
 func (h *Header) ChangeKey(dev Device, slot int, key, passphrase []byte, p PBKDF) error {
-	mode := rewrapMove
-	if hi := h.impl; hi.v1 == nil {
-		if _, err := hi.freeSlot(-1); err != nil {
-			mode = rewrapInPlace
-		}
+	v2, ok := h.v2()
+	if !ok {
+		return errConvertLUKS1
 	}
-	return h.rewrap(dev, slot, key, passphrase, p, mode)
+	mode := rewrapMove
+	if _, err := v2.freeSlot(-1); err != nil {
+		mode = rewrapInPlace
+	}
+	return v2.rewrap(dev, slot, key, passphrase, p, mode)
 }
+
+// errConvertLUKS1: ConvertKey and ChangeKey rewrap LUKS2 keyslots only.
+var errConvertLUKS1 = fmt.Errorf("%w: luksConvertKey needs a LUKS2 header", ErrUnsupported)
 
 // rewrapMode says where rewrap puts a keyslot's new key material.
 type rewrapMode int
@@ -59,19 +68,15 @@ const (
 	rewrapMove                      // first free area, keyslot kept in place
 )
 
-func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, mode rewrapMode) error {
-	hi := h.impl
-	if hi.v1 != nil {
-		return fmt.Errorf("%w: luksConvertKey needs a LUKS2 header", ErrUnsupported)
-	}
-	if err := hi.editable(); err != nil {
+func (h *header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, mode rewrapMode) error {
+	if err := h.requirementsMet(); err != nil {
 		return err
 	}
-	k := hi.meta.keyslots[slot]
+	k := h.meta.keyslots[slot]
 	if k == nil || k.typ != "luks2" {
 		return fmt.Errorf("keyslot %d is not active", slot)
 	}
-	d := hi.meta.keyslotDigest(slot)
+	d := h.meta.keyslotDigest(slot)
 	if d == nil {
 		return fmt.Errorf("keyslot %d has no digest", slot)
 	}
@@ -93,7 +98,7 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	if mode == rewrapNew {
 		areaSize = keyslotAreaSize(len(key))
 	}
-	off, gapErr := hi.areaGap(areaSize)
+	off, gapErr := h.areaGap(areaSize)
 	if gapErr != nil {
 		if mode == rewrapNew {
 			return gapErr
@@ -108,12 +113,12 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	kn := ks.node(len(key))
 	material := func() error { return ks.writeMaterial(dev, key, passphrase) }
 	id := strconv.Itoa(slot)
-	root := hi.meta.root.clone()
+	root := h.meta.root.clone()
 	keyslots := root.get("keyslots")
 	if mode == rewrapNew {
 		keyslots.del(id)
 		keyslots.set(id, kn)
-		if err := hi.store(dev, root, material); err != nil {
+		if err := h.store(dev, root, material); err != nil {
 			return err
 		}
 		return wipeDurably(dev, k.areaOffset, k.areaSize)
@@ -123,7 +128,7 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	kj.set("kdf", kn.get("kdf"))
 	kj.get("area").set("offset", jUint64Str(off))
 	if off == k.areaOffset || mode == rewrapMove {
-		if err := hi.store(dev, root, material); err != nil {
+		if err := h.store(dev, root, material); err != nil {
 			return err
 		}
 		if off == k.areaOffset {
@@ -131,7 +136,7 @@ func (h *Header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 		}
 		return wipeDurably(dev, k.areaOffset, k.areaSize)
 	}
-	return hi.rewrapThrough(dev, root, material, k, off, areaSize)
+	return h.rewrapThrough(dev, root, material, k, off, areaSize)
 }
 
 // rewrapThrough rewrites keyslot k in its own area through the free area

@@ -35,7 +35,7 @@ func TestConvertKeyCrashSafe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			oldArea := h.impl.meta.keyslots[0].areaOffset
+			oldArea := h.impl.(*header).meta.keyslots[0].areaOffset
 			key, slot, err := h.Unlock(f, pass, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -49,7 +49,7 @@ func TestConvertKeyCrashSafe(t *testing.T) {
 				t.Fatalf("in place %v, stopped after %d writes: the passphrase no longer opens: %v", inPlace, n, err)
 			}
 			if err == nil {
-				k := h2.impl.meta.keyslots[0]
+				k := h2.impl.(*header).meta.keyslots[0]
 				if k.kdf.typ != "argon2id" || k.kdf.time != 4 {
 					t.Fatalf("in place %v: keyslot 0 kdf %+v after ConvertKey", inPlace, k.kdf)
 				}
@@ -103,7 +103,7 @@ func TestChangeKeyCrashSafe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		oldArea := h.impl.meta.keyslots[0].areaOffset
+		oldArea := h.impl.(*header).meta.keyslots[0].areaOffset
 		key, slot, err := h.Unlock(f, old, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +122,7 @@ func TestChangeKeyCrashSafe(t *testing.T) {
 			if errNew != nil || errOld == nil {
 				t.Fatalf("after ChangeKey: new passphrase %v, old passphrase %v", errNew, errOld)
 			}
-			if a := h2.impl.meta.keyslots[0].areaOffset; a == oldArea {
+			if a := h2.impl.(*header).meta.keyslots[0].areaOffset; a == oldArea {
 				t.Fatalf("keyslot 0 still at %d", a)
 			}
 			break

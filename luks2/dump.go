@@ -10,12 +10,6 @@ import (
 
 // dump writes luksDump's text in cryptsetup 2.6's layout.
 func (h *header) dump(w io.Writer, opts DumpOptions) error {
-	if h.v1 != nil {
-		if opts.VolumeKey != nil {
-			return h.v1.dumpVolumeKey(w, opts)
-		}
-		return h.v1.dump(w, opts)
-	}
 	var b strings.Builder
 	if opts.VolumeKey != nil {
 		h.dumpVolumeKey(&b, opts)

@@ -3,17 +3,10 @@ package luks2
 import (
 	"fmt"
 	"strconv"
-	"strings"
 )
 
-// errLUKS1NoLabel: LUKS1 headers have no label or subsystem field.
-var errLUKS1NoLabel = fmt.Errorf("%w: LUKS1 headers have no label or subsystem", ErrUnsupported)
-
 func (h *header) addKey(dev Device, vk, passphrase []byte, slot int, p PBKDF) (int, error) {
-	if h.v1 != nil {
-		return h.v1.addKey(dev, vk, passphrase, slot, p)
-	}
-	if err := h.editable(); err != nil {
+	if err := h.requirementsMet(); err != nil {
 		return -1, err
 	}
 	seg, err := h.meta.dataSegment()
@@ -108,9 +101,6 @@ func (h *header) install(dev Device, m *metadata) error {
 }
 
 func (h *header) killSlot(dev Device, slot int) error {
-	if h.v1 != nil {
-		return h.v1.killSlot(dev, slot)
-	}
 	k := h.meta.keyslots[slot]
 	if k == nil {
 		return fmt.Errorf("keyslot %d is not active", slot)
@@ -153,9 +143,6 @@ func (h *header) killSlot(dev Device, slot int) error {
 }
 
 func (h *header) setLabel(dev Device, label, subsystem *string) error {
-	if h.v1 != nil {
-		return errLUKS1NoLabel
-	}
 	if err := h.requirementsMet(); err != nil {
 		return err
 	}
@@ -174,23 +161,6 @@ func (h *header) setLabel(dev Device, label, subsystem *string) error {
 }
 
 func (h *header) setUUID(dev Device, uuid string) error {
-	if uuid == "" {
-		var err error
-		if uuid, err = newUUID(); err != nil {
-			return err
-		}
-	}
-	if !uuidPattern.MatchString(uuid) {
-		return fmt.Errorf("wrong LUKS UUID format provided: %q", uuid)
-	}
-	if err := h.requirementsMet(); err != nil {
-		return err
-	}
-	// cryptsetup stores UUIDs in lower case.
-	uuid = strings.ToLower(uuid)
-	if h.v1 != nil {
-		return h.v1.setUUID(dev, uuid)
-	}
 	old := h.bin
 	h.bin.uuid = uuid
 	if err := h.write(dev); err != nil {
@@ -200,38 +170,22 @@ func (h *header) setUUID(dev Device, uuid string) error {
 	return nil
 }
 
-// verifyVolumeKey checks vk against the data segment's digest.
-func (h *header) verifyVolumeKey(vk []byte) error {
-	var ok bool
-	var err error
-	if h.v1 != nil {
-		ok, err = h.v1.checkVolumeKey(vk)
-	} else {
-		var seg *segment
-		if seg, err = h.meta.dataSegment(); err != nil {
-			return err
-		}
-		d := h.meta.segmentDigest(seg.id)
-		if d == nil {
-			return fmt.Errorf("segment %d has no digest", seg.id)
-		}
-		ok, err = d.verify(vk)
-	}
+// checkVolumeKey checks vk against the data segment's digest.
+func (h *header) checkVolumeKey(vk []byte) (bool, error) {
+	seg, err := h.meta.dataSegment()
 	if err != nil {
-		return err
+		return false, err
 	}
-	if !ok {
-		return ErrVolumeKeyMismatch
+	d := h.meta.segmentDigest(seg.id)
+	if d == nil {
+		return false, fmt.Errorf("segment %d has no digest", seg.id)
 	}
-	return nil
+	return d.verify(vk)
 }
 
 // setPriority stores a keyslot's priority as cryptsetup does: normal is
 // the absence of the field.
 func (h *header) setPriority(dev Device, slot int, p Priority) error {
-	if h.v1 != nil {
-		return fmt.Errorf("%w: LUKS1 keyslots have no priority", ErrUnsupported)
-	}
 	if p < PriorityIgnore || p > PriorityPrefer {
 		return fmt.Errorf("invalid keyslot priority %d", p)
 	}

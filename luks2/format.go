@@ -9,16 +9,17 @@ import (
 	"github.com/luksd/luksd/dmcrypt"
 )
 
-// cryptsetup 2.6's LUKS2 layout defaults.
+// cryptsetup 2.6's keyslot defaults.
 const (
-	defaultMetadataSize = 16 << 10
-	defaultDataOffset   = 16 << 20
-	dataAlignment       = 1 << 20
-	defaultStripes      = 4000
-	keyslotSaltSize     = 32
+	defaultStripes  = 4000
+	keyslotSaltSize = 32
 )
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// ValidUUID reports whether s is a UUID Format and SetUUID take: the
+// canonical textual form, in either case.
+func ValidUUID(s string) bool { return uuidPattern.MatchString(s) }
 
 func newUUID() (string, error) {
 	var u [16]byte
@@ -30,48 +31,12 @@ func newUUID() (string, error) {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:]), nil
 }
 
-// keyslotAreaSize is the AF material rounded up to 4096 bytes.
-func keyslotAreaSize(keySize int) uint64 {
-	n := uint64(afSize(keySize, defaultStripes))
-	return (n + keyslotsAlign - 1) / keyslotsAlign * keyslotsAlign
-}
-
-// layout computes hdr_size, keyslots_size and the data offset.
-func layout(opts FormatOptions) (hdrSize int64, keyslotsSize uint64, dataOffset int64, err error) {
-	hdrSize = opts.MetadataSize
-	if hdrSize == 0 {
-		hdrSize = defaultMetadataSize
-	}
-	if !validHdrSize(hdrSize) {
-		return 0, 0, 0, fmt.Errorf("unsupported LUKS2 metadata size %d", hdrSize)
-	}
-	meta := 2 * hdrSize
-	dataOffset = opts.DataOffset
-	switch {
-	case opts.KeyslotsSize > 0:
-		keyslotsSize = uint64(opts.KeyslotsSize)
-		if dataOffset == 0 && !opts.DetachedData {
-			dataOffset = (meta + opts.KeyslotsSize + dataAlignment - 1) / dataAlignment * dataAlignment
-		}
-	case dataOffset > 0 && !opts.DetachedData:
-		if dataOffset < meta {
-			return 0, 0, 0, fmt.Errorf("data offset %d is inside the %d-byte metadata area", dataOffset, meta)
-		}
-		keyslotsSize = uint64(min(dataOffset-meta, maxKeyslotsSize)) / keyslotsAlign * keyslotsAlign
-	default:
-		keyslotsSize = uint64(defaultDataOffset - meta)
-		if !opts.DetachedData {
-			dataOffset = defaultDataOffset
-		}
-	}
-	if keyslotsSize == 0 || keyslotsSize%keyslotsAlign != 0 || keyslotsSize > maxKeyslotsSize {
-		return 0, 0, 0, fmt.Errorf("invalid keyslots area size %d (4 KiB aligned, at most 128 MiB)", keyslotsSize)
-	}
-	if dataOffset != 0 && dataOffset < meta+int64(keyslotsSize) {
-		return 0, 0, 0, fmt.Errorf("data offset %d overlaps the %d-byte header area", dataOffset, meta+int64(keyslotsSize))
-	}
-	return hdrSize, keyslotsSize, dataOffset, nil
-}
+// Formatting a new volume as cryptsetup 2.6.1's luksFormat does, LUKS2 here
+// and LUKS1 in luks1_format.go (the defaults and layouts are in layout.go):
+// the options are checked and completed (plan), the header is built and
+// validated with a new volume key (build), and only then is the device
+// written: the header area zeroed, the keyslots area filled with noise,
+// the key material, then the header.
 
 func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Header, []byte, error) {
 	switch opts.Version {
@@ -81,58 +46,81 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 	default:
 		return nil, nil, fmt.Errorf("%w: LUKS version %d", ErrUnsupported, opts.Version)
 	}
-	if opts.Cipher == "" {
-		opts.Cipher = "aes-xts-plain64"
-	}
-	if err := safeCipher(opts.Cipher); err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
-	}
-	spec, err := dmcrypt.ParseSpec(opts.Cipher)
+	plan, err := planLUKS2(size, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	if opts.KeySize, err = volumeKeySize(spec, opts); err != nil {
-		return nil, nil, err
-	}
-	hdrSize, keyslotsSize, dataOffset, err := layout(opts)
+	vk, err := newVolumeKey(plan.opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	if opts.SectorSize == 0 {
-		opts.SectorSize = defaultSectorSize(size, opts.DataOffset, dataOffset)
+	h, m, ks, err := plan.build(vk)
+	if err == nil {
+		err = h.writeFormat(dev, m, ks, vk, passphrase, plan.areaEnd())
 	}
-	if s := opts.SectorSize; s < 512 || s > 4096 || s&(s-1) != 0 {
-		return nil, nil, fmt.Errorf("unsupported encryption sector size %d", s)
-	}
-	if dataOffset%int64(opts.SectorSize) != 0 {
-		return nil, nil, fmt.Errorf("data offset %d is not aligned to the sector size %d", dataOffset, opts.SectorSize)
-	}
-	areaEnd := 2*hdrSize + int64(keyslotsSize)
-	if !opts.DetachedData && size > 0 && size <= max(dataOffset, areaEnd) {
-		return nil, nil, fmt.Errorf("device is too small: %d bytes, the LUKS2 header needs more than %d", size, max(dataOffset, areaEnd))
-	}
-	if opts.UUID == "" {
-		if opts.UUID, err = newUUID(); err != nil {
-			return nil, nil, err
-		}
-	} else if !uuidPattern.MatchString(opts.UUID) {
-		return nil, nil, fmt.Errorf("wrong LUKS UUID format provided: %q", opts.UUID)
-	}
-	opts.Label, opts.Subsystem = fitLabel(opts.Label), fitLabel(opts.Subsystem)
-	vk := opts.VolumeKey
-	if vk == nil {
-		vk = make([]byte, opts.KeySize)
-		if _, err := rand.Read(vk); err != nil {
-			return nil, nil, err
-		}
-	} else {
-		vk = append([]byte(nil), vk...)
-	}
-	fail := func(err error) (*Header, []byte, error) {
+	if err != nil {
 		clear(vk)
 		return nil, nil, err
 	}
+	return &Header{impl: h}, vk, nil
+}
 
+// luks2Plan is a new LUKS2 volume's options, checked and completed with
+// cryptsetup's defaults, and its layout.
+type luks2Plan struct {
+	opts         FormatOptions
+	hdrSize      int64
+	keyslotsSize uint64
+	dataOffset   int64
+}
+
+// areaEnd is the end of what a format writes before the data.
+func (pl *luks2Plan) areaEnd() int64 {
+	return max(pl.dataOffset, 2*pl.hdrSize+int64(pl.keyslotsSize))
+}
+
+// planLUKS2 checks opts for a LUKS2 volume on a data device of size bytes
+// (0: unknown) and fills in cipher, key size, sector size and UUID.
+func planLUKS2(size int64, opts FormatOptions) (*luks2Plan, error) {
+	spec, err := formatCipher(&opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.KeySize, err = volumeKeySize(spec, opts); err != nil {
+		return nil, err
+	}
+	pl := &luks2Plan{}
+	if pl.hdrSize, pl.keyslotsSize, pl.dataOffset, err = layout(opts); err != nil {
+		return nil, err
+	}
+	if opts.SectorSize == 0 {
+		opts.SectorSize = 512 // the size is unknown
+		if size > 0 {
+			opts.SectorSize = DefaultSectorSize(size, opts)
+		}
+	}
+	if !ValidSectorSize(2, opts.SectorSize) {
+		return nil, fmt.Errorf("unsupported encryption sector size %d", opts.SectorSize)
+	}
+	if pl.dataOffset%int64(opts.SectorSize) != 0 {
+		return nil, fmt.Errorf("data offset %d is not aligned to the sector size %d", pl.dataOffset, opts.SectorSize)
+	}
+	if end := pl.areaEnd(); !opts.DetachedData && size > 0 && size <= end {
+		return nil, fmt.Errorf("device is too small: %d bytes, the LUKS2 header needs more than %d", size, end)
+	}
+	if opts.UUID, err = formatUUID(opts.UUID); err != nil {
+		return nil, err
+	}
+	opts.Label, opts.Subsystem = fitLabel(opts.Label), fitLabel(opts.Subsystem)
+	pl.opts = opts
+	return pl, nil
+}
+
+// build makes the new volume's header holding vk in its first keyslot:
+// segment, digest and keyslot, validated as the metadata it will write.
+// Nothing is written.
+func (pl *luks2Plan) build(vk []byte) (*header, *metadata, keyslotParams, error) {
+	opts := pl.opts
 	p := opts.PBKDF
 	if p.Hash == "" {
 		p.Hash = opts.Hash
@@ -141,21 +129,17 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 	// cryptsetup 2.6 uses the PBKDF hash (--hash) for the digest and the
 	// AF, whatever the keyslot's KDF.
 	digestHash := strings.ToLower(p.Hash)
-	slot := opts.Keyslot
-	if slot < 0 {
-		slot = 0
-	}
+	slot := max(opts.Keyslot, 0)
 	if slot >= maxKeyslots {
-		return fail(fmt.Errorf("keyslot %d is out of range", slot))
+		return nil, nil, keyslotParams{}, fmt.Errorf("keyslot %d is out of range", slot)
 	}
-
 	dg, err := newDigestNode(vk, digestHash, digestIterations(p, digestHash, len(vk)), []int{slot}, []int{0})
 	if err != nil {
-		return fail(err)
+		return nil, nil, keyslotParams{}, err
 	}
-	root := formatRoot(opts, dataOffset, hdrSize, keyslotsSize, dg)
+	root := formatRoot(opts, pl.dataOffset, pl.hdrSize, pl.keyslotsSize, dg)
 	h := &header{fresh: true, bin: binHeader{
-		hdrSize:   hdrSize,
+		hdrSize:   pl.hdrSize,
 		seqID:     2, // cryptsetup's luksFormat leaves epoch 3
 		label:     opts.Label,
 		csumAlg:   "sha256",
@@ -163,26 +147,55 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 		subsystem: opts.Subsystem,
 	}}
 	if _, err := rand.Read(h.bin.salt[:]); err != nil {
-		return fail(err)
+		return nil, nil, keyslotParams{}, err
 	}
 	if _, err := rand.Read(h.salt2[:]); err != nil {
-		return fail(err)
+		return nil, nil, keyslotParams{}, err
 	}
-	h.meta = &metadata{root: root, keyslotsSize: keyslotsSize, keyslots: map[int]*keyslot{}}
+	h.meta = &metadata{root: root, keyslotsSize: pl.keyslotsSize, keyslots: map[int]*keyslot{}}
 	ks, err := h.newKeyslot(vk, slot, p)
 	if err != nil {
-		return fail(err)
+		return nil, nil, keyslotParams{}, err
 	}
 	root.get("keyslots").set(fmt.Sprint(slot), ks.node(len(vk)))
 	m, err := h.prepare(root)
-	if err != nil {
-		return fail(err)
+	return h, m, ks, err
+}
+
+// formatCipher fills in the default cipher and refuses one luksd cannot
+// format with: unsafe (null, ECB) or not a dm-crypt spec it runs.
+func formatCipher(opts *FormatOptions) (dmcrypt.Spec, error) {
+	if opts.Cipher == "" {
+		opts.Cipher = defaultCipher
 	}
-	// The header is built and valid; only now is the device written.
-	if err := h.writeFormat(dev, m, ks, vk, passphrase, max(dataOffset, areaEnd)); err != nil {
-		return fail(err)
+	if err := safeCipher(opts.Cipher); err != nil {
+		return dmcrypt.Spec{}, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
-	return &Header{impl: h}, vk, nil
+	return dmcrypt.ParseSpec(opts.Cipher)
+}
+
+// formatUUID is the UUID a new volume gets: uuid, checked, or a random one.
+func formatUUID(uuid string) (string, error) {
+	if uuid == "" {
+		return newUUID()
+	}
+	if !ValidUUID(uuid) {
+		return "", fmt.Errorf("wrong LUKS UUID format provided: %q", uuid)
+	}
+	return uuid, nil
+}
+
+// newVolumeKey returns a copy of opts.VolumeKey, or a new random key of
+// opts.KeySize bytes; the caller wipes it.
+func newVolumeKey(opts FormatOptions) ([]byte, error) {
+	if opts.VolumeKey != nil {
+		return append([]byte(nil), opts.VolumeKey...), nil
+	}
+	vk := make([]byte, opts.KeySize)
+	if _, err := rand.Read(vk); err != nil {
+		return nil, err
+	}
+	return vk, nil
 }
 
 // formatRoot is a new volume's metadata: one crypt segment, its digest dg,
@@ -219,23 +232,6 @@ func (h *header) writeFormat(dev Device, m *metadata, ks keyslotParams, vk, pass
 		return err
 	}
 	return h.install(dev, m)
-}
-
-// defaultSectorSize picks the encryption sector size as cryptsetup 2.6.1
-// does for an image file: 4096, reverted to 512 when an explicit data offset
-// counted in 512-byte sectors is not a multiple of 4096 (2.6.1 compares the
-// sector count, not bytes), or when the data area is not a multiple of 4096.
-func defaultSectorSize(size, requestedOffset, dataOffset int64) int {
-	if size <= 0 {
-		return 512
-	}
-	if requestedOffset != 0 && (requestedOffset/512)%4096 != 0 {
-		return 512
-	}
-	if (size-dataOffset)%4096 != 0 {
-		return 512
-	}
-	return 4096
 }
 
 // newKeyslot places a new keyslot for a vk-sized key and picks its KDF
@@ -296,18 +292,15 @@ func zeroRange(dev Device, off, end int64) error {
 }
 
 // volumeKeySize is the volume key size a format uses: --key-size, else the
-// given volume key's, else the cipher's default (512 bits for XTS, 256
-// otherwise), checked against the cipher and the given key.
+// given volume key's, else the cipher's default (DefaultKeySize), checked
+// against the cipher and the given key.
 func volumeKeySize(spec dmcrypt.Spec, opts FormatOptions) (int, error) {
 	n := opts.KeySize
 	if n == 0 {
 		n = len(opts.VolumeKey)
 	}
 	if n == 0 {
-		n = 32
-		if spec.Mode == "xts" {
-			n = 64
-		}
+		n = DefaultKeySize(spec.String())
 	}
 	if err := spec.CheckKeySize(n); err != nil {
 		return 0, err

@@ -52,10 +52,10 @@ func FuzzReadHeader(f *testing.F) {
 		h.ActiveKeyslots()
 		h.HeaderSize()
 		if h.Version() == 2 {
-			if _, err := parseJSON(h.impl.meta.root.compact()); err != nil {
+			if _, err := parseJSON(h.impl.(*header).meta.root.compact()); err != nil {
 				t.Fatalf("accepted metadata does not re-parse: %v", err)
 			}
-			if _, err := parseMetadata(h.impl.meta.root.clone(), h.impl.bin.hdrSize); err != nil {
+			if _, err := parseMetadata(h.impl.(*header).meta.root.clone(), h.impl.(*header).bin.hdrSize); err != nil {
 				t.Fatalf("accepted metadata does not re-validate: %v", err)
 			}
 		}

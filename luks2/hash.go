@@ -12,8 +12,23 @@ import (
 
 	"golang.org/x/crypto/blake2b"
 	"golang.org/x/crypto/blake2s"
-	"golang.org/x/crypto/ripemd160" //nolint:staticcheck // LUKS1 headers use it
+	//lint:ignore SA1019 read where a header names it; see below.
+	"golang.org/x/crypto/ripemd160"
 )
+
+// RIPEMD-160 stays, from golang.org/x/crypto/ripemd160, though that
+// package is deprecated (frozen: no fixes, no faster code). luksd never
+// picks it itself; it is used where a header names it (header checksum,
+// PBKDF2, AF or digest hash), where --hash asks for it, and by benchmark.
+// cryptsetup 2.6.1 still takes --hash ripemd160 and older releases offered
+// it, so such volumes exist and must open, and edits must keep it. Its
+// output is checked against cryptsetup's in luks1_edit_test.go and
+// pbkdf_test.go. The cost is speed: PBKDF2-ripemd160 runs at about two
+// thirds of cryptsetup's (0.72 against 1.08 million iterations a second
+// here, `luksd benchmark` beside `cryptsetup benchmark --hash ripemd160`),
+// so a keyslot cryptsetup calibrated takes about 1.5 times as long to
+// open. Replace it only with a RIPEMD-160 of luksd's own, as whirlpool.go
+// is for Whirlpool.
 
 // hashes maps the digest names cryptsetup 2.6.1 resolves through OpenSSL 3
 // (Debian's backend: EVP_MD_fetch, case-insensitive, with OpenSSL's

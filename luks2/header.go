@@ -12,11 +12,9 @@ import (
 	"github.com/luksd/luksd/dmcrypt"
 )
 
-// header is a loaded LUKS2 header (both copies' binary fields and the
-// chosen metadata) or a LUKS1 one (v1 set).
+// header is a loaded LUKS2 header: both copies' binary fields and the
+// chosen metadata.
 type header struct {
-	v1 *luks1Header
-
 	bin   binHeader // fields of the copy in use
 	salt2 [saltLen]byte
 	meta  *metadata
@@ -26,17 +24,6 @@ type header struct {
 	// when read; goodArea is the other's JSON area as read, to repair it.
 	damaged  string
 	goodArea []byte
-}
-
-// editable refuses the edits cryptsetup 2.6.1 refuses on a LUKS2 header
-// with mandatory requirements (its onlyLUKS check): adding, changing and
-// converting keys, UUID, label, priority and tokens. LUKS1: its cipher
-// must be safe.
-func (h *header) editable() error {
-	if h.v1 != nil {
-		return h.v1.usable()
-	}
-	return requirementsError(h.meta.mandatory)
 }
 
 // activatable refuses a data segment luksd must not map: requirements it
@@ -56,7 +43,7 @@ func (h *header) activatable() error {
 		if err := safeCipher(s.cipher); err != nil {
 			return fmt.Errorf("%w: segment %d: %v", ErrUnsupported, id, err)
 		}
-		if s.sectorSize < 512 || s.sectorSize > 4096 || s.sectorSize&(s.sectorSize-1) != 0 {
+		if !ValidSectorSize(2, s.sectorSize) {
 			return fmt.Errorf("%w: segment %d sector size %d (dm-crypt needs a power of two 512..4096)", ErrUnsupported, id, s.sectorSize)
 		}
 	}
@@ -80,38 +67,11 @@ func safeCipher(spec string) error {
 	return nil
 }
 
-func (h *header) version() int {
-	if h.v1 != nil {
-		return 1
-	}
-	return 2
-}
+func (h *header) version() int { return 2 }
 
-func (h *header) uuid() string {
-	if h.v1 != nil {
-		return h.v1.uuid
-	}
-	return h.bin.uuid
-}
-
-func (h *header) label() string {
-	if h.v1 != nil {
-		return ""
-	}
-	return h.bin.label
-}
-
-func (h *header) subsystem() string {
-	if h.v1 != nil {
-		return ""
-	}
-	return h.bin.subsystem
-}
+func (h *header) uuid() string { return h.bin.uuid }
 
 func (h *header) segment() (Segment, error) {
-	if h.v1 != nil {
-		return h.v1.segment()
-	}
 	if err := h.activatable(); err != nil {
 		return Segment{}, err
 	}
@@ -130,11 +90,8 @@ func (h *header) segment() (Segment, error) {
 }
 
 // segmentKeySize is the volume key size of the data segment, as its
-// keyslots record it; 0 when it has none (or is not LUKS2).
+// keyslots record it; 0 when it has none.
 func (h *header) segmentKeySize() int {
-	if h.meta == nil {
-		return 0
-	}
 	s, err := h.meta.dataSegment()
 	if err != nil {
 		return 0
@@ -143,39 +100,15 @@ func (h *header) segmentKeySize() int {
 	if d == nil {
 		return 0
 	}
-	for _, k := range d.keyslots {
-		return h.meta.keyslots[k].keySize
+	if len(d.keyslots) == 0 {
+		return 0
 	}
-	return 0
+	return h.meta.keyslots[d.keyslots[0]].keySize
 }
 
-func (h *header) flags() []string {
-	if h.v1 != nil {
-		return nil
-	}
-	return append([]string(nil), h.meta.flags...)
-}
+func (h *header) activeKeyslots() []int { return sortedIDs(h.meta.keyslots) }
 
-func (h *header) activeKeyslots() []int {
-	if h.v1 != nil {
-		return h.v1.activeKeyslots()
-	}
-	return sortedIDs(h.meta.keyslots)
-}
-
-func (h *header) headerSize() int64 {
-	if h.v1 != nil {
-		return h.v1.headerSize()
-	}
-	return 2*h.bin.hdrSize + int64(h.meta.keyslotsSize)
-}
-
-func (h *header) json() []byte {
-	if h.v1 != nil {
-		return nil
-	}
-	return h.meta.root.pretty()
-}
+func (h *header) headerSize() int64 { return 2*h.bin.hdrSize + int64(h.meta.keyslotsSize) }
 
 // write stores the metadata in both copies with a new seqid, as cryptsetup
 // does, in an order that a power cut tears at most one copy of: whatever
@@ -249,11 +182,8 @@ func flush(dev Device) error {
 // unchanged refuses an edit when the header on dev is no longer the one h
 // was read from: LUKS2, a primary header of this volume with another seqid
 // (cryptsetup's LUKS2_check_sequence_id, which skips a primary of another
-// volume or none); LUKS1, a header whose bytes changed.
+// volume or none).
 func (h *header) unchanged(dev io.ReaderAt) error {
-	if h.v1 != nil {
-		return h.v1.unchanged(dev)
-	}
 	var b [512]byte
 	if _, err := dev.ReadAt(b[:], 0); err != nil {
 		return fmt.Errorf("reading LUKS2 header: %w", err)

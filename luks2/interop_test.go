@@ -317,7 +317,7 @@ func TestConvertedLUKS1(t *testing.T) {
 	}
 	cryptsetup(t, "convert", "-q", "--type", "luks2", img)
 	h, f := readHdr(t, img)
-	if d := h.impl.meta.digests[0]; len(d.digest) != 20 {
+	if d := h.impl.(*header).meta.digests[0]; len(d.digest) != 20 {
 		t.Fatalf("converted digest has %d bytes, want 20", len(d.digest))
 	}
 	got, _, err := h.Unlock(f, pass, -1)

@@ -16,7 +16,6 @@ import (
 // LUKS1's 592-byte partition header (big-endian), as cryptsetup reads it.
 const (
 	luks1HeaderSize   = 592
-	luks1NumKeys      = 8
 	luks1DigestSize   = 20
 	luks1SaltSize     = 32
 	luks1Stripes      = 4000
@@ -41,7 +40,7 @@ type luks1Header struct {
 	mkDigest                         [luks1DigestSize]byte
 	mkDigestSalt                     [luks1SaltSize]byte
 	mkDigestIter                     uint32
-	uuid                             string
+	uuidText                         string
 	slots                            [luks1NumKeys]luks1Keyslot
 
 	// raw is the header as read; edits patch the fields they change into
@@ -55,8 +54,26 @@ func luks1AFSectors(keyBytes uint32) uint32 {
 	return uint32(afSize(int(keyBytes), luks1Stripes) / 512)
 }
 
+// KeyslotInvalidError: LUKS1 keyslot Slot reaches outside its place or
+// over another one, or has an unknown state; the header does not load
+// (cryptsetup's "LUKS keyslot N is invalid.").
+type KeyslotInvalidError struct{ Slot int }
+
+func (e *KeyslotInvalidError) Error() string {
+	return fmt.Sprintf("LUKS keyslot %d is invalid", e.Slot)
+}
+
+// LUKS1TooSmallError: the device is smaller than its LUKS1 header area
+// (Need bytes: up to the payload, or the last key material); the header
+// does not load.
+type LUKS1TooSmallError struct{ Need int64 }
+
+func (e *LUKS1TooSmallError) Error() string {
+	return fmt.Sprintf("device is too small: LUKS1 requires at least %d bytes", e.Need)
+}
+
 // readLUKS1 reads and validates a LUKS1 header the way cryptsetup does
-// ("LUKS keyslot N is invalid." for slots reaching outside their place).
+// (KeyslotInvalidError for slots reaching outside their place).
 func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 	raw := make([]byte, luks1HeaderSize)
 	if _, err := dev.ReadAt(raw, 0); err != nil {
@@ -69,7 +86,7 @@ func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 		payloadOffset: binary.BigEndian.Uint32(raw[104:]),
 		keyBytes:      binary.BigEndian.Uint32(raw[108:]),
 		mkDigestIter:  binary.BigEndian.Uint32(raw[164:]),
-		uuid:          cString(raw[168:208]),
+		uuidText:      cString(raw[168:208]),
 	}
 	copy(h.raw[:], raw)
 	copy(h.mkDigest[:], raw[112:132])
@@ -102,18 +119,18 @@ func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 			h.payloadOffset != 0 && uint64(h.payloadOffset) < uint64(s.offset)+uint64(af) ||
 			s.active != luks1KeyEnabled && s.active != luks1KeyDisabled
 		if bad {
-			return nil, fmt.Errorf("LUKS keyslot %d is invalid.", i)
+			return nil, &KeyslotInvalidError{Slot: i}
 		}
 	}
 	for i := 1; i < len(order); i++ {
 		prev, next := h.slots[order[i-1]], h.slots[order[i]]
 		if uint64(next.offset) < uint64(prev.offset)+uint64(af) {
-			return nil, fmt.Errorf("LUKS keyslot %d is invalid.", order[i])
+			return nil, &KeyslotInvalidError{Slot: order[i]}
 		}
 	}
 	need := int64(h.headerSize())
 	if size > 0 && size < need {
-		return nil, fmt.Errorf("Device is too small. (LUKS1 requires at least %d bytes.)", need)
+		return nil, &LUKS1TooSmallError{Need: need}
 	}
 	return h, nil
 }
@@ -133,6 +150,10 @@ func (h *luks1Header) headerSize() int64 {
 	}
 	return int64(h.keyAreaEnd()) * 512
 }
+
+func (h *luks1Header) version() int { return 1 }
+
+func (h *luks1Header) uuid() string { return h.uuidText }
 
 func (h *luks1Header) spec() string { return h.cipherName + "-" + h.cipherMode }
 
@@ -163,7 +184,9 @@ func (h *luks1Header) activeKeyslots() []int {
 	return ids
 }
 
-func (h *luks1Header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
+// unlock opens keyslot slot, or the first active one the passphrase
+// opens. LUKS1 has no unbound keyslots: anyKey changes nothing.
+func (h *luks1Header) unlock(dev io.ReaderAt, passphrase []byte, slot int, _ bool) ([]byte, int, error) {
 	if err := h.usable(); err != nil {
 		return nil, -1, err
 	}
@@ -238,8 +261,12 @@ func (h *luks1Header) checkVolumeKey(vk []byte) (bool, error) {
 	return subtle.ConstantTimeCompare(sum, h.mkDigest[:]) == 1, nil
 }
 
-// dump prints luksDump's LUKS1 text.
+// dump prints luksDump's LUKS1 text, with the volume key when opts has
+// one.
 func (h *luks1Header) dump(w io.Writer, opts DumpOptions) error {
+	if opts.VolumeKey != nil {
+		return h.dumpVolumeKey(w, opts)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "LUKS header information for %s\n\n", opts.Device)
 	fmt.Fprintf(&b, "Version:       \t%d\n", 1)
@@ -255,7 +282,7 @@ func (h *luks1Header) dump(w io.Writer, opts DumpOptions) error {
 	b.WriteString("\n               \t")
 	hexLine(&b, h.mkDigestSalt[16:], " ")
 	fmt.Fprintf(&b, "\nMK iterations: \t%d\n", h.mkDigestIter)
-	fmt.Fprintf(&b, "UUID:          \t%s\n\n", h.uuid)
+	fmt.Fprintf(&b, "UUID:          \t%s\n\n", h.uuidText)
 	for i, s := range h.slots {
 		if s.active != luks1KeyEnabled {
 			fmt.Fprintf(&b, "Key Slot %d: DISABLED\n", i)
@@ -281,7 +308,7 @@ func (h *luks1Header) dumpVolumeKey(w io.Writer, opts DumpOptions) error {
 	fmt.Fprintf(&b, "Cipher name:   \t%s\n", h.cipherName)
 	fmt.Fprintf(&b, "Cipher mode:   \t%s\n", h.cipherMode)
 	fmt.Fprintf(&b, "Payload offset:\t%d\n", h.payloadOffset)
-	fmt.Fprintf(&b, "UUID:          \t%s\n", h.uuid)
+	fmt.Fprintf(&b, "UUID:          \t%s\n", h.uuidText)
 	writeVolumeKey(&b, opts.VolumeKey)
 	_, err := io.WriteString(w, b.String())
 	return err

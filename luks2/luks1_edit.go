@@ -24,7 +24,7 @@ var ErrLUKS1PBKDF = fmt.Errorf("%w: requested PBKDF type is not supported for LU
 func (h *luks1Header) encode() []byte {
 	raw := h.raw
 	clear(raw[168:208])
-	copy(raw[168:207], h.uuid)
+	copy(raw[168:207], h.uuidText)
 	for i, s := range h.slots {
 		b := raw[luks1KeyblockBase+i*luks1KeyblockSize:]
 		binary.BigEndian.PutUint32(b, s.active)
@@ -103,15 +103,10 @@ func (h *luks1Header) freeSlot(slot int) (int, error) {
 // or calibrated to p.IterTime with the header's hash and key size; never
 // below LUKS1's minimum of 1000.
 func (h *luks1Header) slotIterations(p PBKDF) (int, error) {
-	switch p.Type {
-	case "", "pbkdf2":
-	default:
-		return 0, ErrLUKS1PBKDF
+	if err := CheckPBKDF(p, 1); err != nil {
+		return 0, err
 	}
 	if p.Iterations > 0 {
-		if p.Iterations < minPBKDF2Iterations {
-			return 0, fmt.Errorf("forced iteration count is too low for pbkdf2 (minimum is %d)", minPBKDF2Iterations)
-		}
 		return p.Iterations, nil
 	}
 	return calibratePBKDF2(h.hashSpec, int(h.keyBytes), p.withDefaults().IterTime), nil
@@ -230,6 +225,6 @@ func (h *luks1Header) setUUID(dev Device, uuid string) error {
 		return errors.New("UUID too long")
 	}
 	next := *h
-	next.uuid = uuid
+	next.uuidText = uuid
 	return h.store(dev, &next)
 }

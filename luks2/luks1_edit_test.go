@@ -99,7 +99,7 @@ func TestLUKS1EditsCryptsetupAccepts(t *testing.T) {
 
 			// KillSlot 0: cryptsetup no longer opens p0; the header slot is
 			// disabled with zero salt and iterations, as cryptsetup leaves it.
-			areaOff := int64(h.impl.v1.slots[0].offset) * 512
+			areaOff := int64(h.impl.(*luks1Header).slots[0].offset) * 512
 			before := readAt(t, img, areaOff, 512)
 			if err := h.KillSlot(f, 0); err != nil {
 				t.Fatal(err)
@@ -282,7 +282,7 @@ func TestLUKS1EditOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	area := int64(h.impl.v1.slots[1].offset) * 512
+	area := int64(h.impl.(*luks1Header).slots[1].offset) * 512
 	if _, err := h.AddKey(dev, vk, []byte("new"), -1, cheapPBKDF2); err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestPeerLUKS1ImagesEdited(t *testing.T) {
 			vk, slot, err := h.Unlock(f, key, -1)
 			if errors.Is(err, ErrUnsupported) {
 				orig, _ := os.ReadFile(img)
-				if _, err := h.AddKey(f, make([]byte, h.impl.v1.keyBytes), []byte("x"), -1, cheapPBKDF2); err == nil {
+				if _, err := h.AddKey(f, make([]byte, h.impl.(*luks1Header).keyBytes), []byte("x"), -1, cheapPBKDF2); err == nil {
 					t.Fatal("AddKey on a cipher luksd cannot run succeeded")
 				}
 				if now, _ := os.ReadFile(img); !bytes.Equal(now, orig) {
@@ -430,7 +430,7 @@ func TestLUKS1KillWipesLikeCryptsetup(t *testing.T) {
 				cryptsetup(t, "luksAddKey", "-q", "--pbkdf-force-iterations", "1000", "--key-file", kf, img, keyFile(t, []byte("one")))
 			}
 			h, f := readHdr(t, mine)
-			v1 := h.impl.v1
+			v1 := h.impl.(*luks1Header)
 			from := int64(v1.slots[1].offset) * 512
 			to := from + int64(afSize(int(v1.keyBytes), luks1Stripes))
 			changed := func(img string, kill func()) (last int64) {

@@ -90,10 +90,10 @@ func TestFormatLUKS1LikeCryptsetup(t *testing.T) {
 			}
 			// The header area up to the payload: zero but for the header and
 			// key material, as cryptsetup leaves it.
-			payload := int(h.impl.v1.payloadOffset) * 512
+			payload := int(h.impl.(*luks1Header).payloadOffset) * 512
 			for i := 512; i < payload; i += 512 {
 				inArea := false
-				for _, s := range h.impl.v1.slots {
+				for _, s := range h.impl.(*luks1Header).slots {
 					if i >= int(s.offset)*512 && i < int(s.offset)*512+afSize(keySize, luks1Stripes) {
 						inArea = true
 					}
@@ -136,7 +136,7 @@ func TestFormatLUKS1Calibrated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := h.impl.v1
+	v1 := h.impl.(*luks1Header)
 	// The model: 125 ms for the digest, 5 ms (below the minimum) for the slot.
 	if v1.mkDigestIter != 125000 || v1.slots[0].iterations != 5000 {
 		t.Fatalf("digest %d, keyslot %d iterations; want 125000 and 5000", v1.mkDigestIter, v1.slots[0].iterations)

@@ -52,7 +52,7 @@ func freshImage(t *testing.T) (*memDev, *node) {
 		if _, err := h.AddKey(d, vk, []byte("second"), -1, cheapPBKDF2); err != nil {
 			t.Fatal(err)
 		}
-		freshDev, freshRoot = d, h.impl.meta.root
+		freshDev, freshRoot = d, h.impl.(*header).meta.root
 	})
 	if freshDev == nil {
 		t.Fatal("formatting the shared test volume failed")

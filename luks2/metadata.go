@@ -9,7 +9,6 @@ import (
 
 // Limits of the LUKS2 metadata, as cryptsetup enforces them.
 const (
-	maxKeyslots     = 32
 	maxTokens       = 32
 	maxSegments     = 32
 	maxDigests      = 8 // LUKS2_DIGEST_MAX: luksDump shows digests 0..7

@@ -30,6 +30,78 @@ const (
 // before anything is written. CLI exit 1.
 var ErrPBKDF = errors.New("invalid PBKDF parameters")
 
+// PBKDFLimit names the limit a PBKDFLimitError breaks.
+type PBKDFLimit int
+
+const (
+	// LimitIterations: forced PBKDF2 iterations or argon2 time cost
+	// below the minimum.
+	LimitIterations PBKDFLimit = iota
+	// LimitMemory: a forced argon2 memory cost below the minimum.
+	LimitMemory
+	// LimitMaxMemory: an argon2 memory cost above the maximum.
+	LimitMaxMemory
+)
+
+// PBKDFLimitError: PBKDF parameters beyond one of cryptsetup's limits; it
+// is ErrPBKDF too. Its text is cryptsetup's message without the capital
+// and the full stop.
+type PBKDFLimitError struct {
+	Type  string     // "pbkdf2", "argon2i" or "argon2id"
+	Limit PBKDFLimit // which limit
+	Value int        // the limit: iterations, or KiB of memory
+}
+
+func (e *PBKDFLimitError) Error() string {
+	switch e.Limit {
+	case LimitMemory:
+		return fmt.Sprintf("forced memory cost is too low for %s (minimum is %d kilobytes)", e.Type, e.Value)
+	case LimitMaxMemory:
+		return fmt.Sprintf("requested maximum PBKDF memory cost is too high (maximum is %d kilobytes)", e.Value)
+	}
+	return fmt.Sprintf("forced iteration count is too low for %s (minimum is %d)", e.Type, e.Value)
+}
+
+func (e *PBKDFLimitError) Unwrap() error { return ErrPBKDF }
+
+// CheckPBKDF refuses PBKDF parameters a new keyslot of a header of LUKS
+// version cannot take, as cryptsetup 2.6.1 does before it asks for a
+// passphrase: ErrLUKS1PBKDF for argon2 on LUKS1, a *PBKDFLimitError for
+// forced iterations (time cost) or memory below the minimum, or memory
+// above the maximum. Argon2's memory and threads do not matter for PBKDF2.
+func CheckPBKDF(p PBKDF, version int) error {
+	typ := p.Type
+	if version == 1 {
+		if typ != "" && typ != "pbkdf2" {
+			return ErrLUKS1PBKDF
+		}
+		typ = "pbkdf2"
+	}
+	low := minArgonTime
+	switch typ {
+	case "":
+		typ = "argon2id"
+	case "pbkdf2":
+		low = minPBKDF2Iterations
+	case "argon2i", "argon2id":
+	default:
+		return fmt.Errorf("%w: PBKDF %q", ErrUnsupported, typ)
+	}
+	if p.Iterations > 0 && p.Iterations < low {
+		return &PBKDFLimitError{Type: typ, Limit: LimitIterations, Value: low}
+	}
+	if typ == "pbkdf2" {
+		return nil
+	}
+	if p.Iterations > 0 && p.MemoryKiB > 0 && p.MemoryKiB < minArgonMemory {
+		return &PBKDFLimitError{Type: typ, Limit: LimitMemory, Value: minArgonMemory}
+	}
+	if p.MemoryKiB > maxArgonMemory {
+		return &PBKDFLimitError{Type: typ, Limit: LimitMaxMemory, Value: maxArgonMemory}
+	}
+	return nil
+}
+
 // ErrOutOfMemory: a keyslot's argon2 memory could not be had. CLI exit 3,
 // cryptsetup's "Not enough available memory to open a keyslot."
 var ErrOutOfMemory = errors.New("not enough available memory to open a keyslot")

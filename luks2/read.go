@@ -82,7 +82,7 @@ func readHeaderAs(dev io.ReaderAt, size int64, version int) (*Header, error) {
 			if err != nil {
 				return nil, err
 			}
-			return &Header{impl: &header{v1: h1}}, nil
+			return &Header{impl: h1}, nil
 		case 0, 2:
 		default:
 			return nil, &VersionError{Version: int(v)}
@@ -153,7 +153,7 @@ func (c *headerCopy) saltOr() [saltLen]byte {
 // cryptsetup's auto-recovery does: the good copy's binary header (same
 // seqid) and JSON area as read, a fresh salt, then a flush.
 func (h *header) repair(dev Device) error {
-	if h.v1 != nil || h.damaged == "" {
+	if h.damaged == "" {
 		return nil
 	}
 	bh := h.bin

@@ -42,10 +42,8 @@ func requirementsError(mandatory []string) error {
 	return nil
 }
 
-// requirementsMet is requirementsError for any header (LUKS1 has none).
-func (h *header) requirementsMet() error {
-	if h.v1 != nil {
-		return nil
-	}
-	return requirementsError(h.meta.mandatory)
-}
+// requirementsMet is requirementsError for the header's requirements.
+func (h *header) requirementsMet() error { return requirementsError(h.meta.mandatory) }
+
+// requirementsMet: LUKS1 headers have no requirements.
+func (h *luks1Header) requirementsMet() error { return nil }

@@ -40,22 +40,22 @@ func restore(dev Device, size int64, src io.ReaderAt, srcSize int64) error {
 		return fmt.Errorf("reading the header backup: %w", err)
 	}
 	var inUse []span
-	var curSeq uint64
-	if cur, err := readHeader(dev, size); err == nil {
-		inUse = cur.impl.keyMaterial()
-		curSeq = cur.impl.bin.seqID
+	var cur onDisk
+	if hd, err := readHeader(dev, size); err == nil {
+		cur = hd.impl
+		inUse = keyMaterial(cur)
 	}
 	copies := b.headerCopies()
 	free, used := span{copies[len(copies)-1].end, n}.split(inUse)
 	if err := writeSpans(dev, buf, free); err != nil {
 		return err
 	}
-	moves, err := b.conflicts(dev, buf, inUse)
+	moves, err := conflicts(b, dev, buf, inUse)
 	if err != nil {
 		return err
 	}
 	if len(moves) > 0 {
-		if err := b.writeBridge(dev, buf, moves, curSeq); err != nil {
+		if err := b.writeBridge(dev, buf, moves, cur); err != nil {
 			return err
 		}
 	}
@@ -84,8 +84,8 @@ type move struct {
 // conflicts returns, for each keyslot of backup h whose material overlaps
 // inUse with other bytes than dev holds there, a free place to bridge it
 // through; none when some keyslot finds no place.
-func (h *header) conflicts(dev io.ReaderAt, buf []byte, inUse []span) ([]move, error) {
-	taken := append(append([]span(nil), inUse...), h.keyMaterial()...)
+func conflicts(h onDisk, dev io.ReaderAt, buf []byte, inUse []span) ([]move, error) {
+	taken := append(append([]span(nil), inUse...), keyMaterial(h)...)
 	var moves []move
 	for _, a := range h.keyslotAreas() {
 		if _, inside := a.span.split(inUse); len(inside) == 0 {
@@ -114,18 +114,9 @@ type slotArea struct {
 	span
 }
 
-// keyslotAreas lists the material of h's keyslots (LUKS1: active ones).
+// keyslotAreas lists the material of h's keyslots.
 func (h *header) keyslotAreas() []slotArea {
 	var out []slotArea
-	if h.v1 != nil {
-		n := int64(afSize(int(h.v1.keyBytes), luks1Stripes))
-		for i, s := range h.v1.slots {
-			if s.active == luks1KeyEnabled {
-				out = append(out, slotArea{i, span{int64(s.offset) * 512, int64(s.offset)*512 + n}})
-			}
-		}
-		return out
-	}
 	for _, id := range sortedIDs(h.meta.keyslots) {
 		if k := h.meta.keyslots[id]; k.areaSize > 0 {
 			out = append(out, slotArea{id, span{int64(k.areaOffset), int64(k.areaOffset + k.areaSize)}})
@@ -134,8 +125,20 @@ func (h *header) keyslotAreas() []slotArea {
 	return out
 }
 
-// keyMaterial is where the header keeps key material.
-func (h *header) keyMaterial() []span {
+// keyslotAreas lists the material of h's active keyslots.
+func (h *luks1Header) keyslotAreas() []slotArea {
+	var out []slotArea
+	n := int64(afSize(int(h.keyBytes), luks1Stripes))
+	for i, s := range h.slots {
+		if s.active == luks1KeyEnabled {
+			out = append(out, slotArea{i, span{int64(s.offset) * 512, int64(s.offset)*512 + n}})
+		}
+	}
+	return out
+}
+
+// keyMaterial is where header h keeps key material.
+func keyMaterial(h onDisk) []span {
 	var out []span
 	for _, a := range h.keyslotAreas() {
 		out = append(out, a.span)
@@ -143,54 +146,77 @@ func (h *header) keyMaterial() []span {
 	return out
 }
 
-// freePlace finds n bytes for key material that overlap no taken span:
-// LUKS2, 4 KiB-aligned in the keyslots area; LUKS1, the area of a disabled
-// keyslot (LUKS1 keyslots each own a fixed area).
+// fits reports whether s overlaps no taken span.
+func fits(s span, taken []span) bool {
+	out, _ := s.split(taken)
+	return len(out) == 1 && out[0] == s
+}
+
+// freePlace finds n bytes for key material that overlap no taken span,
+// 4 KiB-aligned in the keyslots area.
 func (h *header) freePlace(n int64, taken []span) (span, bool) {
-	fits := func(s span) bool {
-		out, _ := s.split(taken)
-		return len(out) == 1 && out[0] == s
-	}
-	if h.v1 != nil {
-		size := int64(afSize(int(h.v1.keyBytes), luks1Stripes))
-		for _, s := range h.v1.slots {
-			if c := (span{int64(s.offset) * 512, int64(s.offset)*512 + size}); s.active != luks1KeyEnabled && c.end-c.off >= n && fits(c) {
-				return span{c.off, c.off + n}, true
-			}
-		}
-		return span{}, false
-	}
 	start := 2 * h.bin.hdrSize
 	end := start + int64(h.meta.keyslotsSize)
 	for off := start; off+n <= end; off += keyslotsAlign {
-		if c := (span{off, off + n}); fits(c) {
+		if c := (span{off, off + n}); fits(c, taken) {
 			return c, true
 		}
 	}
 	return span{}, false
 }
 
-// writeBridge copies the moved keyslots' material from buf to their places
-// and writes a header naming them there, durably.
-func (h *header) writeBridge(dev Device, buf []byte, moves []move, curSeq uint64) error {
+// freePlace finds n bytes for key material that overlap no taken span in
+// the area of a disabled keyslot (LUKS1 keyslots each own a fixed area).
+func (h *luks1Header) freePlace(n int64, taken []span) (span, bool) {
+	size := int64(afSize(int(h.keyBytes), luks1Stripes))
+	for _, s := range h.slots {
+		if c := (span{int64(s.offset) * 512, int64(s.offset)*512 + size}); s.active != luks1KeyEnabled && c.end-c.off >= n && fits(c, taken) {
+			return span{c.off, c.off + n}, true
+		}
+	}
+	return span{}, false
+}
+
+// copyMoved copies the moved keyslots' material from buf to their places.
+func copyMoved(dev Device, buf []byte, moves []move) error {
 	for _, m := range moves {
 		if _, err := dev.WriteAt(buf[m.from.off:m.from.end], m.to.off); err != nil {
 			return fmt.Errorf("writing the keyslots area: %w", err)
 		}
 	}
-	if h.v1 != nil {
-		next := *h.v1
-		for _, m := range moves {
-			// Swap areas with the disabled keyslot that owns the place.
-			for i := range next.slots {
-				if int64(next.slots[i].offset)*512 == m.to.off {
-					next.slots[i].offset = next.slots[m.slot].offset
-				}
+	return nil
+}
+
+// writeBridge copies the moved keyslots' material from buf to their places
+// and writes a header naming them there, durably: the backup's header with
+// the areas swapped with the disabled keyslots that own the places.
+func (h *luks1Header) writeBridge(dev Device, buf []byte, moves []move, _ onDisk) error {
+	if err := copyMoved(dev, buf, moves); err != nil {
+		return err
+	}
+	next := *h
+	for _, m := range moves {
+		for i := range next.slots {
+			if int64(next.slots[i].offset)*512 == m.to.off {
+				next.slots[i].offset = next.slots[m.slot].offset
 			}
-			next.slots[m.slot].offset = uint32(m.to.off / 512)
 		}
-		tmp := &luks1Header{fresh: true}
-		return tmp.store(dev, &next)
+		next.slots[m.slot].offset = uint32(m.to.off / 512)
+	}
+	tmp := &luks1Header{fresh: true}
+	return tmp.store(dev, &next)
+}
+
+// writeBridge copies the moved keyslots' material from buf to their places
+// and writes a header naming them there, durably, with a seqid above both
+// the backup's and cur's (the device's header, when LUKS2).
+func (h *header) writeBridge(dev Device, buf []byte, moves []move, cur onDisk) error {
+	if err := copyMoved(dev, buf, moves); err != nil {
+		return err
+	}
+	var curSeq uint64
+	if c, ok := cur.(*header); ok {
+		curSeq = c.bin.seqID
 	}
 	root := h.meta.root.clone()
 	for _, m := range moves {
@@ -244,15 +270,15 @@ func writeSpans(dev Device, buf []byte, spans []span) error {
 	return flush(dev)
 }
 
-// headerCopies are the header's own bytes in the order a restore writes
-// them: LUKS2's primary and secondary copies, LUKS1's header up to its
-// first key material.
+// headerCopies are the primary and the secondary copy.
 func (h *header) headerCopies() []span {
-	if h.v1 == nil {
-		return []span{{0, h.bin.hdrSize}, {h.bin.hdrSize, 2 * h.bin.hdrSize}}
-	}
+	return []span{{0, h.bin.hdrSize}, {h.bin.hdrSize, 2 * h.bin.hdrSize}}
+}
+
+// headerCopies is the header up to its first key material.
+func (h *luks1Header) headerCopies() []span {
 	first := uint32(1<<32 - 1)
-	for _, s := range h.v1.slots {
+	for _, s := range h.slots {
 		first = min(first, s.offset)
 	}
 	return []span{{0, int64(first) * 512}}

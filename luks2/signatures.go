@@ -6,13 +6,36 @@ import (
 	"io"
 )
 
-// Before cryptsetup rewrites a damaged header copy it asks blkid whether
-// the device holds any other signature (a filesystem made over the LUKS
+// Signatures blkid finds at the start of a device: LUKS's own, which
+// luksFormat reports and wipes, and others. Before cryptsetup rewrites a
+// damaged header copy it asks blkid whether the device holds any other
+// signature (a filesystem made over the LUKS
 // header, say): then it refuses to load the header at all rather than
 // overwrite that ("Device contains ambiguous signatures, cannot
 // auto-recover LUKS2."). ForeignSignature probes the common signatures
 // blkid would find at the start of a device; it does not know every
 // format blkid does.
+
+// LUKSSignatures returns the offsets of the LUKS magics blkid finds on dev
+// and luksFormat wipes: a primary header at 0 and a LUKS2 secondary one at
+// the first of the offsets a secondary may have.
+func LUKSSignatures(dev io.ReaderAt) []int64 {
+	magic := func(off int64, m []byte) bool {
+		b := make([]byte, len(m))
+		_, err := dev.ReadAt(b, off)
+		return err == nil && bytes.Equal(b, m)
+	}
+	var found []int64
+	if magic(0, magic1) {
+		found = append(found, 0)
+	}
+	for _, off := range hdrSizes {
+		if magic(off, magic2) {
+			return append(found, off)
+		}
+	}
+	return found
+}
 
 // signature is a magic at a fixed offset.
 type signature struct {

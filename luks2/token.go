@@ -26,6 +26,10 @@ var (
 	ErrNoFreeToken = errors.New("no free token id")
 )
 
+// MaxTokenSize bounds the token JSON worth reading: no token is larger
+// than the largest LUKS2 metadata area.
+const MaxTokenSize = maxHdrSize
+
 // keyringTokenType is cryptsetup's one built-in token type; other types
 // starting with the built-in prefix are refused.
 const (
@@ -44,19 +48,20 @@ func KeyringTokenJSON(description string) []byte {
 
 // Tokens returns the ids of the tokens in use, ascending (nil for LUKS1).
 func (h *Header) Tokens() []int {
-	if h.impl.v1 != nil {
-		return nil
+	if v2, ok := h.v2(); ok {
+		return sortedIDs(v2.meta.tokens)
 	}
-	return sortedIDs(h.impl.meta.tokens)
+	return nil
 }
 
 // Token returns token id as `cryptsetup token export` prints it: json-c's
 // compact form, no newline. ErrTokenNotInUse when there is none.
 func (h *Header) Token(id int) ([]byte, error) {
-	if h.impl.v1 != nil {
-		return nil, errLUKS1Tokens
+	v2, err := h.tokenHeader()
+	if err != nil {
+		return nil, err
 	}
-	t := h.impl.meta.tokens[id]
+	t := v2.meta.tokens[id]
 	if t == nil {
 		return nil, ErrTokenNotInUse
 	}
@@ -70,13 +75,11 @@ func (h *Header) Token(id int) ([]byte, error) {
 // already at id is replaced only when replace is set, in its place. It
 // returns the id and writes the header once.
 func (h *Header) SetToken(dev Device, id int, js []byte, replace bool) (int, error) {
-	if h.impl.v1 != nil {
-		return -1, errLUKS1Tokens
-	}
-	if err := h.impl.requirementsMet(); err != nil {
+	v2, err := h.tokenEdit()
+	if err != nil {
 		return -1, err
 	}
-	m := h.impl.meta
+	m := v2.meta
 	switch {
 	case id < -1 || id >= maxTokens:
 		return -1, ErrTokenInvalid
@@ -95,7 +98,7 @@ func (h *Header) SetToken(dev Device, id int, js []byte, replace bool) (int, err
 	}
 	root := m.root.clone()
 	root.get("tokens").set(strconv.Itoa(id), t)
-	if err := h.impl.replace(dev, root); err != nil {
+	if err := v2.replace(dev, root); err != nil {
 		return -1, err
 	}
 	return id, nil
@@ -103,34 +106,30 @@ func (h *Header) SetToken(dev Device, id int, js []byte, replace bool) (int, err
 
 // RemoveToken deletes token id (one header write).
 func (h *Header) RemoveToken(dev Device, id int) error {
-	if h.impl.v1 != nil {
-		return errLUKS1Tokens
-	}
-	if err := h.impl.requirementsMet(); err != nil {
+	v2, err := h.tokenEdit()
+	if err != nil {
 		return err
 	}
 	if id < 0 || id >= maxTokens {
 		return ErrTokenInvalid
 	}
-	if h.impl.meta.tokens[id] == nil {
+	if v2.meta.tokens[id] == nil {
 		return ErrTokenNotInUse
 	}
-	root := h.impl.meta.root.clone()
+	root := v2.meta.root.clone()
 	root.get("tokens").del(strconv.Itoa(id))
-	return h.impl.replace(dev, root)
+	return v2.replace(dev, root)
 }
 
 // AssignToken adds keyslot slot (-1: every active keyslot, in the metadata's order) to
 // token id's keyslots, leaving ids it already names; it writes the header
 // once even when nothing changes, as cryptsetup does.
 func (h *Header) AssignToken(dev Device, id, slot int) error {
-	if h.impl.v1 != nil {
-		return errLUKS1Tokens
-	}
-	if err := h.impl.requirementsMet(); err != nil {
+	v2, err := h.tokenEdit()
+	if err != nil {
 		return err
 	}
-	m := h.impl.meta
+	m := v2.meta
 	if id < 0 || id >= maxTokens {
 		return ErrTokenInvalid
 	}
@@ -141,7 +140,7 @@ func (h *Header) AssignToken(dev Device, id, slot int) error {
 	if slot == -1 {
 		// In the metadata's order, as cryptsetup walks the keyslots.
 		slots = m.root.get("keyslots").keys
-	} else if slot < 0 || slot >= maxKeyslots || m.keyslots[slot] == nil {
+	} else if !v2.keyslotStatus(slot).InUse() {
 		return fmt.Errorf("keyslot %d is not active", slot)
 	}
 	root := m.root.clone()
@@ -151,22 +150,20 @@ func (h *Header) AssignToken(dev Device, id, slot int) error {
 			arr.push(jString(s))
 		}
 	}
-	return h.impl.replace(dev, root)
+	return v2.replace(dev, root)
 }
 
 // UnassignToken removes keyslot slot from token id's keyslots (one header
 // write); ErrTokenNotAssigned when the token does not name it.
 func (h *Header) UnassignToken(dev Device, id, slot int) error {
-	if h.impl.v1 != nil {
-		return errLUKS1Tokens
-	}
-	if err := h.impl.requirementsMet(); err != nil {
+	v2, err := h.tokenEdit()
+	if err != nil {
 		return err
 	}
 	if id < 0 || id >= maxTokens || slot < 0 || slot >= maxKeyslots {
 		return ErrTokenInvalid
 	}
-	m := h.impl.meta
+	m := v2.meta
 	t := m.tokens[id]
 	key := strconv.Itoa(slot)
 	if t == nil || !arrayHolds(t.get("keyslots"), key) {
@@ -181,10 +178,32 @@ func (h *Header) UnassignToken(dev Device, id, slot int) error {
 		}
 	}
 	arr.vals = kept
-	return h.impl.replace(dev, root)
+	return v2.replace(dev, root)
 }
 
 var errLUKS1Tokens = fmt.Errorf("%w: LUKS1 headers have no tokens", ErrUnsupported)
+
+// tokenHeader returns the LUKS2 header whose tokens h reads.
+func (h *Header) tokenHeader() (*header, error) {
+	v2, ok := h.v2()
+	if !ok {
+		return nil, errLUKS1Tokens
+	}
+	return v2, nil
+}
+
+// tokenEdit returns the LUKS2 header whose tokens h edits, when its
+// requirements allow it.
+func (h *Header) tokenEdit() (*header, error) {
+	v2, err := h.tokenHeader()
+	if err != nil {
+		return nil, err
+	}
+	if err := v2.requirementsMet(); err != nil {
+		return nil, err
+	}
+	return v2, nil
+}
 
 func arrayHolds(arr *node, s string) bool {
 	for _, v := range arr.vals {

@@ -20,10 +20,7 @@ const (
 // unbound keyslot holds already (a passphrase change) joins that keyslot's
 // digest.
 func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p PBKDF) (int, error) {
-	if h.v1 != nil {
-		return -1, fmt.Errorf("%w: LUKS1 has no unbound keyslots", ErrUnsupported)
-	}
-	if err := h.editable(); err != nil {
+	if err := h.requirementsMet(); err != nil {
 		return -1, err
 	}
 	if len(key) == 0 {
@@ -73,14 +70,6 @@ func (h *header) addUnboundKey(dev Device, key, passphrase []byte, slot int, p P
 	return slot, nil
 }
 
-func (h *header) unbound(slot int) bool {
-	if h.v1 != nil || h.meta.keyslots[slot] == nil {
-		return false
-	}
-	d := h.meta.keyslotDigest(slot)
-	return d == nil || len(d.segments) == 0
-}
-
 // unboundDigest returns the digest of unbound keyslots that key matches,
 // or nil.
 func (h *header) unboundDigest(key []byte) (*digest, error) {
@@ -101,11 +90,11 @@ func (h *header) unboundDigest(key []byte) (*digest, error) {
 }
 
 // dumpUnbound writes luksDump --unbound -S slot's text for the unbound key
-// that keyslot holds.
-func (h *header) dumpUnbound(w io.Writer, device string, slot int, key []byte) error {
+// that keyslot of volume uuid holds.
+func dumpUnbound(w io.Writer, device, uuid string, slot int, key []byte) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "LUKS header information for %s\n", device)
-	fmt.Fprintf(&b, "UUID:    \t%s\n", h.uuid())
+	fmt.Fprintf(&b, "UUID:    \t%s\n", uuid)
 	fmt.Fprintf(&b, "Keyslot: \t%d\n", slot)
 	fmt.Fprintf(&b, "Key bits:\t%d\n", len(key)*8)
 	b.WriteString("Unbound Key:\t")

@@ -103,7 +103,7 @@ func TestUnboundKeyLikeCryptsetup(t *testing.T) {
 	if slot, err := h.AddUnboundKey(f, make([]byte, 48), upass, 9, cheapPBKDF2); err != nil || slot != 9 {
 		t.Fatalf("AddUnboundKey slot 9: %d, %v", slot, err)
 	}
-	if k := h.impl.meta.keyslots[9]; k.areaKeySize != 64 || k.keySize != 48 {
+	if k := h.impl.(*header).meta.keyslots[9]; k.areaKeySize != 64 || k.keySize != 48 {
 		t.Fatalf("unbound keyslot: area key %d bytes, key %d bytes", k.areaKeySize, k.keySize)
 	}
 	cryptsetup(t, "open", "--test-passphrase", "--unbound", "-S", "9", "--key-file", ukf, mine)

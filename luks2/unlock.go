@@ -9,17 +9,9 @@ import (
 // unlock opens the named keyslot, or tries the keyslots as cryptsetup
 // 2.6.1 does: a pass over the preferred ones, then one over the normal
 // ones (ignored ones only when named), each in the order the metadata
-// lists them, not by number.
-func (h *header) unlock(dev io.ReaderAt, passphrase []byte, slot int) ([]byte, int, error) {
-	return h.unlockFor(dev, passphrase, slot, false)
-}
-
-// unlockFor is unlock; with anyKey, a keyslot bound to no segment counts as
-// well as the data segment's (open --test-passphrase --unbound).
-func (h *header) unlockFor(dev io.ReaderAt, passphrase []byte, slot int, anyKey bool) ([]byte, int, error) {
-	if h.v1 != nil {
-		return h.v1.unlock(dev, passphrase, slot)
-	}
+// lists them, not by number. With anyKey, a keyslot bound to no segment
+// counts as well as the data segment's (open --test-passphrase --unbound).
+func (h *header) unlock(dev io.ReaderAt, passphrase []byte, slot int, anyKey bool) ([]byte, int, error) {
 	var d *digest
 	if !anyKey {
 		seg, err := h.meta.dataSegment()

@@ -110,7 +110,7 @@ func luksdEpoch(img []byte) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	return int(h.impl.bin.seqID), nil
+	return int(h.impl.(*header).bin.seqID), nil
 }
 
 // jsonEdit is a mutation of the metadata tree.

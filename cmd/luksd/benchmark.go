@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -52,7 +53,7 @@ func init() {
 
 func runBenchmark(c *cli.Context) error {
 	ss := c.Int("sector-size")
-	if ss < 512 || ss > 4096 || ss&(ss-1) != 0 {
+	if !luks2.ValidSectorSize(2, ss) {
 		return usageErrorf("Unsupported encryption sector size.")
 	}
 	keyBits := c.Int("key-size")

@@ -1,8 +1,7 @@
 package main
 
 import (
-	"slices"
-
+	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -39,8 +38,8 @@ func luksConvertKey(c *cli.Context) error {
 		return err
 	}
 	slot := c.Int("key-slot")
-	active := slices.Contains(h.ActiveKeyslots(), slot)
-	if slot >= 0 && slot <= maxSlot(h) && !active {
+	status := h.KeyslotStatus(slot)
+	if status == luks2.KeyslotInactive {
 		return exitf(exitParams, "Keyslot %d is not active.", slot)
 	}
 	pass, err := readPassphrase(keySource(c), "Enter passphrase for keyslot to be converted: ", false)
@@ -48,7 +47,7 @@ func luksConvertKey(c *cli.Context) error {
 		return err
 	}
 	defer pass.Wipe()
-	if slot >= 0 && !active {
+	if slot >= 0 && !status.InUse() {
 		return exitf(exitParams, "No usable keyslot is available.")
 	}
 	key, opened, err := h.Unlock(f, pass.Bytes(), slot)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"regexp"
 
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -229,9 +228,6 @@ func isLuks(c *cli.Context) error {
 	return nil
 }
 
-// uuidPattern is the canonical textual UUID form cryptsetup accepts.
-var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
 func luksUUID(c *cli.Context) error {
 	dev, err := oneDevice(c)
 	if err != nil {
@@ -254,7 +250,7 @@ func luksUUID(c *cli.Context) error {
 		return nil
 	}
 	uuid := c.String("uuid")
-	if !uuidPattern.MatchString(uuid) {
+	if !luks2.ValidUUID(uuid) {
 		return exitf(exitParams, "Wrong LUKS UUID format provided.")
 	}
 	h, f, err := readHeaderOfType(c, dev, true)

@@ -125,63 +125,37 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	// Sizes and sector sizes were checked as popt read them (options.go).
 	opts.KeySize = c.Int("key-size") / 8
 	if opts.Cipher == "auto" {
-		spec, autoBits, sector, reason := autoCipher()
+		spec, sector, reason := autoCipher()
 		if c.Bool("verbose") {
 			fmt.Printf("Cipher %s chosen: %s.\n", spec, reason)
 		}
 		opts.Cipher = spec
-		if opts.KeySize == 0 {
-			opts.KeySize = autoBits / 8
-		}
 		if opts.SectorSize == 0 && version == 2 {
 			opts.SectorSize = sector
 		}
 	}
-	if opts.UUID != "" && !uuidPattern.MatchString(opts.UUID) {
+	if opts.UUID != "" && !luks2.ValidUUID(opts.UUID) {
 		return opts, exitf(exitParams, "Wrong LUKS UUID format provided.")
 	}
 	// A negative --key-slot never gets here (popt's callback refuses it).
-	if last := luksKeyslots(version) - 1; opts.Keyslot > last {
+	if last := luks2.MaxKeyslots(version) - 1; opts.Keyslot > last {
 		return opts, exitf(exitParams, "Key slot %d is invalid, please select between 0 and %d.", opts.Keyslot, last)
 	}
-	if opts.DataOffset%4096 != 0 && !opts.DetachedData {
+	if !opts.DetachedData && !luks2.DataOffsetAligned(opts.DataOffset) {
 		return opts, exitf(exitParams, "Data offset is not multiple of 4096 bytes.")
 	}
 	if align := c.Int64("align-payload"); align > 0 {
 		if c.IsSet("offset") {
 			return opts, usageErrorf("Options --align-payload and --offset cannot be combined.")
 		}
-		if version == 1 {
-			// LUKS1's payload follows the keyslot areas, aligned; with a
-			// detached header, cryptsetup takes the alignment as the
-			// payload offset.
-			if opts.DetachedData {
-				opts.DataOffset = align * 512
-			} else {
-				opts.PayloadAlign = align * 512
-			}
-			return opts, nil
-		}
-		if opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 {
+		if version == 2 && (opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0) {
 			// cryptsetup then shrinks the keyslots area to fit; luks2
-			// lays out only the default and explicit offsets.
+			// aligns only the default layout.
 			return opts, exitf(exitParams, "Option --align-payload is not supported by luksd with --header or --luks2-*-size.")
 		}
-		// The default 16 MiB offset rounded up to the alignment, with
-		// the default keyslots area (cryptsetup does not grow it).
-		unit := align * 512
-		opts.DataOffset = (defaultDataOffset + unit - 1) / unit * unit
-		opts.KeyslotsSize = defaultDataOffset - 2*16<<10
+		opts.PayloadAlign = align * 512
 	}
 	return opts, nil
-}
-
-// luksKeyslots is the number of keyslots of a LUKS version's header.
-func luksKeyslots(version int) int {
-	if version == 1 {
-		return 8
-	}
-	return 32
 }
 
 // luks1FormatOptions adjusts opts for luksFormat --type luks1 as cryptsetup
@@ -193,7 +167,7 @@ func luks1FormatOptions(c *cli.Context, opts *luks2.FormatOptions) error {
 	if c.IsSet("luks2-metadata-size") || c.IsSet("luks2-keyslots-size") {
 		return exitf(exitParams, "Unsupported LUKS2 metadata size options.")
 	}
-	if opts.SectorSize != 0 && opts.SectorSize != 512 {
+	if opts.SectorSize != 0 && !luks2.ValidSectorSize(1, opts.SectorSize) {
 		return exitf(exitParams, "Unsupported encryption sector size.")
 	}
 	opts.Label, opts.Subsystem = "", ""
@@ -204,66 +178,17 @@ func luks1FormatOptions(c *cli.Context, opts *luks2.FormatOptions) error {
 	return nil
 }
 
-// smallKeyslotsArea: cryptsetup warns about a LUKS2 keyslots area smaller
-// than this (4 MiB less the two smallest metadata areas).
-const smallKeyslotsArea = 4<<20 - 2*16<<10
-
-// defaultDataOffset is where LUKS2 data starts unless told otherwise.
-const defaultDataOffset = 16 << 20
-
-// growsToHeader reports whether formatting f (size bytes) needs the file
-// to grow: cryptsetup writes a header to an image file smaller than the
-// data offset (the file grows, as any write past its end does) and only
-// warns that no space is left for data. A block device cannot grow;
-// luks2.Format refuses it.
-func growsToHeader(f *os.File, size int64, opts luks2.FormatOptions) (dataOffset int64, ok bool) {
+// growsToHeader reports whether formatting f (size bytes) with layout l
+// needs the file to grow: cryptsetup writes a header to an image file
+// smaller than the data offset (the file grows, as any write past its end
+// does) and only warns that no space is left for data. A block device
+// cannot grow; luks2.Format refuses it.
+func growsToHeader(f *os.File, size int64, opts luks2.FormatOptions, l luks2.Layout) bool {
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 && opts.DataOffset == 0 {
-		return 0, false
+		return false
 	}
-	dataOffset = opts.DataOffset
-	if dataOffset == 0 {
-		dataOffset = defaultDataOffset
-	}
-	return dataOffset, size <= dataOffset
-}
-
-// isRegularFile reports whether f is a regular (image) file.
-func isRegularFile(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode().IsRegular()
-}
-
-// luks2SecondaryOffsets are where a LUKS2 secondary binary header may
-// start (the primary header's size: 16 KiB to 4 MiB).
-var luks2SecondaryOffsets = []int64{16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20}
-
-// luksSignatures returns the offsets of the LUKS magics blkid would find
-// and luksFormat wipes: the primary header and a LUKS2 secondary one.
-func luksSignatures(dev io.ReaderAt) []int64 {
-	magic := func(off int64, m string) bool {
-		b := make([]byte, len(m))
-		_, err := dev.ReadAt(b, off)
-		return err == nil && string(b) == m
-	}
-	var found []int64
-	if magic(0, "LUKS\xba\xbe") {
-		found = append(found, 0)
-	}
-	for _, off := range luks2SecondaryOffsets {
-		if magic(off, "SKUL\xba\xbe") {
-			return append(found, off)
-		}
-	}
-	return found
-}
-
-// defaultKeyBytes is the volume key size cryptsetup uses for cipher.
-func defaultKeyBytes(cipher string) int {
-	if cipher == "" || strings.Contains(cipher, "xts") {
-		return 64
-	}
-	return 32
+	return size <= l.DataOffset
 }
 
 func luksFormat(c *cli.Context) error {
@@ -280,110 +205,30 @@ func luksFormat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-
-	// The header device: the data device, or --header (created if absent).
-	hp := headerPath(c, dev)
-	if hp != dev {
-		d, _, err := openDevice(dev, true)
-		if err != nil {
-			return err
-		}
-		d.Close()
-		if f, err := os.OpenFile(hp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
-			f.Close()
-		}
-	}
-	hd, err := openHeaderDevice(c, hp, true)
+	hd, release, err := openFormatTarget(c, dev)
 	if err != nil {
 		return err
 	}
-	defer hd.Close()
-	f, size := hd.File, hd.size
-	for _, p := range []string{dev, hp} {
-		claim, err := claimExclusive(p)
-		if err != nil {
-			return err
-		}
-		if claim != nil {
-			defer claim.Close()
-		}
-		if hp == dev {
-			break
-		}
+	defer release()
+	if err := confirmFormat(c, hd); err != nil {
+		return err
 	}
-
-	if luks2.IsLUKS(f) && !c.Bool("batch-mode") {
-		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hp)
+	vk, err := formatVolumeKey(c, &opts)
+	if err != nil {
+		return err
 	}
-	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hp)) {
-		return errAborted(exitParams, "Operation aborted.")
-	}
-	for range luksSignatures(f) {
-		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hp)
-	}
-
-	var vk *keyring.Secret
-	if p := c.String("volume-key-file"); p != "" {
-		n := opts.KeySize
-		if n == 0 {
-			n = defaultKeyBytes(opts.Cipher)
-			opts.KeySize = n
-		}
-		if vk, err = readAddKeyVolumeKey(p, n); err != nil {
-			return err
-		}
-		defer vk.Wipe()
-		opts.VolumeKey = vk.Bytes()
-	}
-
-	src := keySource(c)
-	if src.KeyFile == "" && c.NArg() > 1 {
-		src.KeyFile = c.Args().Get(1)
-	}
-	if c.Bool("verify-passphrase") && !stdinIsTerminal() {
-		fmt.Fprintln(os.Stderr, "Can't do passphrase verification on non-tty inputs.")
-	}
-	pass, err := readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", dev), true)
+	defer vk.Wipe()
+	pass, err := formatPassphrase(c, dev)
 	if err != nil {
 		return err
 	}
 	defer pass.Wipe()
-
-	if c.Int64("align-payload") > 0 && opts.SectorSize == 0 && version == 2 {
-		// What cryptsetup picks for its default offset: 4096 where the
-		// data area is a multiple of it (luks2 would take the aligned
-		// offset for one given with --offset and pick 512).
-		opts.SectorSize = 512
-		if size > 0 && (size-opts.DataOffset)%4096 == 0 {
-			opts.SectorSize = 4096
-		}
-	}
-	formatSize := size
-	dataOffset, grows := growsToHeader(f, size, opts)
-	if version == 1 && isRegularFile(f) && !opts.DetachedData {
-		// The payload offset is known once the header is laid out: format
-		// the header alone and grow the file to the offset after.
-		formatSize, grows = 0, false
-	}
-	if grows {
-		// Format the header alone; the sector size is the one luks2
-		// would pick for an image of this size.
-		formatSize = 0
-		if opts.SectorSize == 0 {
-			opts.SectorSize = 512
-			if size%4096 == 0 && (opts.DataOffset/512)%4096 == 0 {
-				opts.SectorSize = 4096
-			}
-		}
-	}
-	if n, err := luks2.FormatKeyslotsSize(opts); err == nil && version == 2 && n < smallKeyslotsArea {
-		fmt.Printf("WARNING: keyslots area (%d bytes) is very small, available LUKS2 keyslot count is very limited.\n", n)
-	}
+	plan := planFormat(hd, &opts)
 	var h *luks2.Header
 	err = hd.edit(func() error {
 		var key []byte
 		var err error
-		h, key, err = luks2.Format(hd, formatSize, opts, pass.Bytes())
+		h, key, err = luks2.Format(hd, plan.size, opts, pass.Bytes())
 		clear(key)
 		if err != nil {
 			return formatError(err)
@@ -393,19 +238,137 @@ func luksFormat(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if version == 1 && formatSize == 0 && !opts.DetachedData {
-		if seg, err := h.Segment(); err == nil && size <= seg.Offset {
-			dataOffset, grows = seg.Offset, true
+	return finishFormat(c, hd, h, plan)
+}
+
+// openFormatTarget opens the header device for writing, the data device
+// or --header (created if absent, after the data device is checked), and
+// claims both as an open volume does; release closes them.
+func openFormatTarget(c *cli.Context, dev string) (hd *headerDevice, release func(), err error) {
+	hp := headerPath(c, dev)
+	if hp != dev {
+		d, _, err := openDevice(dev, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		d.Close()
+		if f, err := os.OpenFile(hp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			f.Close()
 		}
 	}
-	if grows {
-		if err := f.Truncate(dataOffset); err != nil {
-			return withCode(exitDevice, fmt.Errorf("Cannot write header to %s: %v", hp, err))
-		}
-		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hp)
+	if hd, err = openHeaderDevice(c, hp, true); err != nil {
+		return nil, nil, err
 	}
-	if err := f.Sync(); err != nil {
-		return withCode(exitDevice, fmt.Errorf("Cannot write header to %s: %v", hp, err))
+	closers := []io.Closer{hd}
+	release = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i].Close()
+		}
+	}
+	for _, p := range []string{dev, hp} {
+		claim, err := claimExclusive(p)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		if claim != nil {
+			closers = append(closers, claim)
+		}
+		if hp == dev {
+			break
+		}
+	}
+	return hd, release, nil
+}
+
+// confirmFormat warns about a LUKS header already there, asks before
+// anything is overwritten, and names the signatures the format wipes.
+func confirmFormat(c *cli.Context, hd *headerDevice) error {
+	if luks2.IsLUKS(hd.File) && !c.Bool("batch-mode") {
+		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hd.path)
+	}
+	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hd.path)) {
+		return errAborted(exitParams, "Operation aborted.")
+	}
+	for range luks2.LUKSSignatures(hd.File) {
+		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hd.path)
+	}
+	return nil
+}
+
+// formatVolumeKey reads --volume-key-file (its first key size bytes) into
+// opts.VolumeKey; nil without the option. The caller wipes it.
+func formatVolumeKey(c *cli.Context, opts *luks2.FormatOptions) (*keyring.Secret, error) {
+	p := c.String("volume-key-file")
+	if p == "" {
+		return nil, nil
+	}
+	if opts.KeySize == 0 {
+		opts.KeySize = luks2.DefaultKeySize(opts.Cipher)
+	}
+	vk, err := readAddKeyVolumeKey(p, opts.KeySize)
+	if err != nil {
+		return nil, err
+	}
+	opts.VolumeKey = vk.Bytes()
+	return vk, nil
+}
+
+// formatPassphrase reads the new volume's passphrase: --key-file or the
+// positional key file, else the terminal (twice with -y) or stdin.
+func formatPassphrase(c *cli.Context, dev string) (*keyring.Secret, error) {
+	src := keySource(c)
+	if src.KeyFile == "" && c.NArg() > 1 {
+		src.KeyFile = c.Args().Get(1)
+	}
+	if c.Bool("verify-passphrase") && !stdinIsTerminal() {
+		fmt.Fprintln(os.Stderr, "Can't do passphrase verification on non-tty inputs.")
+	}
+	return readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", dev), true)
+}
+
+// formatPlan is how luksFormat has luks2 format the header device.
+type formatPlan struct {
+	layout luks2.Layout
+	size   int64 // the data device size luks2.Format is told
+	grows  bool  // an image file grows to the data offset after
+}
+
+// planFormat asks luks2 where the format puts the data and decides
+// whether an image file smaller than that grows (then luks2 formats the
+// header alone, with the sector size it would pick for the image); it
+// passes on cryptsetup's warning about a small keyslots area. Options
+// luks2 refuses give no layout: Format then says why.
+func planFormat(hd *headerDevice, opts *luks2.FormatOptions) formatPlan {
+	plan := formatPlan{size: hd.size}
+	layout, err := luks2.FormatLayout(*opts)
+	if err != nil {
+		return plan
+	}
+	plan.layout = layout
+	if plan.grows = growsToHeader(hd.File, hd.size, *opts, layout); plan.grows {
+		plan.size = 0
+		if opts.SectorSize == 0 {
+			opts.SectorSize = luks2.DefaultSectorSize(hd.size, *opts)
+		}
+	}
+	if layout.SmallKeyslotsArea() {
+		fmt.Printf("WARNING: keyslots area (%d bytes) is very small, available LUKS2 keyslot count is very limited.\n", layout.KeyslotsSize)
+	}
+	return plan
+}
+
+// finishFormat grows an image file to the data offset as planned, makes
+// the header durable, and with -v names the new keyslot.
+func finishFormat(c *cli.Context, hd *headerDevice, h *luks2.Header, plan formatPlan) error {
+	if plan.grows {
+		if err := hd.Truncate(plan.layout.DataOffset); err != nil {
+			return exitf(exitDevice, "Cannot write header to %s: %v", hd.path, err)
+		}
+		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hd.path)
+	}
+	if err := hd.Sync(); err != nil {
+		return exitf(exitDevice, "Cannot write header to %s: %v", hd.path, err)
 	}
 	if c.Bool("verbose") {
 		if slots := h.ActiveKeyslots(); len(slots) > 0 {
@@ -426,5 +389,5 @@ func formatError(err error) error {
 	if errors.Is(err, luks2.ErrLUKS1DataOffset) {
 		return exitf(exitParams, "Data offset for LUKS header must be either 0 or higher than header size.")
 	}
-	return withCode(exitParams, fmt.Errorf("Cannot format device: %v", err))
+	return exitf(exitParams, "Cannot format device: %v", err)
 }

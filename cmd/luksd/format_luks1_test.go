@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
@@ -186,5 +187,51 @@ func TestLuksFormatLUKS1OpensAndServes(t *testing.T) {
 	}
 	if got := xtsDecrypt(t, img, vk, off, int64(len(data)), 512); !bytes.Equal(got, data) {
 		t.Fatal("what luksd served does not decrypt with cryptsetup's key to what was written")
+	}
+}
+
+// TestLUKS1LoadRefusalsWordForWord pins the messages of a LUKS1 header
+// that does not load: cryptsetup's "LUKS keyslot N is invalid." (which
+// luks2 returns without its full stop; the CLI adds it, also behind
+// luksHeaderRestore's prefix) and luksd's "Device is too small." line.
+func TestLUKS1LoadRefusalsWordForWord(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pass")
+	good := w.image("good.img")
+	w.cs(nil, append(append([]string{"luksFormat", "-q", "--type", "luks1", "-d", key}, cheapPBKDF("pbkdf2")...), good)...).ok(t)
+	img, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keyslot 1 with 3999 AF stripes: cryptsetup refuses to load it.
+	bad := bytes.Clone(img)
+	binary.BigEndian.PutUint32(bad[208+48+44:], 3999)
+	badImg := filepath.Join(w.dir, "bad.img")
+	csImg := filepath.Join(w.dir, "cs-bad.img")
+	for _, p := range []string{badImg, csImg} {
+		if err := os.WriteFile(p, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const invalid = "LUKS keyslot 1 is invalid.\n"
+	if r := w.cs(nil, "luksDump", csImg); r.code != 1 || !strings.HasPrefix(r.stderr, invalid) {
+		t.Fatalf("cryptsetup: exit %d, %q", r.code, r.stderr)
+	}
+	if r := w.luksd(nil, "luksDump", badImg); r.code != 1 || r.stderr != invalid {
+		t.Fatalf("luksd luksDump: exit %d, %q; want %q", r.code, r.stderr, invalid)
+	}
+	restored := w.image("restored.img")
+	w.cs(nil, append(append([]string{"luksFormat", "-q", "--type", "luks1", "-d", key}, cheapPBKDF("pbkdf2")...), restored)...).ok(t)
+	const prefixed = "backup file does not contain a valid LUKS header: " + invalid
+	if r := w.luksd(nil, "luksHeaderRestore", "-q", restored, "--header-backup-file", badImg); r.code != 1 || r.stderr != prefixed {
+		t.Fatalf("luksd luksHeaderRestore: exit %d, %q; want %q", r.code, r.stderr, prefixed)
+	}
+	short := filepath.Join(w.dir, "short.img")
+	if err := os.WriteFile(short, img[:600<<10], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const small = "Device is too small. (LUKS1 requires at least 2097152 bytes.)\n"
+	if r := w.luksd(nil, "luksDump", short); r.code != 1 || r.stderr != small {
+		t.Fatalf("luksd luksDump of a cut image: exit %d, %q; want %q", r.code, r.stderr, small)
 	}
 }

@@ -111,6 +111,29 @@ func luksHeaderRestore(c *cli.Context) error {
 	if err != nil {
 		return restoreError(hp, path, check.Version, err)
 	}
+	if !confirm(c, restoreQuestion(hp, check)) {
+		return errAborted(exitParams, "")
+	}
+	err = f.edit(func() error {
+		if err := luks2.Restore(f, f.size, b, bsize); err != nil {
+			return restoreError(hp, path, check.Version, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if check.Version == 1 {
+		// cryptsetup reloads the restored LUKS1 header and, with -v, says
+		// it checked it.
+		verbosef(c, "No known problems detected for LUKS header.")
+	}
+	return nil
+}
+
+// restoreQuestion is what cryptsetup asks before it restores a header
+// over device hp, as check found it.
+func restoreQuestion(hp string, check luks2.RestoreCheck) string {
 	// cryptsetup's LUKS1 restore says "LUKS header", its LUKS2 one "LUKS2
 	// header".
 	kind := "LUKS"
@@ -137,24 +160,7 @@ func luksHeaderRestore(c *cli.Context) error {
 		// buffer: a long path cuts the UUID warning short.
 		msg = msg[:luks1RestoreMsgMax]
 	}
-	if !confirm(c, msg) {
-		return errAborted(exitParams, "")
-	}
-	err = f.edit(func() error {
-		if err := luks2.Restore(f, f.size, b, bsize); err != nil {
-			return restoreError(hp, path, check.Version, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if check.Version == 1 {
-		// cryptsetup reloads the restored LUKS1 header and, with -v, says
-		// it checked it.
-		verbosef(c, "No known problems detected for LUKS header.")
-	}
-	return nil
+	return msg
 }
 
 // luks1RestoreMsgMax is the longest question cryptsetup 2.6.1's LUKS1

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
@@ -96,23 +97,16 @@ func newKeySource(c *cli.Context, positional string) keyring.Source {
 	return src
 }
 
-// maxSlot is the highest keyslot number of h's LUKS version.
-func maxSlot(h *luks2.Header) int {
-	if h.Version() == 1 {
-		return 7
-	}
-	return 31
-}
-
 // checkSlot checks slot against the header: range and activity.
 func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
-	if slot < 0 || slot > maxSlot(h) {
+	status := h.KeyslotStatus(slot)
+	if status == luks2.KeyslotInvalid {
 		if !wantActive {
-			return exitf(exitParams, "Key slot %d is invalid, please select between 0 and %d.", slot, maxSlot(h))
+			return exitf(exitParams, "Key slot %d is invalid, please select between 0 and %d.", slot, luks2.MaxKeyslots(h.Version())-1)
 		}
 		return exitf(exitParams, "Key slot %d is invalid.", slot)
 	}
-	active := slices.Contains(h.ActiveKeyslots(), slot)
+	active := status.InUse()
 	if wantActive && !active {
 		return exitf(exitParams, "Keyslot %d is not active.", slot)
 	}
@@ -125,33 +119,22 @@ func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
 // checkPBKDF refuses PBKDF settings a header of LUKS version cannot take,
 // with cryptsetup's messages, before any passphrase is asked for.
 func checkPBKDF(version int, p luks2.PBKDF) error {
-	typ := p.Type
-	if version == 1 {
-		if typ != "" && typ != "pbkdf2" {
-			return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
-		}
-		typ = "pbkdf2"
+	err := luks2.CheckPBKDF(p, version)
+	var limit *luks2.PBKDFLimitError
+	switch {
+	case errors.Is(err, luks2.ErrLUKS1PBKDF):
+		return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
+	case errors.As(err, &limit):
+		return exitf(exitParams, "%s", sentence(limit))
 	}
-	if typ == "" {
-		typ = "argon2id"
-	}
-	low := 4
-	if typ == "pbkdf2" {
-		low = 1000
-	}
-	if p.Iterations > 0 && p.Iterations < low {
-		return exitf(exitParams, "Forced iteration count is too low for %s (minimum is %d).", typ, low)
-	}
-	if typ == "pbkdf2" {
-		return nil // cryptsetup drops argon2's memory and threads for it
-	}
-	if p.Iterations > 0 && p.MemoryKiB > 0 && p.MemoryKiB < 32 {
-		return exitf(exitParams, "Forced memory cost is too low for %s (minimum is 32 kilobytes).", typ)
-	}
-	if p.MemoryKiB > 4<<20 {
-		return exitf(exitParams, "Requested maximum PBKDF memory cost is too high (maximum is 4194304 kilobytes).")
-	}
-	return nil
+	return withCode(exitParams, err)
+}
+
+// sentence is a luks2 error that carries cryptsetup's message as
+// cryptsetup prints it: with a capital and a full stop.
+func sentence(err error) string {
+	msg := err.Error()
+	return strings.ToUpper(msg[:1]) + msg[1:] + "."
 }
 
 func luksAddKey(c *cli.Context) error {
@@ -262,7 +245,7 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*
 		}
 		return vk, nil
 	}
-	if len(boundKeyslots(h)) == 0 {
+	if len(h.BoundKeyslots()) == 0 {
 		return nil, exitf(exitParams, "Cannot add key slot, all slots disabled and no volume key provided.")
 	}
 	vk, slot, err := unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
@@ -317,7 +300,7 @@ func luksRemoveKey(c *cli.Context) error {
 	vk.Wipe()
 	verbosef(c, "Key slot %d unlocked.", slot)
 	verbosef(c, "Keyslot %d is selected for deletion.", slot)
-	if len(boundKeyslots(h)) == 1 && src.Interactive() && !confirm(c,
+	if h.KeyslotStatus(slot) == luks2.KeyslotActiveLast && src.Interactive() && !confirm(c,
 		"This is the last keyslot. Device will become unusable after purging this key.") {
 		return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
 	}
@@ -394,10 +377,10 @@ func luksChangeKey(c *cli.Context) error {
 // passphrase goes to the first free keyslot and the old one is wiped; with
 // no free keyslot, oldSlot is rewritten in place.
 func moveKey(h *luks2.Header, f luks2.Device, vk, pass *keyring.Secret, oldSlot int, p luks2.PBKDF) (int, error) {
-	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), -1, p)
-	if errors.Is(err, luks2.ErrNoFreeSlot) {
+	if _, err := h.FreeKeyslot(); errors.Is(err, luks2.ErrNoFreeSlot) {
 		return changeKey(h, f, vk, pass, oldSlot, -1, p)
 	}
+	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), -1, p)
 	if err != nil {
 		return 0, err
 	}
@@ -466,7 +449,7 @@ func luksKillSlot(c *cli.Context) error {
 	// cryptsetup asks for a remaining passphrase: one that opens another
 	// keyslot, or this one when it is the last.
 	if !c.Bool("batch-mode") || c.IsSet("key-file") || !stdinIsTerminal() {
-		last := !h.Unbound(slot) && len(boundKeyslots(h)) == 1
+		last := h.KeyslotStatus(slot) == luks2.KeyslotActiveLast
 		if last && !c.IsSet("key-file") && !confirm(c,
 			"This is the last keyslot. Device will become unusable after purging this key.") {
 			return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
@@ -485,19 +468,6 @@ func luksKillSlot(c *cli.Context) error {
 	}
 	verbosef(c, "Key slot %d removed.", slot)
 	return nil
-}
-
-// boundKeyslots are the keyslots holding the volume key (every active one
-// for LUKS1): cryptsetup counts only those for "the last keyslot" and for a
-// remaining passphrase, not unbound ones.
-func boundKeyslots(h *luks2.Header) []int {
-	var ids []int
-	for _, s := range h.ActiveKeyslots() {
-		if !h.Unbound(s) {
-			ids = append(ids, s)
-		}
-	}
-	return ids
 }
 
 // verifyRemaining asks for a passphrase that opens a bound keyslot other
@@ -525,12 +495,13 @@ func verifyRemaining(c *cli.Context, h *luks2.Header, f io.ReaderAt, src keyring
 		verbosef(c, "Key slot %d unlocked.", slot)
 		return nil
 	}
-	others := slices.DeleteFunc(boundKeyslots(h), func(s int) bool { return s == slot })
+	// The keyslots holding the volume key, unbound ones not counted.
+	others := slices.DeleteFunc(h.BoundKeyslots(), func(s int) bool { return s == slot })
 	if len(others) == 0 {
 		// Killing an unbound keyslot where no bound one is left: cryptsetup
 		// 2.6.1 has nothing to check the passphrase against, goes ahead and
 		// names the end of its keyslot loop.
-		verbosef(c, "Key slot %d unlocked.", maxSlot(h)+1)
+		verbosef(c, "Key slot %d unlocked.", luks2.MaxKeyslots(h.Version()))
 		return nil
 	}
 	for _, s := range others {

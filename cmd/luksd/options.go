@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -330,104 +331,170 @@ type option struct {
 // options that verb defines as --name=value, then -- and the positionals.
 func popt(app *cli.App, args []string) (parsedLine, error) {
 	names, shorts := knownFlags(app)
+	sc := scanner{names: names, shorts: shorts}
 	var line parsedLine
-	var opts []option
-	var pos []string
-	rest := args[1:]
-	for i := 0; i < len(rest); i++ {
-		a := rest[i]
-		switch {
-		case a == "--":
-			pos = append(pos, rest[i+1:]...)
-			i = len(rest)
-		case strings.HasPrefix(a, "--"):
-			name, value, hasValue := strings.Cut(a[2:], "=")
-			switch name {
-			case "help", "usage", "version":
-				line.special = name
-				return line.withVerb(app, pos, rest[i+1:]), nil
-			}
-			info, ok := names[name]
-			if !ok {
-				return line, exitf(exitParams, "%s: unknown option", a)
-			}
-			o := option{name: name, typed: "--" + name, value: value, set: hasValue}
-			if info.kind == flagNone && hasValue {
-				return line, exitf(exitParams, "%s: option does not take an argument", a)
-			}
-			if info.kind != flagNone && !hasValue {
-				if i+1 == len(rest) {
-					return line, exitf(exitParams, "%s: missing argument", a)
-				}
-				i++
-				o.value, o.set = rest[i], true
-			}
-			if err := checkAtOnce(&o, info.kind); err != nil {
-				return line, err
-			}
-			opts = append(opts, o)
-		case len(a) > 1 && a[0] == '-':
-			for j := 1; j < len(a); j++ {
-				switch a[j] {
-				case '?':
-					line.special = "help"
-					return line.withVerb(app, pos, rest[i+1:]), nil
-				case 'V':
-					line.special = "version"
-					return line.withVerb(app, pos, rest[i+1:]), nil
-				}
-				name, ok := shorts[a[j]]
-				if !ok {
-					return line, exitf(exitParams, "%s: unknown option", a)
-				}
-				o := option{name: name, typed: "-" + a[j:j+1]}
-				if names[name].kind == flagNone {
-					opts = append(opts, o)
-					continue
-				}
-				// A value option ends the cluster: the rest (without a
-				// leading '=') is its value, else the next argument.
-				if v := a[j+1:]; v != "" {
-					o.value, o.set = strings.TrimPrefix(v, "="), true
-				} else if i+1 < len(rest) {
-					i++
-					o.value, o.set = rest[i], true
-				} else {
-					return line, exitf(exitParams, "%s: missing argument", o.typed)
-				}
-				if err := checkAtOnce(&o, names[name].kind); err != nil {
-					return line, err
-				}
-				opts = append(opts, o)
-				break
-			}
-		default:
-			pos = append(pos, a)
-		}
+	special, after, err := sc.scan(args[1:])
+	if err != nil {
+		return line, err
 	}
-	if len(pos) == 0 {
+	if special != "" {
+		line.special = special
+		return line.withVerb(app, sc.pos, after), nil
+	}
+	if len(sc.pos) == 0 {
 		return line, exitf(exitParams, "Argument <action> missing.")
 	}
-	line.verb, pos = pos[0], pos[1:]
-	cmd := findCommand(app, line.verb)
-	if cmd == nil {
-		if contains(otherActions, line.verb) {
-			return line, exitf(exitParams, "Action %s is not supported by luksd.", line.verb)
+	line.verb = sc.pos[0]
+	pos := sc.pos[1:]
+	cmd, err := findAction(app, line.verb, len(pos))
+	if err != nil {
+		return line, err
+	}
+	out, err := line.actionOptions(cmd, sc.opts, names)
+	if err != nil {
+		return line, err
+	}
+	line.args = append([]string{args[0], line.verb}, out...)
+	if len(pos) > 0 {
+		line.args = append(append(line.args, "--"), pos...)
+	}
+	return line, nil
+}
+
+// scanner collects a command line's options and positionals.
+type scanner struct {
+	names  map[string]flagInfo
+	shorts map[byte]string
+	opts   []option
+	pos    []string
+}
+
+// scan reads args left to right. A help, usage or version option ends it
+// (special names it; after is what follows it); an unknown or malformed
+// option is an error there and then, as popt stops at it.
+func (sc *scanner) scan(args []string) (special string, after []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			sc.pos = append(sc.pos, args[i+1:]...)
+			return "", nil, nil
+		case strings.HasPrefix(a, "--"):
+			special, i, err = sc.long(args, i)
+		case len(a) > 1 && a[0] == '-':
+			special, i, err = sc.cluster(args, i)
+		default:
+			sc.pos = append(sc.pos, a)
 		}
-		return line, exitf(exitParams, "Unknown action.")
+		if err != nil || special != "" {
+			return special, args[i+1:], err
+		}
 	}
-	action := canonicalVerb(line.verb)
-	// cryptsetup checks the arguments' count before the options.
-	if want, ok := verbArgs[action]; ok && len(pos) < want.min {
-		return line, exitf(exitParams, "%s: requires %s as arguments", action, want.usage)
+	return "", nil, nil
+}
+
+// long reads the long option args[i] and its value (the next argument
+// unless given with =); it returns the index of the last argument used.
+func (sc *scanner) long(args []string, i int) (special string, last int, err error) {
+	a := args[i]
+	name, value, hasValue := strings.Cut(a[2:], "=")
+	switch name {
+	case "help", "usage", "version":
+		return name, i, nil
 	}
+	info, ok := sc.names[name]
+	if !ok {
+		return "", i, exitf(exitParams, "%s: unknown option", a)
+	}
+	o := option{name: name, typed: "--" + name, value: value, set: hasValue}
+	if info.kind == flagNone && hasValue {
+		return "", i, exitf(exitParams, "%s: option does not take an argument", a)
+	}
+	if info.kind != flagNone && !hasValue {
+		if i+1 == len(args) {
+			return "", i, exitf(exitParams, "%s: missing argument", a)
+		}
+		i++
+		o.value, o.set = args[i], true
+	}
+	if err := checkAtOnce(&o, info.kind); err != nil {
+		return "", i, err
+	}
+	sc.opts = append(sc.opts, o)
+	return "", i, nil
+}
+
+// cluster reads the short options of args[i] (-qv, -S5, -S 5): a value
+// option ends the cluster, taking the rest of it (without a leading '=')
+// or else the next argument.
+func (sc *scanner) cluster(args []string, i int) (special string, last int, err error) {
+	a := args[i]
+	for j := 1; j < len(a); j++ {
+		switch a[j] {
+		case '?':
+			return "help", i, nil
+		case 'V':
+			return "version", i, nil
+		}
+		name, ok := sc.shorts[a[j]]
+		if !ok {
+			return "", i, exitf(exitParams, "%s: unknown option", a)
+		}
+		o := option{name: name, typed: "-" + a[j:j+1]}
+		kind := sc.names[name].kind
+		if kind == flagNone {
+			sc.opts = append(sc.opts, o)
+			continue
+		}
+		if v := a[j+1:]; v != "" {
+			o.value, o.set = strings.TrimPrefix(v, "="), true
+		} else if i+1 < len(args) {
+			i++
+			o.value, o.set = args[i], true
+		} else {
+			return "", i, exitf(exitParams, "%s: missing argument", o.typed)
+		}
+		if err := checkAtOnce(&o, kind); err != nil {
+			return "", i, err
+		}
+		sc.opts = append(sc.opts, o)
+		break
+	}
+	return "", i, nil
+}
+
+// findAction returns the command for verb, which has nargs arguments:
+// cryptsetup checks for an action it knows and the arguments' count before
+// it looks at the options.
+func findAction(app *cli.App, verb string, nargs int) (*cli.Command, error) {
+	cmd := findCommand(app, verb)
+	if cmd == nil {
+		if contains(otherActions, verb) {
+			return nil, exitf(exitParams, "Action %s is not supported by luksd.", verb)
+		}
+		return nil, exitf(exitParams, "Unknown action.")
+	}
+	action := canonicalVerb(verb)
+	if want, ok := verbArgs[action]; ok && nargs < want.min {
+		return nil, exitf(exitParams, "%s: requires %s as arguments", action, want.usage)
+	}
+	return cmd, nil
+}
+
+// actionOptions checks opts against the action's: each one the verb's
+// command defines becomes --name or --name=value for urfave/cli; one
+// cryptsetup refuses for the action, or luksd cannot honour, is refused
+// in cryptsetup's words; the others are accepted and ignored (see above).
+// -v and --test-args are noted in l.
+func (l *parsedLine) actionOptions(cmd *cli.Command, opts []option, names map[string]flagInfo) ([]string, error) {
+	action := canonicalVerb(l.verb)
 	defined := map[string]bool{}
 	for _, f := range cmd.Flags {
 		for _, n := range f.Names() {
 			defined[n] = true
 		}
 	}
-	out := []string{args[0], line.verb}
+	var out []string
 	for _, o := range opts {
 		name := o.name
 		if alias, ok := optionAliases[name]; ok {
@@ -435,16 +502,16 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 		}
 		switch name {
 		case "test-args":
-			line.testRun = true
+			l.testRun = true
 			continue
 		case "verbose":
-			line.verbose = true
+			l.verbose = true
 		}
 		cs, isCS := cryptsetupOptions[name]
 		if isCS && cs.actions != nil && !contains(cs.actions, action) && refusesOptions(action) && !contains(luksdExtensions[action], name) {
 			// luksd defines it (the flag set is shared) but cryptsetup
 			// refuses it here: luksKillSlot -S, luksChangeKey --new-keyfile.
-			return line, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
+			return nil, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
 		}
 		if defined[name] {
 			if names[name].kind == flagNone {
@@ -455,22 +522,17 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 			continue
 		}
 		if !isCS || cs.actions != nil && !contains(cs.actions, action) {
-			return line, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
+			return nil, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
 		}
 		if msg, ok := unsupported[action][name]; ok {
 			if msg == "" {
 				msg = fmt.Sprintf("Option --%s is not supported by luksd.", name)
 			}
-			return line, exitf(exitParams, "%s", msg)
+			return nil, exitf(exitParams, "%s", msg)
 		}
 		// Accepted and ignored: see the list above.
 	}
-	if len(pos) > 0 {
-		out = append(out, "--")
-		out = append(out, pos...)
-	}
-	line.args = out
-	return line, nil
+	return out, nil
 }
 
 // withVerb notes the verb (for --help VERB) among the positionals before
@@ -491,7 +553,7 @@ func (l parsedLine) withVerb(app *cli.App, before, after []string) parsedLine {
 // plain decimal, then a few values are refused as usage errors.
 func checkAtOnce(o *option, kind flagKind) error {
 	if o.name == "priority" {
-		if o.value != "normal" && o.value != "prefer" && o.value != "ignore" {
+		if _, ok := priorities[o.value]; !ok {
 			return usageErrorf("Option --priority can be only ignore/normal/prefer.")
 		}
 		return nil
@@ -537,7 +599,7 @@ func checkAtOnce(o *option, kind flagKind) error {
 			return usageErrorf("Reduce size must be multiple of 512 bytes sector.")
 		}
 	case "sector-size":
-		if n < 512 || n > 4096 || n&(n-1) != 0 {
+		if !luks2.ValidSectorSize(2, int(n)) {
 			return usageErrorf("Unsupported encryption sector size.")
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -112,7 +111,7 @@ func tokenEdit(c *cli.Context, h *luks2.Header, f *headerDevice, sub string, js 
 // removes the new token again.
 func tokenCreate(c *cli.Context, h *luks2.Header, f *headerDevice, js []byte, sub string) error {
 	id, slot := c.Int("token-id"), c.Int("key-slot")
-	if slot >= 0 && slot < 32 && !slices.Contains(h.ActiveKeyslots(), slot) {
+	if h.KeyslotStatus(slot) == luks2.KeyslotInactive {
 		return exitf(exitParams, "Keyslot %d is not active.", slot)
 	}
 	tok, err := h.SetToken(f, id, js, c.Bool("token-replace"))
@@ -149,7 +148,7 @@ func tokenCreate(c *cli.Context, h *luks2.Header, f *headerDevice, js []byte, su
 // for "" and "-".
 func readTokenJSON(path string) ([]byte, error) {
 	if path == "" || path == "-" {
-		js, err := io.ReadAll(io.LimitReader(os.Stdin, maxTokenJSON))
+		js, err := io.ReadAll(io.LimitReader(os.Stdin, luks2.MaxTokenSize))
 		if err != nil {
 			return nil, exitf(exitParams, "Failed to import token from file.")
 		}
@@ -160,15 +159,12 @@ func readTokenJSON(path string) ([]byte, error) {
 		return nil, exitf(exitParams, "Failed to open file %s in read-only mode.", path)
 	}
 	defer f.Close()
-	js, err := io.ReadAll(io.LimitReader(f, maxTokenJSON))
+	js, err := io.ReadAll(io.LimitReader(f, luks2.MaxTokenSize))
 	if err != nil {
 		return nil, exitf(exitParams, "Failed to import token from file.")
 	}
 	return js, nil
 }
-
-// maxTokenJSON bounds what token import reads: the largest LUKS2 JSON area.
-const maxTokenJSON = 4 << 20
 
 // tokenExport prints token id, or writes it to path (mode 0600), with no
 // trailing newline, as cryptsetup does.

@@ -215,6 +215,8 @@ func typeAdmits(t string, version int) bool {
 // message and exit code.
 func headerError(path string, err error) error {
 	printPreface(path, err)
+	var invalidSlot *luks2.KeyslotInvalidError
+	var tooSmall1 *luks2.LUKS1TooSmallError
 	switch {
 	case errors.Is(err, luks2.ErrNotLUKS):
 		return exitf(exitParams, "Device %s is not a valid LUKS device.", path)
@@ -242,6 +244,10 @@ func headerError(path string, err error) error {
 		return exitf(exitParams, "Requested PBKDF type is not supported for LUKS1.")
 	case errors.Is(err, luks2.ErrConcurrentUpdate):
 		return exitf(exitParams, "Detected attempt for concurrent LUKS2 metadata update. Aborting operation.")
+	case errors.As(err, &invalidSlot):
+		return exitf(exitParams, "%v.", err) // cryptsetup's words, which end with a full stop
+	case errors.As(err, &tooSmall1):
+		return exitf(exitParams, "Device is too small. (LUKS1 requires at least %d bytes.)", tooSmall1.Need)
 	}
 	return withCode(exitParams, err)
 }
