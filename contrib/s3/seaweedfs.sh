@@ -5,6 +5,7 @@
 # `weed server` on loopback with it.
 #
 #   contrib/s3/seaweedfs.sh            build if missing, print the path
+#   contrib/s3/seaweedfs.sh --cached   print the path if built, else fail
 #
 # Cache: $LUKSD_CACHE (default ~/.cache/luksd)/seaweedfs-VERSION/weed. The
 # build takes about 8 minutes on 2 cores (CGO_ENABLED=0, a throw-away module;
@@ -18,6 +19,10 @@ weed=$cache/weed
 if [ -x "$weed" ]; then
 	echo "$weed"
 	exit 0
+fi
+if [ "${1:-}" = --cached ]; then
+	echo "seaweedfs.sh: $weed is not built (run make deps)" >&2
+	exit 1
 fi
 mkdir -p "$cache"
 exec 8>"$cache/.lock"
