@@ -16,12 +16,14 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/luksd
 
-# deps installs what the build and the tests need (root, or sudo).
+# deps installs what the build and the tests need (root, or sudo), and
+# builds SeaweedFS's weed for the S3 tests once into a cache (LUKSD_CACHE).
 deps:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	$$SUDO apt-get update -q && \
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $(APT_PKGS)
 	$(GO) mod download
+	contrib/s3/seaweedfs.sh >/dev/null
 
 # test runs all the tests; CI runs exactly this.
 test: lint unit crossarch vmtest
