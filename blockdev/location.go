@@ -51,6 +51,42 @@ func Register(scheme string, open Opener) {
 	openers[scheme] = open
 }
 
+// A Creator makes a new volume of size bytes at a location of its
+// scheme, for stores where a volume is more than a name (an object store
+// records its size and layout); it fails with an error matching
+// os.ErrExist when one is there.
+type Creator func(location string, size int64) error
+
+var creators = map[string]Creator{}
+
+// RegisterCreator makes Create hand the locations of scheme to create.
+// Registering a scheme twice panics.
+func RegisterCreator(scheme string, create Creator) {
+	openersMu.Lock()
+	defer openersMu.Unlock()
+	if _, dup := creators[scheme]; dup || !validScheme(scheme) {
+		panic("blockdev: RegisterCreator of scheme " + scheme + " twice, or not a scheme")
+	}
+	creators[scheme] = create
+}
+
+// Create makes a new volume of size bytes at location. A local path, or
+// a URL whose backend has nothing to create, fails with ErrNotSupported;
+// a scheme nobody registered with a *SchemeError.
+func Create(location string, size int64) error {
+	scheme := Scheme(location)
+	openersMu.RLock()
+	create, open := creators[scheme], openers[scheme]
+	openersMu.RUnlock()
+	switch {
+	case create != nil:
+		return create(location, size)
+	case scheme != "" && open == nil:
+		return &SchemeError{Location: location, Scheme: scheme}
+	}
+	return ErrNotSupported
+}
+
 // Open opens location: a local path as a File, a URL with the backend its
 // scheme registered, behind the Tracked layer when the backend does not
 // track its writes itself. A URL of a scheme nobody registered fails with
