@@ -31,15 +31,9 @@ type Manifest struct {
 	ChunkSize int64  `json:"chunk_size"`
 }
 
-var (
-	// ErrNoVolume: the prefix holds no volume (no manifest).
-	ErrNoVolume = errors.New("no volume at this location")
-	// ErrExists: Create found a volume, or chunks of one, at the prefix.
-	ErrExists = errors.New("a volume exists at this location")
-	// ErrLayout: the manifest is not one this package reads, or Create
-	// was asked for a layout it does not make.
-	ErrLayout = errors.New("unsupported volume layout")
-)
+// ErrLayout: the manifest is not one this package reads, or Create was
+// asked for a layout it does not make.
+var ErrLayout = errors.New("unsupported volume layout")
 
 // Create makes a new volume of size bytes in chunks of chunkSize
 // (DefaultChunkSize when 0) at st. It refuses a prefix that holds a

@@ -109,7 +109,23 @@ type StoreError struct {
 	Err          error
 }
 
-func (e *StoreError) Error() string { return e.Op + " " + e.Location + ": " + e.Err.Error() }
+// Error is one line: the store's own error code and message where it
+// answered, else the SDK's error.
+func (e *StoreError) Error() string {
+	msg := e.Err.Error()
+	var api smithy.APIError
+	if errors.As(e.Err, &api) {
+		msg = api.ErrorCode()
+		if m := api.ErrorMessage(); m != "" {
+			msg += ": " + m
+		}
+	}
+	if errors.Is(e.Err, ErrAccessDenied) {
+		msg = "access denied (" + msg + ")"
+	}
+	return e.Op + " " + e.Location + ": " + msg
+}
+
 func (e *StoreError) Unwrap() error { return e.Err }
 
 // error wraps a request's error, mapping the answers the callers act on
@@ -125,6 +141,9 @@ func (s *Store) error(op, name string, err error) error {
 			err = fmt.Errorf("%w: %w", errNotFound, err)
 		case "PreconditionFailed", "ConditionalRequestConflict":
 			err = fmt.Errorf("%w: %w", errPrecondition, err)
+		case "AccessDenied", "Forbidden", "SignatureDoesNotMatch", "InvalidAccessKeyId",
+			"InvalidToken", "ExpiredToken", "AllAccessDisabled":
+			err = fmt.Errorf("%w: %w", ErrAccessDenied, err)
 		}
 	}
 	return &StoreError{Op: op, Location: "s3://" + s.bucket + "/" + s.prefix + name, Err: err}

@@ -27,8 +27,7 @@ import (
 	"github.com/luksd/luksd/internal/testtool"
 )
 
-// Credentials a server started here accepts (weed without identities
-// accepts any).
+// The credentials a server started here accepts, and no others.
 const (
 	AccessKey = "luksd-test"
 	SecretKey = "luksd-test-secret"
@@ -96,7 +95,8 @@ func (s *Server) args() []string {
 		"-master.telemetry=false", "-s3.port.iceberg", "0", "-s3.port.lance", "0",
 		"-filer.localSocket", filepath.Join(s.dir, "filer.sock"),
 		"-s3.localSocket", filepath.Join(s.dir, "s3.sock"),
-		"-master.volumeSizeLimitMB", "64", "-volume.max", "0"}
+		"-master.volumeSizeLimitMB", "64", "-volume.max", "0",
+		"-s3.config", filepath.Join(s.dir, "s3.json")}
 	for i, f := range portFlags {
 		args = append(args, "-"+f, strconv.Itoa(s.ports[i]))
 	}
@@ -106,6 +106,12 @@ func (s *Server) args() []string {
 // start runs weed and waits until an object can be written.
 func (s *Server) start() error {
 	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", s.ports[0])
+	// weed without identities would accept any credentials.
+	identity := fmt.Sprintf(`{"identities":[{"name":"luksd","credentials":[{"accessKey":%q,"secretKey":%q}],`+
+		`"actions":["Admin","Read","List","Tagging","Write"]}]}`, AccessKey, SecretKey)
+	if err := os.WriteFile(filepath.Join(s.dir, "s3.json"), []byte(identity), 0o600); err != nil {
+		return err
+	}
 	log, err := os.OpenFile(filepath.Join(s.dir, "weed.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
