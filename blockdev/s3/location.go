@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -89,7 +90,33 @@ func open(location string, opts blockdev.OpenOptions) (blockdev.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	return OpenVolume(st, opts.ReadOnly)
+	o, err := optionsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	o.ReadOnly = opts.ReadOnly
+	return OpenVolume(st, o)
+}
+
+// optionsFromEnv reads a volume's cache bounds from the environment:
+// LUKSD_S3_CACHE_MIB, LUKSD_S3_DIRTY_MIB and LUKSD_S3_UPLOADS (the
+// defaults of Options where unset).
+func optionsFromEnv() (Options, error) {
+	var o Options
+	for name, set := range map[string]func(int64){
+		"LUKSD_S3_CACHE_MIB": func(n int64) { o.CacheBytes = n << 20 },
+		"LUKSD_S3_DIRTY_MIB": func(n int64) { o.DirtyBytes = n << 20 },
+		"LUKSD_S3_UPLOADS":   func(n int64) { o.Uploads = int(n) },
+	} {
+		if s := os.Getenv(name); s != "" {
+			n, err := strconv.ParseInt(s, 10, 32)
+			if err != nil || n <= 0 {
+				return o, fmt.Errorf("%w: %s=%q is not a positive number", ErrLocation, name, s)
+			}
+			set(n)
+		}
+	}
+	return o, nil
 }
 
 // create is blockdev.Create's: a new volume in chunks of the default size.

@@ -7,36 +7,93 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/luksd/luksd/blockdev"
 )
 
-// Volume is a chunked volume in a store, as a blockdev.Device. Every
-// write is in the store when it returns (a chunk object written whole),
-// so Flush has nothing left to do. It is safe for concurrent use: writes
-// to one chunk take turns (a partial write reads the chunk, changes it
-// and writes it back, and must not lose a write that ran beside it);
-// writes to different chunks and all reads run at once.
+// Volume is a chunked volume in a store, as a blockdev.Device, behind a
+// write-back cache (cache.go, upload.go): a write returns once it is in
+// memory, and Flush (or WriteAtFUA) returns once every write before it
+// is in the store. It is safe for concurrent use: the writes to one
+// chunk take turns on the chunk's cache entry (a partial write of a chunk
+// not cached reads it first, and no write undoes another), writes to
+// different chunks and reads run at once.
 type Volume struct {
 	st       *Store
 	m        Manifest
-	readOnly bool
-	locks    chunkLocks
+	opts     Options
+	c        *cache
 	closed   atomic.Bool
+	stopped  bool // guarded by c.mu: the uploads have stopped
+	kick     chan struct{}
+	done     chan struct{}
+	wg       sync.WaitGroup
+	closeErr error
+	closeMu  sync.Mutex
 }
 
+// Options bound a volume's memory and uploads.
+type Options struct {
+	ReadOnly bool
+	// CacheBytes bounds the chunks kept in memory, dirty ones included
+	// (DefaultCacheBytes when 0; at least two chunks).
+	CacheBytes int64
+	// DirtyBytes bounds the chunks written and not yet uploaded; a write
+	// that would pass it waits for an upload (DefaultDirtyBytes when 0; at
+	// least one chunk, at most CacheBytes).
+	DirtyBytes int64
+	// Uploads is how many chunk uploads run at once (DefaultUploads).
+	Uploads int
+	// WriteDelay is how long a dirty chunk waits for more writes before
+	// its upload starts (a flush starts it at once).
+	WriteDelay time.Duration
+}
+
+// The defaults of Options.
+const (
+	DefaultCacheBytes = 256 << 20
+	DefaultDirtyBytes = 64 << 20
+	DefaultUploads    = 8
+	DefaultWriteDelay = 100 * time.Millisecond
+)
+
 var (
-	_ blockdev.Device  = (*Volume)(nil)
-	_ blockdev.Trimmer = (*Volume)(nil)
+	_ blockdev.Device    = (*Volume)(nil)
+	_ blockdev.Trimmer   = (*Volume)(nil)
+	_ blockdev.FUAWriter = (*Volume)(nil)
 )
 
 // OpenVolume opens the volume at st (ErrNoVolume when there is none).
-func OpenVolume(st *Store, readOnly bool) (*Volume, error) {
+func OpenVolume(st *Store, opts Options) (*Volume, error) {
 	m, err := ReadManifest(st)
 	if err != nil {
 		return nil, err
 	}
-	return &Volume{st: st, m: m, readOnly: readOnly}, nil
+	opts.fill(m.ChunkSize)
+	v := &Volume{st: st, m: m, opts: opts, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	v.c = newCache(m.ChunkSize, opts.CacheBytes, int(opts.DirtyBytes/m.ChunkSize), v.chunkLen)
+	v.wg.Add(1)
+	go v.scheduleUploads()
+	return v, nil
+}
+
+// fill sets the defaults and the bounds of o for chunks of chunkSize.
+func (o *Options) fill(chunkSize int64) {
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	o.CacheBytes = max(o.CacheBytes, 2*chunkSize)
+	if o.DirtyBytes == 0 {
+		o.DirtyBytes = DefaultDirtyBytes
+	}
+	o.DirtyBytes = min(max(o.DirtyBytes, chunkSize), o.CacheBytes)
+	if o.Uploads <= 0 {
+		o.Uploads = DefaultUploads
+	}
+	if o.WriteDelay == 0 {
+		o.WriteDelay = DefaultWriteDelay
+	}
 }
 
 // Manifest returns the volume's layout.
@@ -47,7 +104,7 @@ func (v *Volume) Size() int64 { return v.m.Size }
 
 // Caps: a volume takes discards (whole chunks are deleted).
 func (v *Volume) Caps() blockdev.Caps {
-	return blockdev.Caps{ReadOnly: v.readOnly, Trim: !v.readOnly}
+	return blockdev.Caps{ReadOnly: v.opts.ReadOnly, Trim: !v.opts.ReadOnly, FUA: !v.opts.ReadOnly}
 }
 
 // ReadAt reads as a file does, io.EOF past the end. Chunks not stored
@@ -86,6 +143,19 @@ func (v *Volume) WriteAt(p []byte, off int64) (int, error) {
 	return len(p), nil
 }
 
+// WriteAtFUA writes p at off and returns once it is in the store.
+func (v *Volume) WriteAtFUA(p []byte, off int64) (int, error) {
+	n, err := v.WriteAt(p, off)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	cs := v.m.ChunkSize
+	if err := v.waitUploaded(v.pending(off/cs, (off+int64(n)-1)/cs, false)); err != nil {
+		return 0, v.opError("write", off, len(p), err)
+	}
+	return n, nil
+}
+
 // Trim deletes the chunks that lie wholly inside [off, off+length); the
 // parts of chunks it only overlaps keep their bytes (a discard is a hint).
 // A deleted chunk reads as zeros.
@@ -95,35 +165,57 @@ func (v *Volume) Trim(off, length int64) error {
 	}
 	cs := v.m.ChunkSize
 	for idx := (off + cs - 1) / cs; idx*cs < v.m.Size && idx*cs+v.chunkLen(idx) <= off+length; idx++ {
-		unlock := v.locks.lock(idx)
-		err := v.st.delete(chunkName(idx))
-		unlock()
-		if err != nil {
-			return v.opError("trim", off, int(length), err)
-		}
+		e := v.c.get(idx)
+		v.c.reserve(e, v.kickUploads)
+		e.mu.Lock()
+		v.c.setData(e, nil, true)
+		v.c.wrote(e)
+		e.mu.Unlock()
+		v.c.release(e)
 	}
+	v.kickUploads()
 	return nil
 }
 
-// Flush has nothing to do: every write is in the store when it returns.
+// Flush returns once every write that completed before it is in the
+// store, or with the error of an upload that failed meanwhile.
 func (v *Volume) Flush() error {
 	if v.closed.Load() {
 		return os.ErrClosed
 	}
+	if err := v.waitUploaded(v.pending(0, 0, true)); err != nil {
+		return &blockdev.OpError{Op: "flush", Path: v.st.String(), Err: err}
+	}
 	return nil
 }
 
-// Close makes every later call fail with os.ErrClosed.
+// Close flushes, stops the uploads and makes every later call fail with
+// os.ErrClosed. It returns the flush's error: writes it could not upload
+// are lost.
 func (v *Volume) Close() error {
+	v.closeMu.Lock()
+	defer v.closeMu.Unlock()
+	if v.closed.Load() {
+		return v.closeErr
+	}
+	if !v.opts.ReadOnly {
+		v.closeErr = v.Flush()
+	}
 	v.closed.Store(true)
-	return nil
+	v.c.mu.Lock()
+	v.stopped = true
+	v.c.changed.Broadcast()
+	v.c.mu.Unlock()
+	close(v.done)
+	v.wg.Wait()
+	return v.closeErr
 }
 
 func (v *Volume) checkWrite(off, length int64) error {
 	switch {
 	case v.closed.Load():
 		return os.ErrClosed
-	case v.readOnly:
+	case v.opts.ReadOnly:
 		return blockdev.ErrReadOnly
 	case off < 0 || length < 0 || off > v.m.Size || length > v.m.Size-off:
 		return blockdev.ErrOutOfRange
@@ -162,42 +254,65 @@ func (v *Volume) chunkLen(idx int64) int64 {
 	return min(v.m.ChunkSize, v.m.Size-idx*v.m.ChunkSize)
 }
 
-// readChunk reads part at offset at of chunk idx; a chunk not stored
-// reads as zeros.
+// readChunk reads part at offset at of chunk idx.
 func (v *Volume) readChunk(idx, at int64, part []byte) error {
-	b, err := v.st.get(chunkName(idx), at, int64(len(part)))
-	if errors.Is(err, errNotFound) {
-		clear(part)
-		return nil
-	}
-	if err != nil {
+	e := v.c.get(idx)
+	defer v.c.release(e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := v.load(e); err != nil {
 		return err
 	}
-	clear(part[copy(part, b):])
+	if e.zero {
+		clear(part)
+	} else {
+		copy(part, e.data[at:])
+	}
 	return nil
 }
 
-// writeChunk writes part at offset at of chunk idx: a whole chunk as it
-// is, a part of one into a copy of what the store holds.
+// writeChunk writes part at offset at of chunk idx into the cache. A
+// partial write of a chunk not cached loads it first.
 func (v *Volume) writeChunk(idx, at int64, part []byte) error {
-	unlock := v.locks.lock(idx)
-	defer unlock()
+	e := v.c.get(idx)
+	defer v.c.release(e)
+	v.c.reserve(e, v.kickUploads)
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	n := v.chunkLen(idx)
-	chunk := part
 	if at != 0 || int64(len(part)) != n {
-		old, err := v.st.get(chunkName(idx), 0, 0)
-		if err != nil && !errors.Is(err, errNotFound) {
+		if err := v.load(e); err != nil {
 			return err
 		}
-		chunk = make([]byte, n)
-		copy(chunk, old)
-		copy(chunk[at:], part)
 	}
-	if allZero(chunk) {
-		// It reads back the same, and costs nothing to keep.
-		return v.st.delete(chunkName(idx))
+	if e.data == nil {
+		v.c.setData(e, make([]byte, n), false)
 	}
-	return v.st.put(chunkName(idx), chunk, false)
+	e.zero = false
+	copy(e.data[at:], part)
+	v.c.wrote(e)
+	v.kickUploads()
+	return nil
+}
+
+// load reads chunk e from the store unless it is cached; a chunk not
+// stored is all zeros. e.mu is held.
+func (v *Volume) load(e *entry) error {
+	if e.loaded {
+		return nil
+	}
+	b, err := v.st.get(chunkName(e.idx), 0, 0)
+	switch {
+	case errors.Is(err, errNotFound):
+		v.c.setData(e, nil, true)
+		return nil
+	case err != nil:
+		return err
+	}
+	data := make([]byte, v.chunkLen(e.idx))
+	copy(data, b)
+	v.c.setData(e, data, false)
+	return nil
 }
 
 func (v *Volume) opError(op string, off int64, n int, err error) error {
@@ -224,15 +339,4 @@ func allZero(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// chunkLocks make writes to one chunk take turns. Chunks share a lock by
-// index modulo its length: a few unrelated writes wait for each other,
-// and the memory stays fixed however large the volume.
-type chunkLocks [256]sync.Mutex
-
-func (l *chunkLocks) lock(idx int64) (unlock func()) {
-	m := &l[uint64(idx)%uint64(len(l))]
-	m.Lock()
-	return m.Unlock
 }

@@ -27,7 +27,7 @@ func newVolume(t *testing.T, srv *s3test.Server, size int64) (*Volume, *Store) {
 	if err := Create(st, size, testChunk); err != nil {
 		t.Fatal(err)
 	}
-	v, err := OpenVolume(st, false)
+	v, err := OpenVolume(st, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestVolume(t *testing.T) {
 func testManifest(t *testing.T, srv *s3test.Server) {
 	bucket := srv.Bucket()
 	st := NewStore(srv.Client(), bucket, "/a/b/")
-	if _, err := OpenVolume(st, false); !errors.Is(err, ErrNoVolume) {
+	if _, err := OpenVolume(st, Options{}); !errors.Is(err, ErrNoVolume) {
 		t.Fatalf("open of an empty prefix: %v, want ErrNoVolume", err)
 	}
 	for _, cs := range []int64{1000, MinChunkSize / 2, MaxChunkSize * 2} {
@@ -90,11 +90,14 @@ func testManifest(t *testing.T, srv *s3test.Server) {
 	}
 
 	// Chunks left by a volume whose manifest is gone would show through.
-	v, err := OpenVolume(st, false)
+	v, err := OpenVolume(st, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := v.WriteAt([]byte("old data"), 5<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.delete(manifestName); err != nil {
@@ -107,7 +110,7 @@ func testManifest(t *testing.T, srv *s3test.Server) {
 	if err := st.put(manifestName, []byte(`{"format":"luksd-s3-volume","version":2,"size":1048576,"chunk_size":4194304}`), false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenVolume(st, false); !errors.Is(err, ErrLayout) {
+	if _, err := OpenVolume(st, Options{}); !errors.Is(err, ErrLayout) {
 		t.Fatalf("open of a layout version 2: %v, want ErrLayout", err)
 	}
 }
@@ -137,6 +140,9 @@ func testReadWrite(t *testing.T, srv *s3test.Server) {
 	}
 	want := make([]byte, size)
 	model.ReadAt(want, 0)
+	if err := v.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	for _, dev := range []*Volume{v, reopen(t, st)} {
 		got := make([]byte, size)
 		if n, err := dev.ReadAt(got, 0); n != size || err != nil {
@@ -165,7 +171,7 @@ func testReadWrite(t *testing.T, srv *s3test.Server) {
 }
 
 func reopen(t *testing.T, st *Store) *Volume {
-	v, err := OpenVolume(st, true)
+	v, err := OpenVolume(st, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +182,7 @@ func reopen(t *testing.T, st *Store) *Volume {
 // Partial writes to one chunk at once each read, change and write back
 // the whole chunk: none may undo another.
 func testConcurrentPartialWrites(t *testing.T, srv *s3test.Server) {
-	v, _ := newVolume(t, srv, 2*testChunk)
+	v, st := newVolume(t, srv, 2*testChunk)
 	const piece = 4096
 	var wg sync.WaitGroup
 	for i := range testChunk / piece {
@@ -190,8 +196,11 @@ func testConcurrentPartialWrites(t *testing.T, srv *s3test.Server) {
 		})
 	}
 	wg.Wait()
+	if err := v.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	got := make([]byte, 2*testChunk)
-	if _, err := v.ReadAt(got, 0); err != nil {
+	if _, err := reopen(t, st).ReadAt(got, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := range testChunk / piece {
@@ -214,6 +223,7 @@ func testSparseAndTrim(t *testing.T, srv *s3test.Server) {
 	if _, err := v.WriteAt(fill[:3*testChunk], 2*testChunk); err != nil {
 		t.Fatal(err)
 	}
+	flush(t, v)
 	if got := chunkObjects(t, srv, st); len(got) != 3 || got[0] != chunkName(2) || got[2] != chunkName(4) {
 		t.Fatalf("chunks %v after writing chunks 2-4", got)
 	}
@@ -225,6 +235,7 @@ func testSparseAndTrim(t *testing.T, srv *s3test.Server) {
 	if _, err := v.WriteAt(zero, 3*testChunk); err != nil {
 		t.Fatal(err)
 	}
+	flush(t, v)
 	if got := chunkObjects(t, srv, st); len(got) != 2 {
 		t.Fatalf("chunks %v after zeroing chunk 3", got)
 	}
@@ -233,17 +244,26 @@ func testSparseAndTrim(t *testing.T, srv *s3test.Server) {
 	if err := v.Trim(2*testChunk+100, 2*testChunk); err != nil {
 		t.Fatal(err)
 	}
+	flush(t, v)
 	if got := chunkObjects(t, srv, st); len(got) != 2 || got[0] != chunkName(2) || got[1] != chunkName(4) {
 		t.Fatalf("chunks %v after a trim of chunk 3 and parts of 2 and 4", got)
 	}
 	if err := v.Trim(2*testChunk, 3*testChunk); err != nil {
 		t.Fatal(err)
 	}
+	flush(t, v)
 	if got := chunkObjects(t, srv, st); len(got) != 0 {
 		t.Fatalf("chunks %v after trimming 2-4 whole", got)
 	}
 	if _, err := v.ReadAt(p, 4*testChunk); err != nil || !bytes.Equal(p, zero) {
 		t.Fatalf("a trimmed chunk: %v, or not zeros", err)
+	}
+}
+
+func flush(t *testing.T, v *Volume) {
+	t.Helper()
+	if err := v.Flush(); err != nil {
+		t.Fatal(err)
 	}
 }
 
