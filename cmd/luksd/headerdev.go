@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
@@ -15,7 +16,7 @@ import (
 // An edit also refuses a header that changed since it was read (another
 // editor got there first), so a second editor waits, then fails cleanly.
 type headerDevice struct {
-	*os.File
+	File    headerFile
 	path    string
 	size    int64
 	noLocks bool // --disable-locks
@@ -37,7 +38,9 @@ func openHeaderDevice(c *cli.Context, path string, write bool) (*headerDevice, e
 		return nil, err
 	}
 	t := c.String("type")
-	return &headerDevice{File: f, path: path, size: size, noLocks: c.Bool("disable-locks"),
+	// A remote volume has no flock: its backend keeps other writers out.
+	noLocks := c.Bool("disable-locks") || blockdev.Scheme(path) != ""
+	return &headerDevice{File: f, path: path, size: size, noLocks: noLocks,
 		luks2Only: t == "luks2" || t == "LUKS2"}, nil
 }
 
@@ -89,7 +92,13 @@ func (d *headerDevice) read() (*luks2.Header, error) {
 }
 
 // Flush makes the writes durable (fsync).
-func (d *headerDevice) Flush() error { return d.Sync() }
+func (d *headerDevice) Flush() error { return d.File.Sync() }
+
+// WriteAt writes to the device.
+func (d *headerDevice) WriteAt(p []byte, off int64) (int, error) { return d.File.WriteAt(p, off) }
+
+// Close closes the device.
+func (d *headerDevice) Close() error { return d.File.Close() }
 
 // ReadAt reads under the shared lock unless a lock is held already: a
 // keyslot's area, read between reading the header and editing it, is never
@@ -146,7 +155,7 @@ func (d *headerDevice) edit(fn func() error) error {
 
 // syncHeader makes a header update durable.
 func syncHeader(d *headerDevice) error {
-	if err := d.Sync(); err != nil {
+	if err := d.File.Sync(); err != nil {
 		return exitf(exitDevice, "Cannot write to device %s: %v", d.path, err)
 	}
 	return nil

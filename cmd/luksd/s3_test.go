@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/luksd/luksd/blockdev/s3"
+	"github.com/luksd/luksd/blockdev/s3/s3test"
+)
+
+// s3Env points this process's AWS SDK sources, and so every luksd the
+// test runs, at srv.
+func s3Env(t *testing.T, srv *s3test.Server) {
+	for _, kv := range srv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+}
+
+// s3Ciphertext copies the volume's raw bytes out of the store into a file.
+func s3Ciphertext(t *testing.T, location, dir string) string {
+	t.Helper()
+	st, err := s3.Connect(location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := s3.OpenVolume(st, s3.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	b := make([]byte, v.Size())
+	if _, err := v.ReadAt(b, 0); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(dir, "copy.img")
+	if err := os.WriteFile(img, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// A volume in a real object store (SeaweedFS) is made by luksFormat
+// --device-size, read by the header verbs, and served over NBD to real
+// clients; after their flushes the server is killed (kill -9), and the
+// ciphertext in the store, copied to a file, opens in cryptsetup and
+// decrypts (with cryptsetup's key and an independent XTS) to what the
+// clients wrote.
+func TestS3FormatServeAndCryptsetup(t *testing.T) {
+	srv := s3test.Start(t)
+	s3Env(t, srv)
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	os.WriteFile(key, []byte("s3 test passphrase"), 0o600)
+	loc := "s3://" + srv.Bucket() + "/volumes/one"
+	cheap := []string{"--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000"}
+
+	luksd(t, nil, append([]string{"luksFormat", "-q", "--device-size", "40M", "--key-file", key, loc}, cheap...)...).expect(t, 0, "")
+	luksd(t, nil, "luksFormat", "-q", "--device-size", "40M", "--key-file", key, loc).expect(t, exitBusy, "a volume exists")
+	luksd(t, nil, "luksFormat", "-q", "--device-size", "40M", "--key-file", key, zeroFile(t, dir, "f", 1<<20)).
+		expect(t, exitParams, "Option --device-size is not allowed with luksFormat action.")
+	if r := luksd(t, nil, "luksDump", loc); r.code != 0 || !strings.Contains(r.stdout, "offset: 16777216 [bytes]") {
+		t.Fatalf("luksDump %s: %d %s%s", loc, r.code, r.stdout, r.stderr)
+	}
+	luksd(t, nil, "open", "--test-passphrase", "--key-file", key, loc).expect(t, 0, "")
+	luksd(t, []byte("wrong"), "open", "--test-passphrase", loc).expect(t, exitPermission, "No key available with this passphrase.")
+
+	sock := filepath.Join(dir, "nbd.sock")
+	p := startServe(t, sock, "--key-file", key, loc)
+	info := serveRun(t, "nbdinfo", p.uri())
+	for _, want := range []string{"export-size: 25165824", "can_flush: true", "can_trim: false"} {
+		if !strings.Contains(info, want) {
+			t.Fatalf("nbdinfo lacks %q:\n%s", want, info)
+		}
+	}
+	data := make([]byte, 6<<20)
+	rand.Read(data)
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, data, 0o600)
+	serveRun(t, "nbdcopy", "--flush", "--connections=4", src, p.uri())
+	serveRun(t, "qemu-io", "--image-opts", "-c", "write -P 0x44 4194816 512", "-c", "write -P 0x55 20M 1536",
+		"-c", "flush", "driver=nbd,server.type=unix,server.path="+sock)
+	// Killed at once after the flushes (no close, no last flush): the
+	// store holds every write they covered.
+	p.cmd.Process.Kill()
+	<-p.exited
+	want := make([]byte, 24<<20)
+	copy(want, data)
+	copy(want[4<<20+512:], bytes.Repeat([]byte{0x44}, 512))
+	copy(want[20<<20:], bytes.Repeat([]byte{0x55}, 1536))
+
+	img := s3Ciphertext(t, loc, dir)
+	vk, off := serveVolumeKey(t, img, key)
+	if off != 16<<20 {
+		t.Fatalf("cryptsetup reads data offset %d", off)
+	}
+	pt := xtsDecrypt(t, img, vk, off, 24<<20, 4096)
+	if !bytes.Equal(pt[:6<<20], want[:6<<20]) || !bytes.Equal(pt[20<<20:20<<20+1536], want[20<<20:20<<20+1536]) {
+		t.Fatal("the store's ciphertext does not decrypt (cryptsetup's key, x/crypto/xts) to what was written")
+	}
+
+	// Served again, read-only: the data is there.
+	p = startServe(t, sock, "--key-file", key, "--readonly", loc)
+	out := filepath.Join(dir, "out")
+	serveRun(t, "nbdcopy", p.uri(), out)
+	got, _ := os.ReadFile(out)
+	if !bytes.Equal(got[:6<<20], want[:6<<20]) || !bytes.Equal(got[20<<20:20<<20+1536], want[20<<20:20<<20+1536]) {
+		t.Fatal("data read back through a new serve differs")
+	}
+	p.stop(t)
+}
+
+// Credentials come from the SDK's sources only; wrong or missing ones
+// are one line and exit 2, a location with no volume exit 4.
+func TestS3CredentialsAndMissingVolume(t *testing.T) {
+	srv := s3test.Start(t)
+	s3Env(t, srv)
+	loc := "s3://" + srv.Bucket() + "/v"
+	luksd(t, nil, "luksDump", loc).expect(t, exitDevice, "Device "+loc+" does not exist or access denied.")
+	luksd(t, nil, "luksDump", "s3://"+srv.Bucket()).expect(t, exitDevice, "does not exist or access denied.")
+
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+	luksd(t, nil, "luksDump", loc).expect(t, exitPermission, "access denied (SignatureDoesNotMatch")
+	t.Setenv("AWS_ACCESS_KEY_ID", "nobody")
+	luksd(t, nil, "luksFormat", "-q", "--device-size", "20M", loc).expect(t, exitPermission, "access denied (InvalidAccessKeyId")
+	os.Unsetenv("AWS_ACCESS_KEY_ID")
+	os.Unsetenv("AWS_SECRET_ACCESS_KEY")
+	luksd(t, nil, "luksDump", loc).expect(t, exitPermission, "no credentials found")
+
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	luksd(t, nil, "luksDump", loc).expect(t, exitDevice, "connection refused")
+}
