@@ -94,7 +94,7 @@ func open(location string, opts blockdev.OpenOptions) (blockdev.Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.ReadOnly = opts.ReadOnly
+	o.ReadOnly, o.Exclusive = opts.ReadOnly, opts.Exclusive
 	return OpenVolume(st, o)
 }
 

@@ -72,15 +72,49 @@ func (s *Store) get(name string, off, length int64) ([]byte, error) {
 // put writes object name. With ifAbsent it fails with errPrecondition
 // when the object exists (If-None-Match: *).
 func (s *Store) put(name string, data []byte, ifAbsent bool) error {
+	cond := ""
+	if ifAbsent {
+		cond = "*"
+	}
+	_, err := s.putIf(name, data, cond, "")
+	return err
+}
+
+// putIf writes object name when it is absent (ifNoneMatch "*") or holds
+// the version ifMatch names (an ETag), failing with errPrecondition
+// otherwise; with neither, whatever it holds. It returns the new ETag.
+func (s *Store) putIf(name string, data []byte, ifNoneMatch, ifMatch string) (etag string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
 	defer cancel()
 	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: s.key(name), Body: bytes.NewReader(data),
 		ContentLength: aws.Int64(int64(len(data)))}
-	if ifAbsent {
-		in.IfNoneMatch = aws.String("*")
+	if ifNoneMatch != "" {
+		in.IfNoneMatch = aws.String(ifNoneMatch)
 	}
-	_, err := s.api.PutObject(ctx, in)
-	return s.error("put", name, err)
+	if ifMatch != "" {
+		in.IfMatch = aws.String(ifMatch)
+	}
+	out, err := s.api.PutObject(ctx, in)
+	if err != nil {
+		return "", s.error("put", name, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+// getVersion reads all of object name and its ETag.
+func (s *Store) getVersion(name string) (data []byte, etag string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
+	defer cancel()
+	out, err := s.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: s.key(name)})
+	if err != nil {
+		return nil, "", s.error("get", name, err)
+	}
+	defer out.Body.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(out.Body); err != nil {
+		return nil, "", s.error("get", name, err)
+	}
+	return buf.Bytes(), aws.ToString(out.ETag), nil
 }
 
 // delete removes object name; a missing one is no error.

@@ -85,8 +85,10 @@ func (v *Volume) upload(e *entry) {
 	}
 	e.mu.Unlock()
 
-	var err error
+	err := v.checkLease()
 	switch {
+	case err != nil:
+		// Another opener may be writing the volume now.
 	case !changed:
 		// Made dirty by a write that then failed: nothing to upload.
 	case snap == nil || allZero(snap):

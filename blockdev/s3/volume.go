@@ -24,6 +24,7 @@ type Volume struct {
 	m        Manifest
 	opts     Options
 	c        *cache
+	lease    *lease // with Options.Exclusive
 	closed   atomic.Bool
 	stopped  bool // guarded by c.mu: the uploads have stopped
 	kick     chan struct{}
@@ -36,6 +37,12 @@ type Volume struct {
 // Options bound a volume's memory and uploads.
 type Options struct {
 	ReadOnly bool
+	// Exclusive takes the volume's lease (lease.go) for as long as it is
+	// open: another exclusive opener is refused with blockdev.ErrInUse.
+	Exclusive bool
+	// LeaseTTL is how long the lease lasts unless renewed
+	// (DefaultLeaseTTL when 0).
+	LeaseTTL time.Duration
 	// CacheBytes bounds the chunks kept in memory, dirty ones included
 	// (DefaultCacheBytes when 0; at least two chunks).
 	CacheBytes int64
@@ -72,6 +79,11 @@ func OpenVolume(st *Store, opts Options) (*Volume, error) {
 	}
 	opts.fill(m.ChunkSize)
 	v := &Volume{st: st, m: m, opts: opts, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	if opts.Exclusive {
+		if v.lease, err = acquireLease(st, opts.LeaseTTL); err != nil {
+			return nil, err
+		}
+	}
 	v.c = newCache(m.ChunkSize, opts.CacheBytes, int(opts.DirtyBytes/m.ChunkSize), v.chunkLen)
 	v.wg.Add(1)
 	go v.scheduleUploads()
@@ -93,6 +105,9 @@ func (o *Options) fill(chunkSize int64) {
 	}
 	if o.WriteDelay == 0 {
 		o.WriteDelay = DefaultWriteDelay
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
 	}
 }
 
@@ -208,6 +223,10 @@ func (v *Volume) Close() error {
 	v.c.mu.Unlock()
 	close(v.done)
 	v.wg.Wait()
+	if v.lease != nil {
+		// Released only once every upload has ended.
+		v.closeErr = errors.Join(v.closeErr, v.lease.release())
+	}
 	return v.closeErr
 }
 
@@ -220,7 +239,15 @@ func (v *Volume) checkWrite(off, length int64) error {
 	case off < 0 || length < 0 || off > v.m.Size || length > v.m.Size-off:
 		return blockdev.ErrOutOfRange
 	}
-	return nil
+	return v.checkLease()
+}
+
+// checkLease fails once an exclusive volume's lease is lost.
+func (v *Volume) checkLease() error {
+	if v.lease == nil {
+		return nil
+	}
+	return v.lease.check()
 }
 
 // eachChunk calls fn for each chunk p (at off in the volume) touches,

@@ -1,0 +1,211 @@
+package s3
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/luksd/luksd/blockdev"
+)
+
+// A volume opened exclusively (blockdev.OpenOptions.Exclusive: open,
+// serve) holds a lease in the store, PREFIX/luksd-lease.json: who holds
+// it (host, boot, process) and until when. It is taken and renewed with
+// conditional writes (If-None-Match: *, If-Match: ETAG), so of two
+// openers racing for it one wins. Another opener is refused (ErrInUse)
+// until the lease expires, unless the holder ran on this host and its
+// process is gone (killed, crashed, or the host rebooted since): then the
+// lease is taken over at once. A holder that cannot renew in time, or
+// finds its lease taken, stops writing (its writes and flushes fail).
+//
+// To break another host's lease before it expires, delete the object
+// (e.g. `aws s3 rm s3://BUCKET/PREFIX/luksd-lease.json`); its holder then
+// stops writing at its next renewal.
+const leaseName = "luksd-lease.json"
+
+// DefaultLeaseTTL is how long a lease lasts unless renewed; it is renewed
+// every third of it.
+const DefaultLeaseTTL = 30 * time.Second
+
+// ErrLeaseLost: the lease expired before it could be renewed, or another
+// opener took it: the volume refuses writes.
+var ErrLeaseLost = errors.New("the volume's lease in the store was lost (expired or taken over)")
+
+// leaseRecord is the lease object.
+type leaseRecord struct {
+	Host       string    `json:"host"`
+	BootID     string    `json:"boot_id"`
+	PID        int       `json:"pid"`
+	PIDStart   string    `json:"pid_start"` // the process's start time (/proc/PID/stat)
+	Generation uint64    `json:"generation"`
+	Expires    time.Time `json:"expires"`
+	Released   bool      `json:"released,omitempty"`
+}
+
+type lease struct {
+	st  *Store
+	ttl time.Duration
+
+	mu         sync.Mutex
+	rec        leaseRecord
+	etag       string
+	validUntil time.Time // local clock; zero once lost
+	done       chan struct{}
+	wg         sync.WaitGroup
+}
+
+// acquireLease takes st's lease for this process, and renews it until
+// release.
+func acquireLease(st *Store, ttl time.Duration) (*lease, error) {
+	me := thisProcess()
+	for range 5 {
+		b, etag, err := st.getVersion(leaseName)
+		var cur leaseRecord
+		ifNoneMatch := ""
+		switch {
+		case errors.Is(err, errNotFound):
+			ifNoneMatch, etag = "*", ""
+		case err != nil:
+			return nil, err
+		default:
+			if err := json.Unmarshal(b, &cur); err != nil {
+				return nil, fmt.Errorf("%w: %s/%s: %v", ErrLayout, st, leaseName, err)
+			}
+			if !cur.takeable(me, time.Now()) {
+				return nil, fmt.Errorf("%w: %s is held by host %s (pid %d) until %s", blockdev.ErrInUse,
+					st, cur.Host, cur.PID, cur.Expires.Format(time.RFC3339))
+			}
+		}
+		rec := me
+		rec.Generation = cur.Generation + 1
+		l := &lease{st: st, ttl: ttl, rec: rec, done: make(chan struct{})}
+		err = l.write(ifNoneMatch, etag)
+		if errors.Is(err, errPrecondition) {
+			continue // another opener got there first: look again
+		}
+		if err != nil {
+			return nil, err
+		}
+		l.wg.Add(1)
+		go l.renew()
+		return l, nil
+	}
+	return nil, fmt.Errorf("%w: %s: the lease keeps changing hands", blockdev.ErrInUse, st)
+}
+
+// write writes the lease with a new expiry under the given condition.
+// l.mu is held, or l not yet shared.
+func (l *lease) write(ifNoneMatch, ifMatch string) error {
+	start := time.Now()
+	l.rec.Expires = start.Add(l.ttl).UTC()
+	b, err := json.Marshal(l.rec)
+	if err != nil {
+		return err
+	}
+	etag, err := l.st.putIf(leaseName, b, ifNoneMatch, ifMatch)
+	if err != nil {
+		return err
+	}
+	// Counted from before the request: the store may have seen it late.
+	l.etag, l.validUntil = etag, start.Add(l.ttl*9/10)
+	return nil
+}
+
+// renew renews the lease every third of its time until release; it gives
+// up when another opener has taken it.
+func (l *lease) renew() {
+	defer l.wg.Done()
+	t := time.NewTicker(l.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		err := l.write("", l.etag)
+		if errors.Is(err, errPrecondition) || errors.Is(err, errNotFound) {
+			l.validUntil = time.Time{}
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+	}
+}
+
+// check returns ErrLeaseLost once the lease cannot be trusted.
+func (l *lease) check() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Now().Before(l.validUntil) {
+		return nil
+	}
+	return ErrLeaseLost
+}
+
+// release stops the renewals and marks the lease released, unless
+// another opener holds it by now.
+func (l *lease) release() error {
+	close(l.done)
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.validUntil.IsZero() {
+		return nil
+	}
+	l.rec.Released = true
+	err := l.write("", l.etag)
+	if errors.Is(err, errPrecondition) || errors.Is(err, errNotFound) {
+		return nil
+	}
+	return err
+}
+
+// takeable reports whether me may take over the lease r at now.
+func (r leaseRecord) takeable(me leaseRecord, now time.Time) bool {
+	switch {
+	case r.Released || now.After(r.Expires):
+		return true
+	case r.Host != me.Host:
+		return false
+	case r.BootID != me.BootID:
+		return true // this host rebooted since: the holder is gone
+	}
+	return processStart(r.PID) != r.PIDStart
+}
+
+// thisProcess is the lease record of this process.
+func thisProcess() leaseRecord {
+	host, _ := os.Hostname()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	pid := os.Getpid()
+	return leaseRecord{Host: host, BootID: string(bytes.TrimSpace(boot)), PID: pid, PIDStart: processStart(pid)}
+}
+
+// processStart returns the start time of process pid (field 22 of
+// /proc/PID/stat, in clock ticks since boot), or "" when there is no
+// such process: with the boot ID it names one process for good, where a
+// PID alone may be reused.
+func processStart(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces: count from its ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}

@@ -1,0 +1,106 @@
+package s3
+
+import (
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/s3/s3test"
+)
+
+// putLease writes a lease record as another holder would.
+func putLease(t *testing.T, st *Store, r leaseRecord) {
+	t.Helper()
+	b, _ := json.Marshal(r)
+	if err := st.put(leaseName, b, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLease(t *testing.T) {
+	srv := s3test.Start(t)
+	st := NewStore(srv.Client(), srv.Bucket(), "leased")
+	if err := Create(st, 4*testChunk, testChunk); err != nil {
+		t.Fatal(err)
+	}
+	excl := Options{Exclusive: true}
+
+	// A second opener is refused while the first is open, not after.
+	a, err := OpenVolume(st, excl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenVolume(st, excl); !errors.Is(err, blockdev.ErrInUse) {
+		t.Fatalf("a second exclusive open: %v, want ErrInUse", err)
+	}
+	if _, err := OpenVolume(st, Options{Exclusive: true, ReadOnly: true}); !errors.Is(err, blockdev.ErrInUse) {
+		t.Fatalf("a read-only exclusive open beside a writer: %v, want ErrInUse", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenVolume(st, excl)
+	if err != nil {
+		t.Fatalf("open after the holder closed: %v", err)
+	}
+	b.Close()
+
+	// A holder on this host whose process is gone (kill -9) is taken over
+	// at once; one on another host only once its lease expires.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	me := thisProcess()
+	gone := me
+	gone.PID, gone.PIDStart, gone.Expires = dead.Process.Pid, "1", time.Now().Add(time.Hour)
+	putLease(t, st, gone)
+	if v, err := OpenVolume(st, excl); err != nil {
+		t.Fatalf("open over a dead local holder: %v", err)
+	} else {
+		v.Close()
+	}
+	other := gone
+	other.Host = "elsewhere"
+	putLease(t, st, other)
+	if _, err := OpenVolume(st, excl); !errors.Is(err, blockdev.ErrInUse) {
+		t.Fatalf("open over another host's live lease: %v, want ErrInUse", err)
+	}
+	other.Expires = time.Now().Add(-time.Second)
+	putLease(t, st, other)
+	if v, err := OpenVolume(st, excl); err != nil {
+		t.Fatalf("open over another host's expired lease: %v", err)
+	} else {
+		v.Close()
+	}
+
+	// A holder whose lease is taken stops writing at its next renewal.
+	c, err := OpenVolume(st, Options{Exclusive: true, LeaseTTL: 900 * time.Millisecond, WriteDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.WriteAt([]byte("mine"), 0); err != nil { // dirty until a flush
+		t.Fatal(err)
+	}
+	if err := st.delete(leaseName); err != nil { // the documented break
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := c.WriteAt([]byte("still mine?"), 0)
+		if errors.Is(err, ErrLeaseLost) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes after the lease was broken: %v, want ErrLeaseLost", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := c.Flush(); err == nil {
+		t.Error("a flush after the lease was lost succeeded")
+	}
+}
