@@ -71,6 +71,9 @@ func TestS3FormatServeAndCryptsetup(t *testing.T) {
 
 	sock := filepath.Join(dir, "nbd.sock")
 	p := startServe(t, sock, "--key-file", key, loc)
+	// The lease in the store keeps a second server out.
+	luksd(t, nil, "serve", "--socket", filepath.Join(dir, "second.sock"), "--key-file", key, loc).
+		expect(t, exitBusy, "in use")
 	info := serveRun(t, "nbdinfo", p.uri())
 	for _, want := range []string{"export-size: 25165824", "can_flush: true", "can_trim: false"} {
 		if !strings.Contains(info, want) {
@@ -85,7 +88,8 @@ func TestS3FormatServeAndCryptsetup(t *testing.T) {
 	serveRun(t, "qemu-io", "--image-opts", "-c", "write -P 0x44 4194816 512", "-c", "write -P 0x55 20M 1536",
 		"-c", "flush", "driver=nbd,server.type=unix,server.path="+sock)
 	// Killed at once after the flushes (no close, no last flush): the
-	// store holds every write they covered.
+	// store holds every write they covered, and the next server on this
+	// host takes the dead one's lease over at once.
 	p.cmd.Process.Kill()
 	<-p.exited
 	want := make([]byte, 24<<20)
