@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"time"
+
+	"github.com/luksd/luksd/blockdev"
 )
 
 // Dirty chunks are uploaded in the background, several at once: a chunk
@@ -91,7 +93,7 @@ func (v *Volume) upload(e *entry) {
 		// Another opener may be writing the volume now.
 	case !changed:
 		// Made dirty by a write that then failed: nothing to upload.
-	case snap == nil || allZero(snap):
+	case snap == nil || blockdev.IsZero(snap):
 		err = v.st.delete(chunkName(e.idx))
 	default:
 		err = v.st.put(chunkName(e.idx), snap, false)

@@ -352,18 +352,3 @@ const chunkPrefix = "chunk-"
 // chunkName is the object name of chunk idx: fixed-width hex, so that a
 // listing comes in volume order.
 func chunkName(idx int64) string { return fmt.Sprintf("%s%016x", chunkPrefix, idx) }
-
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
