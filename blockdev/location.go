@@ -42,13 +42,16 @@ var (
 // Register makes Open hand the locations of scheme ("s3" for
 // s3://bucket/key) to open. Backend packages call it from init;
 // registering a scheme twice panics.
-func Register(scheme string, open Opener) {
+func Register(scheme string, open Opener) { register(openers, "Register", scheme, open) }
+
+// register adds f to the table of scheme; a scheme twice panics.
+func register[F any](table map[string]F, what, scheme string, f F) {
 	openersMu.Lock()
 	defer openersMu.Unlock()
-	if _, dup := openers[scheme]; dup || !validScheme(scheme) {
-		panic("blockdev: Register of scheme " + scheme + " twice, or not a scheme")
+	if _, dup := table[scheme]; dup || !validScheme(scheme) {
+		panic("blockdev: " + what + " of scheme " + scheme + " twice, or not a scheme")
 	}
-	openers[scheme] = open
+	table[scheme] = f
 }
 
 // A Creator makes a new volume of size bytes at a location of its
@@ -62,12 +65,7 @@ var creators = map[string]Creator{}
 // RegisterCreator makes Create hand the locations of scheme to create.
 // Registering a scheme twice panics.
 func RegisterCreator(scheme string, create Creator) {
-	openersMu.Lock()
-	defer openersMu.Unlock()
-	if _, dup := creators[scheme]; dup || !validScheme(scheme) {
-		panic("blockdev: RegisterCreator of scheme " + scheme + " twice, or not a scheme")
-	}
-	creators[scheme] = create
+	register(creators, "RegisterCreator", scheme, create)
 }
 
 // Create makes a new volume of size bytes at location. A local path, or
