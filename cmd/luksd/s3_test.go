@@ -135,9 +135,20 @@ func TestS3CredentialsAndMissingVolume(t *testing.T) {
 	os.Unsetenv("AWS_SECRET_ACCESS_KEY")
 	luksd(t, nil, "luksDump", loc).expect(t, exitPermission, "no credentials found")
 
-	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
 	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+
+	// Over TLS, with a private CA: refused until AWS_CA_BUNDLE names it.
+	t.Setenv("AWS_ENDPOINT_URL", srv.TLSEndpoint)
 	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	luksd(t, nil, "luksDump", loc).expect(t, exitDevice, "certificate signed by unknown authority")
+	t.Setenv("AWS_CA_BUNDLE", srv.CAFile)
+	key := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(key, []byte("tls"), 0o600)
+	luksd(t, nil, "luksFormat", "-q", "--device-size", "20M", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
+		"--key-file", key, loc).expect(t, 0, "")
+	luksd(t, nil, "open", "--test-passphrase", "--key-file", key, loc).expect(t, 0, "")
+
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
 	luksd(t, nil, "luksDump", loc).expect(t, exitDevice, "connection refused")
 }

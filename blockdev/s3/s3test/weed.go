@@ -38,6 +38,10 @@ const (
 type Server struct {
 	// Endpoint is the S3 gateway's URL, http://127.0.0.1:PORT.
 	Endpoint string
+	// TLSEndpoint is the same gateway over TLS, https://127.0.0.1:PORT,
+	// with a certificate from a CA of the test's own, in the PEM file
+	// CAFile.
+	TLSEndpoint, CAFile string
 
 	t     testing.TB
 	weed  string
@@ -86,7 +90,7 @@ func Weed(t testing.TB) string {
 // portFlags are weed's listening ports; each gets a free one, so that
 // servers of tests running at once do not meet.
 var portFlags = []string{"s3.port", "s3.port.grpc", "master.port", "master.port.grpc",
-	"volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc"}
+	"volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc", "s3.port.https"}
 
 func (s *Server) args() []string {
 	args := []string{"server", "-dir", s.dir, "-ip", "127.0.0.1", "-ip.bind", "127.0.0.1", "-s3",
@@ -96,7 +100,8 @@ func (s *Server) args() []string {
 		"-filer.localSocket", filepath.Join(s.dir, "filer.sock"),
 		"-s3.localSocket", filepath.Join(s.dir, "s3.sock"),
 		"-master.volumeSizeLimitMB", "64", "-volume.max", "0",
-		"-s3.config", filepath.Join(s.dir, "s3.json")}
+		"-s3.config", filepath.Join(s.dir, "s3.json"),
+		"-s3.cert.file", filepath.Join(s.dir, "server.pem"), "-s3.key.file", filepath.Join(s.dir, "server.key")}
 	for i, f := range portFlags {
 		args = append(args, "-"+f, strconv.Itoa(s.ports[i]))
 	}
@@ -111,6 +116,13 @@ func (s *Server) start() error {
 		`"actions":["Admin","Read","List","Tagging","Write"]}]}`, AccessKey, SecretKey)
 	if err := os.WriteFile(filepath.Join(s.dir, "s3.json"), []byte(identity), 0o600); err != nil {
 		return err
+	}
+	s.TLSEndpoint = fmt.Sprintf("https://127.0.0.1:%d", s.ports[len(s.ports)-1])
+	s.CAFile = filepath.Join(s.dir, "ca.pem")
+	if _, err := os.Stat(s.CAFile); err != nil {
+		if err := writeCerts(s.dir); err != nil {
+			return err
+		}
 	}
 	log, err := os.OpenFile(filepath.Join(s.dir, "weed.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
