@@ -2,6 +2,8 @@ package s3
 
 import (
 	"container/list"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -32,6 +34,7 @@ type cache struct {
 	waiting  int       // writers waiting for room
 	flushes  int       // flushes waiting for uploads
 	active   int       // uploads running
+	lastErr  error     // of the last failed upload
 }
 
 // entry is one chunk in the cache.
@@ -113,16 +116,42 @@ func (c *cache) evict() {
 }
 
 // reserve makes e dirty before a write changes it, waiting while the
-// dirty chunks are at their bound. kick wakes the uploads.
-func (c *cache) reserve(e *entry, kick func()) {
+// dirty chunks are at their bound. kick wakes the uploads. A wait longer
+// than timeout fails (the store has not taken an upload for that long):
+// a store that stays down turns into errors, not a hang.
+func (c *cache) reserve(e *entry, kick func(), timeout time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e.dirty || c.dirty < c.maxDirty {
+		c.markDirty(e)
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	wake := time.AfterFunc(timeout, func() {
+		c.mu.Lock()
+		c.changed.Broadcast()
+		c.mu.Unlock()
+	})
+	defer wake.Stop()
+	c.waiting++
+	defer func() { c.waiting-- }()
 	for !e.dirty && c.dirty >= c.maxDirty {
-		c.waiting++
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("%w: no upload succeeded for %v: %v", ErrCacheFull, timeout, c.lastErr)
+		}
 		kick()
 		c.changed.Wait()
-		c.waiting--
 	}
+	c.markDirty(e)
+	return nil
+}
+
+// ErrCacheFull: a write waited for room among the dirty chunks longer
+// than the store's timeout.
+var ErrCacheFull = errors.New("the write-back cache is full")
+
+// markDirty counts e dirty. c.mu is held.
+func (c *cache) markDirty(e *entry) {
 	if !e.dirty {
 		e.dirty = true
 		c.dirty++

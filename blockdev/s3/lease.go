@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
@@ -49,13 +50,16 @@ type leaseRecord struct {
 }
 
 type lease struct {
-	st  *Store
+	st  *Store // its own: a renewal tries for a third of the TTL at most
 	ttl time.Duration
 
-	mu         sync.Mutex
-	rec        leaseRecord
-	etag       string
-	validUntil time.Time // local clock; zero once lost
+	mu   sync.Mutex // one write of the lease at a time
+	rec  leaseRecord
+	etag string
+	// validUntil is when, by the local clock (UnixNano), the lease may
+	// have expired; 0 once lost. Read without mu: a renewal in progress
+	// must not hold writes up.
+	validUntil atomic.Int64
 	done       chan struct{}
 	wg         sync.WaitGroup
 }
@@ -84,7 +88,9 @@ func acquireLease(st *Store, ttl time.Duration) (*lease, error) {
 		}
 		rec := me
 		rec.Generation = cur.Generation + 1
-		l := &lease{st: st, ttl: ttl, rec: rec, done: make(chan struct{})}
+		own := *st
+		own.Timeout = ttl / 3
+		l := &lease{st: &own, ttl: ttl, rec: rec, done: make(chan struct{})}
 		err = l.write(ifNoneMatch, etag)
 		if errors.Is(err, errPrecondition) {
 			continue // another opener got there first: look again
@@ -113,7 +119,8 @@ func (l *lease) write(ifNoneMatch, ifMatch string) error {
 		return err
 	}
 	// Counted from before the request: the store may have seen it late.
-	l.etag, l.validUntil = etag, start.Add(l.ttl*9/10)
+	l.etag = etag
+	l.validUntil.Store(start.Add(l.ttl * 9 / 10).UnixNano())
 	return nil
 }
 
@@ -131,8 +138,11 @@ func (l *lease) renew() {
 		}
 		l.mu.Lock()
 		err := l.write("", l.etag)
+		if errors.Is(err, errPrecondition) && l.stillOurs() {
+			err = l.write("", l.etag)
+		}
 		if errors.Is(err, errPrecondition) || errors.Is(err, errNotFound) {
-			l.validUntil = time.Time{}
+			l.validUntil.Store(0)
 			l.mu.Unlock()
 			return
 		}
@@ -140,11 +150,28 @@ func (l *lease) renew() {
 	}
 }
 
+// stillOurs reports whether the lease object, whose version is not the
+// one we wrote last, still names this holder (a store that crashed may
+// come back with an older version of our own lease, or our last write
+// may have landed though we heard no answer); then it takes its ETag.
+// l.mu is held.
+func (l *lease) stillOurs() bool {
+	b, etag, err := l.st.getVersion(leaseName)
+	var cur leaseRecord
+	if err != nil || json.Unmarshal(b, &cur) != nil {
+		return false
+	}
+	me := l.rec
+	if cur.Host != me.Host || cur.BootID != me.BootID || cur.PID != me.PID || cur.PIDStart != me.PIDStart || cur.Released {
+		return false
+	}
+	l.etag = etag
+	return true
+}
+
 // check returns ErrLeaseLost once the lease cannot be trusted.
 func (l *lease) check() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if time.Now().Before(l.validUntil) {
+	if time.Now().UnixNano() < l.validUntil.Load() {
 		return nil
 	}
 	return ErrLeaseLost
@@ -157,7 +184,7 @@ func (l *lease) release() error {
 	l.wg.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.validUntil.IsZero() {
+	if l.validUntil.Load() == 0 {
 		return nil
 	}
 	l.rec.Released = true

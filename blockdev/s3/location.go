@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -18,6 +19,8 @@ import (
 // AWS_REGION, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE,
 // ~/.aws/config and ~/.aws/credentials (endpoint_url, region, ca_bundle,
 // credential processes, SSO), AWS_CA_BUNDLE for a private CA.
+// LUKSD_S3_TIMEOUT (seconds, DefaultTimeout when unset) bounds how long
+// one operation tries a store that does not answer before it fails.
 //
 // With an endpoint of its own (a SeaweedFS, MinIO or Ceph RGW) requests
 // are path-style (http://host/BUCKET/KEY), which needs no DNS name per
@@ -52,7 +55,15 @@ func Connect(location string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", location, err)
 	}
-	return NewStore(api, bucket, prefix), nil
+	st := NewStore(api, bucket, prefix)
+	if v := os.Getenv("LUKSD_S3_TIMEOUT"); v != "" {
+		sec, err := strconv.ParseFloat(v, 64)
+		if err != nil || sec <= 0 {
+			return nil, fmt.Errorf("%w: LUKSD_S3_TIMEOUT=%q is not a positive number of seconds", ErrLocation, v)
+		}
+		st.Timeout = time.Duration(sec * float64(time.Second))
+	}
+	return st, nil
 }
 
 // newClient configures an S3 client from the standard sources.

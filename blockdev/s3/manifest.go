@@ -65,7 +65,7 @@ func Create(st *Store, size, chunkSize int64) error {
 // ReadManifest reads st's manifest: ErrNoVolume when there is none,
 // ErrLayout when it is not one this package knows.
 func ReadManifest(st *Store) (Manifest, error) {
-	b, err := st.get(manifestName, 0, 0)
+	b, err := st.get(manifestName)
 	if errors.Is(err, errNotFound) {
 		return Manifest{}, fmt.Errorf("%w: %s", ErrNoVolume, st)
 	}

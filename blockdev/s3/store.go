@@ -3,14 +3,17 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // Store is where one volume's objects live: a bucket and a key prefix,
@@ -19,11 +22,13 @@ type Store struct {
 	api    *s3.Client
 	bucket string
 	prefix string // "" or ending in "/"
-	// Timeout bounds one request, retries included.
+	// Timeout bounds one operation: a store that does not answer, or
+	// fails, is tried again with backoff and jitter until then (the SDK's
+	// own few quick retries inside each try); then the operation fails.
 	Timeout time.Duration
 }
 
-// DefaultTimeout bounds one store request, its retries included.
+// DefaultTimeout bounds one store operation, its retries included.
 const DefaultTimeout = 60 * time.Second
 
 // NewStore returns the store of the volume under prefix in bucket.
@@ -48,25 +53,64 @@ var errPrecondition = errors.New("precondition failed")
 
 func (s *Store) key(name string) *string { return aws.String(s.prefix + name) }
 
-// get reads length bytes at off of object name (all of it when length is
-// 0). A missing object is errNotFound.
-func (s *Store) get(name string, off, length int64) ([]byte, error) {
+// retry runs one operation on object name until it succeeds, fails for
+// good (the store answered no: a 4xx but a timeout or throttling), or
+// s.Timeout has passed.
+func (s *Store) retry(op, name string, try func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
 	defer cancel()
-	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: s.key(name)}
-	if length > 0 {
-		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, off+length-1))
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.error(op, name, try(ctx))
+		if err == nil || final(err) {
+			return err
+		}
+		wait := backoff/2 + rand.N(backoff/2)
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+			return err
+		}
+		time.Sleep(wait)
+		backoff = min(2*backoff, 5*time.Second)
 	}
-	out, err := s.api.GetObject(ctx, in)
-	if err != nil {
-		return nil, s.error("get", name, err)
+}
+
+// final reports whether err is the store's answer, or a certificate we
+// do not trust: not worth a retry.
+func final(err error) bool {
+	var cert *tls.CertificateVerificationError
+	if errors.As(err, &cert) {
+		return true
 	}
-	defer out.Body.Close()
-	buf := bytes.NewBuffer(make([]byte, 0, max(length, aws.ToInt64(out.ContentLength))))
-	if _, err := buf.ReadFrom(out.Body); err != nil {
-		return nil, s.error("get", name, err)
+	var resp *smithyhttp.ResponseError
+	if errors.As(err, &resp) {
+		code := resp.HTTPStatusCode()
+		return code >= 400 && code < 500 && code != 408 && code != 429
 	}
-	return buf.Bytes(), nil
+	return false
+}
+
+// get reads all of object name. A missing object is errNotFound.
+func (s *Store) get(name string) ([]byte, error) {
+	b, _, err := s.getVersion(name)
+	return b, err
+}
+
+// getVersion reads all of object name and its ETag.
+func (s *Store) getVersion(name string) (data []byte, etag string, err error) {
+	err = s.retry("get", name, func(ctx context.Context) error {
+		out, err := s.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: s.key(name)})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		buf := bytes.NewBuffer(make([]byte, 0, max(aws.ToInt64(out.ContentLength), 0)))
+		if _, err := buf.ReadFrom(out.Body); err != nil {
+			return err
+		}
+		data, etag = buf.Bytes(), aws.ToString(out.ETag)
+		return nil
+	})
+	return data, etag, err
 }
 
 // put writes object name. With ifAbsent it fails with errPrecondition
@@ -84,57 +128,43 @@ func (s *Store) put(name string, data []byte, ifAbsent bool) error {
 // the version ifMatch names (an ETag), failing with errPrecondition
 // otherwise; with neither, whatever it holds. It returns the new ETag.
 func (s *Store) putIf(name string, data []byte, ifNoneMatch, ifMatch string) (etag string, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
-	defer cancel()
-	in := &s3.PutObjectInput{Bucket: &s.bucket, Key: s.key(name), Body: bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data)))}
-	if ifNoneMatch != "" {
-		in.IfNoneMatch = aws.String(ifNoneMatch)
-	}
-	if ifMatch != "" {
-		in.IfMatch = aws.String(ifMatch)
-	}
-	out, err := s.api.PutObject(ctx, in)
-	if err != nil {
-		return "", s.error("put", name, err)
-	}
-	return aws.ToString(out.ETag), nil
-}
-
-// getVersion reads all of object name and its ETag.
-func (s *Store) getVersion(name string) (data []byte, etag string, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
-	defer cancel()
-	out, err := s.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: s.key(name)})
-	if err != nil {
-		return nil, "", s.error("get", name, err)
-	}
-	defer out.Body.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(out.Body); err != nil {
-		return nil, "", s.error("get", name, err)
-	}
-	return buf.Bytes(), aws.ToString(out.ETag), nil
+	err = s.retry("put", name, func(ctx context.Context) error {
+		in := &s3.PutObjectInput{Bucket: &s.bucket, Key: s.key(name), Body: bytes.NewReader(data),
+			ContentLength: aws.Int64(int64(len(data)))}
+		if ifNoneMatch != "" {
+			in.IfNoneMatch = aws.String(ifNoneMatch)
+		}
+		if ifMatch != "" {
+			in.IfMatch = aws.String(ifMatch)
+		}
+		out, err := s.api.PutObject(ctx, in)
+		if err == nil {
+			etag = aws.ToString(out.ETag)
+		}
+		return err
+	})
+	return etag, err
 }
 
 // delete removes object name; a missing one is no error.
 func (s *Store) delete(name string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
-	defer cancel()
-	_, err := s.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: s.key(name)})
-	return s.error("delete", name, err)
+	return s.retry("delete", name, func(ctx context.Context) error {
+		_, err := s.api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: s.key(name)})
+		return err
+	})
 }
 
 // any reports whether an object whose name starts with namePrefix exists.
-func (s *Store) any(namePrefix string) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
-	defer cancel()
-	out, err := s.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: s.key(namePrefix),
-		MaxKeys: aws.Int32(1)})
-	if err != nil {
-		return false, s.error("list", namePrefix, err)
-	}
-	return len(out.Contents) > 0, nil
+func (s *Store) any(namePrefix string) (found bool, err error) {
+	err = s.retry("list", namePrefix, func(ctx context.Context) error {
+		out, err := s.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: s.key(namePrefix),
+			MaxKeys: aws.Int32(1)})
+		if err == nil {
+			found = len(out.Contents) > 0
+		}
+		return err
+	})
+	return found, err
 }
 
 // StoreError is a failed store request.

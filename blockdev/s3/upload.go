@@ -112,7 +112,7 @@ func (v *Volume) uploaded(e *entry, gen uint64, err error) {
 	defer c.changed.Broadcast()
 	if err != nil {
 		e.failures++
-		e.err = err
+		e.err, c.lastErr = err, err
 		backoff := min(10*time.Second, 100*time.Millisecond<<min(e.failures, 7))
 		e.retryAt = time.Now().Add(backoff/2 + rand.N(backoff/2))
 		return

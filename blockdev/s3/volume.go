@@ -181,7 +181,10 @@ func (v *Volume) Trim(off, length int64) error {
 	cs := v.m.ChunkSize
 	for idx := (off + cs - 1) / cs; idx*cs < v.m.Size && idx*cs+v.chunkLen(idx) <= off+length; idx++ {
 		e := v.c.get(idx)
-		v.c.reserve(e, v.kickUploads)
+		if err := v.c.reserve(e, v.kickUploads, v.st.Timeout); err != nil {
+			v.c.release(e)
+			return v.opError("trim", off, int(length), err)
+		}
 		e.mu.Lock()
 		v.c.setData(e, nil, true)
 		v.c.wrote(e)
@@ -303,7 +306,9 @@ func (v *Volume) readChunk(idx, at int64, part []byte) error {
 func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 	e := v.c.get(idx)
 	defer v.c.release(e)
-	v.c.reserve(e, v.kickUploads)
+	if err := v.c.reserve(e, v.kickUploads, v.st.Timeout); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n := v.chunkLen(idx)
@@ -328,7 +333,7 @@ func (v *Volume) load(e *entry) error {
 	if e.loaded {
 		return nil
 	}
-	b, err := v.st.get(chunkName(e.idx), 0, 0)
+	b, err := v.st.get(chunkName(e.idx))
 	switch {
 	case errors.Is(err, errNotFound):
 		v.c.setData(e, nil, true)

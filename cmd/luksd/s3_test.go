@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/luksd/luksd/blockdev/s3"
 	"github.com/luksd/luksd/blockdev/s3/s3test"
@@ -151,7 +153,9 @@ func TestS3CredentialsAndMissingVolume(t *testing.T) {
 		"--key-file", key, loc).expect(t, 0, "")
 	luksd(t, nil, "open", "--test-passphrase", "--key-file", key, loc).expect(t, 0, "")
 
+	// A store that does not answer is tried again until LUKSD_S3_TIMEOUT.
 	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+	t.Setenv("LUKSD_S3_TIMEOUT", "1")
 	luksd(t, nil, "luksDump", loc).expect(t, exitDevice, "connection refused")
 }
 
@@ -172,15 +176,22 @@ func TestS3FioVerify(t *testing.T) {
 	luksd(t, nil, "luksFormat", "-q", "--device-size", "40M", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
 		"--key-file", key, loc).expect(t, 0, "")
 	sock := filepath.Join(dir, "nbd.sock")
-	fio := func(p *serveProc, extra ...string) {
-		t.Helper()
+	fioPath := testtool.Need(t, "fio")
+	run := func(p *serveProc, extra ...string) error {
 		args := append([]string{"--name=verify", "--ioengine=nbd", "--uri=" + p.uri(), "--rw=randwrite", "--bs=4k",
 			"--iodepth=32", "--size=16M", "--randseed=7", "--verify=crc32c", "--verify_fatal=1",
 			"--verify_state_save=0"}, extra...)
-		cmd := exec.Command(testtool.Need(t, "fio"), args...)
+		cmd := exec.Command(fioPath, args...)
 		cmd.Dir = dir // fio leaves state files in its working directory
 		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "err= 0") {
-			t.Fatalf("fio %v: %v\n%s", extra, err, out)
+			return fmt.Errorf("fio %v: %v\n%s", extra, err, out)
+		}
+		return nil
+	}
+	fio := func(p *serveProc, extra ...string) {
+		t.Helper()
+		if err := run(p, extra...); err != nil {
+			t.Fatal(err)
 		}
 	}
 	p := startServe(t, sock, "--key-file", key, loc)
@@ -188,5 +199,21 @@ func TestS3FioVerify(t *testing.T) {
 	p.stop(t)
 	p = startServe(t, sock, "--key-file", key, loc)
 	fio(p, "--verify_only=1")
+
+	// The store is killed (kill -9) while fio writes, and restarted: the
+	// requests that needed it wait for it (retries with backoff), nothing
+	// fails, and a new server verifies every write from the store.
+	done := make(chan error, 1)
+	go func() { done <- run(p, "--randseed=8", "--do_verify=0") }()
+	time.Sleep(2 * time.Second)
+	srv.Kill()
+	time.Sleep(time.Second)
+	srv.Restart()
+	if err := <-done; err != nil {
+		t.Fatalf("while the store was killed and restarted: %v", err)
+	}
+	p.stop(t)
+	p = startServe(t, sock, "--key-file", key, loc)
+	fio(p, "--randseed=8", "--verify_only=1")
 	p.stop(t)
 }
