@@ -159,10 +159,10 @@ func TestS3CredentialsAndMissingVolume(t *testing.T) {
 	luksd(t, nil, "luksDump", loc).expect(t, exitDevice, "connection refused")
 }
 
-// fio writes 4 KiB blocks at random at iodepth 32 through `luksd serve`
-// of an S3 volume whose cache holds two chunks and lets one be dirty (so
-// writes wait for uploads and chunks are evicted and read back all the
-// time), and verifies them; a new server, on a cold cache, verifies them
+// fio writes 4 KiB blocks at random (over three chunks) at iodepth 32
+// through `luksd serve` of an S3 volume whose cache holds two chunks and
+// lets one be dirty (so writes wait for uploads and chunks are evicted
+// and read back all the time), and verifies them; a new server, on a cold cache, verifies them
 // again from the store.
 func TestS3FioVerify(t *testing.T) {
 	srv := s3test.Start(t)
@@ -179,7 +179,7 @@ func TestS3FioVerify(t *testing.T) {
 	fioPath := testtool.Need(t, "fio")
 	run := func(p *serveProc, extra ...string) error {
 		args := append([]string{"--name=verify", "--ioengine=nbd", "--uri=" + p.uri(), "--rw=randwrite", "--bs=4k",
-			"--iodepth=32", "--size=16M", "--randseed=7", "--verify=crc32c", "--verify_fatal=1",
+			"--iodepth=32", "--size=12M", "--randseed=7", "--verify=crc32c", "--verify_fatal=1",
 			"--verify_state_save=0"}, extra...)
 		cmd := exec.Command(fioPath, args...)
 		cmd.Dir = dir // fio leaves state files in its working directory
@@ -204,7 +204,7 @@ func TestS3FioVerify(t *testing.T) {
 	// requests that needed it wait for it (retries with backoff), nothing
 	// fails, and a new server verifies every write from the store.
 	done := make(chan error, 1)
-	go func() { done <- run(p, "--randseed=8", "--do_verify=0") }()
+	go func() { done <- run(p, "--randseed=8", "--size=8M", "--do_verify=0") }()
 	time.Sleep(2 * time.Second)
 	srv.Kill()
 	time.Sleep(time.Second)
@@ -214,6 +214,6 @@ func TestS3FioVerify(t *testing.T) {
 	}
 	p.stop(t)
 	p = startServe(t, sock, "--key-file", key, loc)
-	fio(p, "--randseed=8", "--verify_only=1")
+	fio(p, "--randseed=8", "--size=8M", "--verify_only=1")
 	p.stop(t)
 }
