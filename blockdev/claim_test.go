@@ -33,26 +33,26 @@ func TestClaimLoopDevice(t *testing.T) {
 	img := tempImage(t, 4<<20)
 	loop := loopDevice(t, img)
 
-	_, err := Open(img, OpenOptions{Exclusive: true})
+	_, err := openFile(img, OpenOptions{Exclusive: true})
 	var ce *ClaimError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Holder, loop) {
 		t.Fatalf("exclusive open of an image with %s over it: %v", loop, err)
 	}
 
-	d, err := Open(loop, OpenOptions{Exclusive: true})
+	d, err := openFile(loop, OpenOptions{Exclusive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Claim() != "O_EXCL" || !d.Direct() {
 		t.Fatalf("claim %q, direct %v", d.Claim(), d.Direct())
 	}
-	if _, err := Open(loop, OpenOptions{Exclusive: true, ReadOnly: true}); !errors.Is(err, ErrInUse) {
+	if _, err := openFile(loop, OpenOptions{Exclusive: true, ReadOnly: true}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("second exclusive open of %s: %v", loop, err)
 	}
 	// A second loop device over the same file is refused: the first
 	// claim locked the file.
 	other := loopDevice(t, img)
-	if _, err := Open(other, OpenOptions{Exclusive: true}); !errors.As(err, &ce) || !strings.Contains(ce.Holder, img) {
+	if _, err := openFile(other, OpenOptions{Exclusive: true}); !errors.As(err, &ce) || !strings.Contains(ce.Holder, img) {
 		t.Fatalf("exclusive open of a second loop device %s over the same file: %v", other, err)
 	}
 	mkfs := testtool.Need(t, "mkfs.ext4")
@@ -66,13 +66,13 @@ func TestClaimLoopDevice(t *testing.T) {
 	// The image claimed first; a loop device set up over it afterwards is
 	// refused by name of its backing file.
 	img2 := tempImage(t, 4<<20)
-	f, err := Open(img2, OpenOptions{Exclusive: true})
+	f, err := openFile(img2, OpenOptions{Exclusive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	loop2 := loopDevice(t, img2)
-	if _, err := Open(loop2, OpenOptions{Exclusive: true}); !errors.As(err, &ce) || !strings.Contains(ce.Holder, img2) {
+	if _, err := openFile(loop2, OpenOptions{Exclusive: true}); !errors.As(err, &ce) || !strings.Contains(ce.Holder, img2) {
 		t.Fatalf("exclusive open of %s over a claimed image: %v", loop2, err)
 	}
 }

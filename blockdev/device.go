@@ -37,13 +37,5 @@ type FUAWriter interface {
 	WriteAtFUA(p []byte, off int64) (int, error)
 }
 
-// BlockSizer is implemented by devices with a natural block size (the
-// crypt layer reports the volume's sector size). Frontends advertise it.
-type BlockSizer interface {
-	BlockSize() int
-}
-
-// ReadOnly is implemented by devices that refuse writes.
-type ReadOnly interface {
-	ReadOnly() bool
-}
+// Whether a device is read-only, has a block size, or takes discards, it
+// declares in its Caps (caps.go).

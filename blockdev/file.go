@@ -44,7 +44,7 @@ type File struct {
 	io *fileIO
 }
 
-// OpenOptions say how Open opens a device.
+// OpenOptions say how Open opens a location.
 type OpenOptions struct {
 	ReadOnly bool
 	// Exclusive claims the device until Close, as the kernel's dm-crypt
@@ -60,11 +60,12 @@ type OpenOptions struct {
 // taken once, at open: a regular file is not grown by writes past its end
 // (those fail).
 func OpenFile(path string, readOnly bool) (*File, error) {
-	return Open(path, OpenOptions{ReadOnly: readOnly})
+	return openFile(path, OpenOptions{ReadOnly: readOnly})
 }
 
-// Open opens a regular file or a block device as opts say.
-func Open(path string, opts OpenOptions) (*File, error) {
+// openFile opens a regular file or a block device as opts say: Open's
+// backend for local paths.
+func openFile(path string, opts OpenOptions) (*File, error) {
 	fio, err := openFileIO(path, opts)
 	if err != nil {
 		return nil, err
@@ -101,11 +102,11 @@ type fileIO struct {
 func openFileIO(path string, opts OpenOptions) (*fileIO, error) {
 	d := &fileIO{path: path, dfd: -1, readOnly: opts.ReadOnly}
 	flag := d.openFlag()
-	f, err := os.OpenFile(path, flag, 0)
+	f, size, isBlock, err := openLocal(path, flag)
 	if err != nil {
 		return nil, err
 	}
-	d.f, d.fd = f, int(f.Fd())
+	d.f, d.fd, d.size, d.isBlock = f, int(f.Fd()), size, isBlock
 	if err := d.setup(flag, opts); err != nil {
 		d.Close()
 		return nil, err
@@ -120,25 +121,8 @@ func (d *fileIO) openFlag() int {
 	return os.O_RDWR
 }
 
-// setup sizes the device, opens the direct descriptor and takes the claim.
+// setup opens the direct descriptor and takes the claim.
 func (d *fileIO) setup(flag int, opts OpenOptions) error {
-	fi, err := d.f.Stat()
-	if err != nil {
-		return err
-	}
-	switch {
-	case fi.Mode().IsRegular():
-		d.size = fi.Size()
-	case fi.Mode()&os.ModeDevice != 0 && fi.Mode()&os.ModeCharDevice == 0:
-		d.isBlock = true
-		var sz uint64
-		if err := ioctlPtr(d.f, unix.BLKGETSIZE64, unsafe.Pointer(&sz)); err != nil {
-			return &os.PathError{Op: "BLKGETSIZE64", Path: d.path, Err: err}
-		}
-		d.size = int64(sz)
-	default:
-		return fmt.Errorf("%s: not a regular file or block device", d.path)
-	}
 	excl := opts.Exclusive && d.isBlock
 	if !opts.Buffered || excl {
 		if err := d.openDirect(flag, excl, !opts.Buffered); err != nil {
@@ -205,8 +189,12 @@ func (d *fileIO) openDirect(flag int, excl, useDirect bool) error {
 // Size returns the size in bytes taken at open.
 func (d *fileIO) Size() int64 { return d.size }
 
-// ReadOnly reports whether the device was opened read-only.
-func (d *fileIO) ReadOnly() bool { return d.readOnly }
+// Caps: a file punches holes and zeroes ranges, a block device discards
+// and zeroes them (Trim and WriteZeroes fall back where it cannot), and
+// both write FUA (RWF_DSYNC).
+func (d *fileIO) Caps() Caps {
+	return Caps{ReadOnly: d.readOnly, Trim: true, WriteZeroes: true, FUA: true}
+}
 
 // ioPath is how one request reaches the device.
 type ioPath int

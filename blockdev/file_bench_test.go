@@ -38,7 +38,7 @@ func BenchmarkFile(b *testing.B) {
 		name     string
 		buffered bool
 	}{{"direct", false}, {"buffered", true}} {
-		d, err := Open(path, OpenOptions{Buffered: mode.buffered})
+		d, err := openFile(path, OpenOptions{Buffered: mode.buffered})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -121,8 +121,8 @@ func TestFileReadOnlyAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if !f.ReadOnly() {
-		t.Fatal("ReadOnly() false")
+	if !CapsOf(f).ReadOnly {
+		t.Fatal("Caps().ReadOnly false")
 	}
 	if _, err := f.WriteAt([]byte{1}, 0); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("write to read-only file: %v", err)
@@ -231,7 +231,7 @@ func TestFileDirectShortTail(t *testing.T) {
 // read-only opens share it.
 func TestFileExclusiveImage(t *testing.T) {
 	p := tempImage(t, 1<<20)
-	a, err := Open(p, OpenOptions{Exclusive: true})
+	a, err := openFile(p, OpenOptions{Exclusive: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestFileExclusiveImage(t *testing.T) {
 	}
 	for _, name := range []string{p, link} {
 		for _, ro := range []bool{false, true} {
-			_, err := Open(name, OpenOptions{Exclusive: true, ReadOnly: ro})
+			_, err := openFile(name, OpenOptions{Exclusive: true, ReadOnly: ro})
 			var ce *ClaimError
 			if !errors.Is(err, ErrInUse) || !errors.As(err, &ce) || !errors.Is(err, unix.EBUSY) {
 				t.Fatalf("second exclusive open of %s (read-only %v): %v, want ErrInUse", name, ro, err)
@@ -259,17 +259,17 @@ func TestFileExclusiveImage(t *testing.T) {
 		c.Close()
 	}
 	a.Close()
-	r1, err := Open(p, OpenOptions{Exclusive: true, ReadOnly: true})
+	r1, err := openFile(p, OpenOptions{Exclusive: true, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r1.Close()
-	r2, err := Open(p, OpenOptions{Exclusive: true, ReadOnly: true})
+	r2, err := openFile(p, OpenOptions{Exclusive: true, ReadOnly: true})
 	if err != nil {
 		t.Fatalf("two read-only opens: %v", err)
 	}
 	r2.Close()
-	if _, err := Open(p, OpenOptions{Exclusive: true}); !errors.Is(err, ErrInUse) {
+	if _, err := openFile(p, OpenOptions{Exclusive: true}); !errors.Is(err, ErrInUse) {
 		t.Fatalf("read-write open beside a read-only one: %v", err)
 	}
 }

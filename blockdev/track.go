@@ -75,10 +75,13 @@ func (t *Tracked) Device() Device { return t.dev }
 // Size is the size of the device below.
 func (t *Tracked) Size() int64 { return t.dev.Size() }
 
-// ReadOnly reports whether the device below refuses writes.
-func (t *Tracked) ReadOnly() bool {
-	ro, ok := t.dev.(ReadOnly)
-	return ok && ro.ReadOnly()
+// Caps are the device below's, but that WriteAtFUA is always durable by
+// itself: a FUA write below, or a write and a flush that lost writes
+// elsewhere do not fail.
+func (t *Tracked) Caps() Caps {
+	c := CapsOf(t.dev)
+	c.FUA = true
+	return c
 }
 
 // ReadAt reads from the device below.

@@ -34,8 +34,10 @@ type Device struct {
 	size       int64
 	sectorSize int64
 	ivOffset   uint64
-	discards   bool
 	readOnly   bool
+	trim       blockdev.Trimmer   // nil: discards are refused
+	fua        blockdev.FUAWriter // nil: a FUA write is a write and a flush
+	lost       lostWrites         // nil: the backend keeps no record of lost writes
 	locks      sectorLocks
 	closed     atomic.Bool
 	active     atomic.Int32 // requests in progress, to size their parallelism
@@ -73,21 +75,23 @@ func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*De
 	if size > bsize-opts.Offset {
 		return nil, fmt.Errorf("data segment (%d bytes at %d) is larger than the device (%d bytes)", size, opts.Offset, bsize)
 	}
-	ro := opts.ReadOnly
-	if r, ok := backend.(blockdev.ReadOnly); ok && r.ReadOnly() {
-		ro = true
-	}
-	return &Device{
+	caps, ops := blockdev.OpsOf(backend)
+	d := &Device{
 		backend:    backend,
 		cipher:     c,
 		offset:     opts.Offset,
 		size:       size,
 		sectorSize: int64(ss),
 		ivOffset:   opts.IVOffset,
-		discards:   opts.AllowDiscards,
-		readOnly:   ro,
+		readOnly:   opts.ReadOnly || caps.ReadOnly,
 		procs:      runtime.GOMAXPROCS(0),
-	}, nil
+	}
+	if opts.AllowDiscards && !d.readOnly {
+		d.trim = ops.Trim
+	}
+	d.fua = ops.FUA
+	d.lost, _ = backend.(lostWrites)
+	return d, nil
 }
 
 // Size is the plaintext size in bytes.
@@ -96,13 +100,17 @@ func (d *Device) Size() int64 { return d.size }
 // BlockSize is the encryption sector size.
 func (d *Device) BlockSize() int { return int(d.sectorSize) }
 
-// ReadOnly reports whether writes are refused.
-func (d *Device) ReadOnly() bool { return d.readOnly }
-
-// CanTrim reports whether Trim passes discards down to the backend.
-func (d *Device) CanTrim() bool {
-	_, ok := d.backend.(blockdev.Trimmer)
-	return d.discards && ok && !d.readOnly
+// Caps: discards pass down when they are allowed and the backend takes
+// them; zeroes and FUA writes are the crypt layer's own (WriteZeroes
+// encrypts zeroes, WriteAtFUA is durable whatever the backend offers).
+func (d *Device) Caps() blockdev.Caps {
+	return blockdev.Caps{
+		ReadOnly:    d.readOnly,
+		Trim:        d.trim != nil,
+		WriteZeroes: true,
+		FUA:         true,
+		BlockSize:   int(d.sectorSize),
+	}
 }
 
 // Backend returns the ciphertext device below.
@@ -177,7 +185,7 @@ func (d *Device) WriteAt(p []byte, off int64) (int, error) {
 // goes to the backend as a FUA write where it takes them
 // (blockdev.FUAWriter), else the backend is flushed after the write.
 func (d *Device) WriteAtFUA(p []byte, off int64) (int, error) {
-	if _, ok := d.backend.(blockdev.FUAWriter); !ok {
+	if d.fua == nil {
 		n, err := d.WriteAt(p, off)
 		if err == nil {
 			err = d.backend.Flush()
@@ -213,7 +221,7 @@ func (d *Device) WriteZeroes(off, length int64) error {
 // discards are allowed; otherwise it returns blockdev.ErrNotSupported.
 // Discarded sectors read back as garbage, as with dm-crypt.
 func (d *Device) Trim(off, length int64) error {
-	if !d.CanTrim() {
+	if d.trim == nil {
 		return &blockdev.OpError{Op: "trim", Path: "crypt", Off: off, Len: length, Err: blockdev.ErrNotSupported}
 	}
 	if err := d.checkWrite("trim", off, length); err != nil {
@@ -227,7 +235,7 @@ func (d *Device) Trim(off, length int64) error {
 	first, last := start/d.sectorSize, end/d.sectorSize-1
 	unlock := d.locks.lock(first, last, true)
 	defer unlock()
-	return d.backend.(blockdev.Trimmer).Trim(d.offset+start, end-start)
+	return d.trim.Trim(d.offset+start, end-start)
 }
 
 // Flush flushes the backend.
@@ -259,7 +267,7 @@ func (d *Device) checkWrite(op string, off, length int64) error {
 
 // write writes length bytes at off whose plaintext fill produces: fill(dst,
 // at) fills dst with the plaintext that belongs at offset at. With fua,
-// each piece is a FUA write (the backend is a blockdev.FUAWriter).
+// each piece is a FUA write (the backend has FUA writes: d.fua).
 func (d *Device) write(off, length int64, fua bool, fill func(dst []byte, at int64)) error {
 	ss := d.sectorSize
 	partial := off%ss != 0 || (off+length)%ss != 0
@@ -292,7 +300,7 @@ func (d *Device) writeChunk(off, length int64, fua bool, fill func(dst []byte, a
 	fill(buf[off-start:off-start+length], off)
 	d.cipher.Encrypt(buf, d.ivSector(start), int(ss))
 	if fua {
-		_, err := d.backend.(blockdev.FUAWriter).WriteAtFUA(buf, d.offset+start)
+		_, err := d.fua.WriteAtFUA(buf, d.offset+start)
 		return err
 	}
 	_, err := d.backend.WriteAt(buf, d.offset+start)
@@ -306,8 +314,8 @@ func (d *Device) writeChunk(off, length int64, fua bool, fill func(dst []byte, a
 // written (and clear the backend's record of the loss), so such a write
 // fails until the whole sector is written again.
 func (d *Device) readPartialSector(dst []byte, off int64) error {
-	if lw, ok := d.backend.(lostWrites); ok {
-		if err := lw.LostWrites(d.offset+off, d.sectorSize); err != nil {
+	if d.lost != nil {
+		if err := d.lost.LostWrites(d.offset+off, d.sectorSize); err != nil {
 			return err
 		}
 	}

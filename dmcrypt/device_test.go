@@ -338,8 +338,8 @@ func TestDeviceBackendFailure(t *testing.T) {
 func TestDeviceWriteZeroesAndTrim(t *testing.T) {
 	const ss = 512
 	d, m, _ := newTestDevice(t, 64<<10, DeviceOptions{SectorSize: ss})
-	if d.CanTrim() {
-		t.Fatal("CanTrim without AllowDiscards")
+	if d.Caps().Trim {
+		t.Fatal("Caps().Trim without AllowDiscards")
 	}
 	if err := d.Trim(0, 4096); !errors.Is(err, blockdev.ErrNotSupported) {
 		t.Fatalf("Trim without AllowDiscards: %v, want ErrNotSupported", err)
@@ -362,8 +362,8 @@ func TestDeviceWriteZeroesAndTrim(t *testing.T) {
 	}
 
 	d2, m2, _ := newTestDevice(t, 64<<10, DeviceOptions{SectorSize: 4096, AllowDiscards: true})
-	if !d2.CanTrim() {
-		t.Fatal("CanTrim false with AllowDiscards over a trimming backend")
+	if !d2.Caps().Trim {
+		t.Fatal("Caps().Trim false with AllowDiscards over a trimming backend")
 	}
 	if err := d2.Trim(100, 3*4096); err != nil {
 		t.Fatal(err)

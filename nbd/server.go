@@ -66,6 +66,11 @@ const (
 // Server serves one blockdev.Device as one NBD export.
 type Server struct {
 	dev  blockdev.Device
+	caps blockdev.Caps // what dev declares, read once
+	// The device's optional operations, where it has them.
+	trim blockdev.Trimmer
+	zero blockdev.ZeroWriter // nil: write zeroes are written out
+	fua  blockdev.FUAWriter  // nil: a FUA write is a write and a flush
 	cfg  Config
 	size int64
 
@@ -104,11 +109,15 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = defaultMaxConns
 	}
-	if r, ok := dev.(blockdev.ReadOnly); ok && r.ReadOnly() {
+	caps, ops := blockdev.OpsOf(dev)
+	if caps.ReadOnly {
 		cfg.ReadOnly = true
 	}
-	return &Server{
+	s := &Server{
 		dev:       dev,
+		caps:      caps,
+		zero:      ops.Zero,
+		fua:       ops.FUA,
 		cfg:       cfg,
 		size:      dev.Size(),
 		listeners: map[net.Listener]struct{}{},
@@ -118,19 +127,14 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 		// No reserve when one connection may take the whole budget anyway.
 		reserve: min(int64(cfg.MaxRequest), cfg.MaxTotalInFlightBytes-cfg.MaxInFlightBytes),
 	}
+	// A client may send TRIM unasked: a device with Trim answers it (a
+	// refusal is a hint ignored), whatever it advertises.
+	s.trim, _ = dev.(blockdev.Trimmer)
+	return s
 }
 
 // canTrim reports whether the device passes discards down.
-func (s *Server) canTrim() bool {
-	if s.cfg.ReadOnly {
-		return false
-	}
-	if c, ok := s.dev.(interface{ CanTrim() bool }); ok {
-		return c.CanTrim()
-	}
-	_, ok := s.dev.(blockdev.Trimmer)
-	return ok
-}
+func (s *Server) canTrim() bool { return !s.cfg.ReadOnly && s.caps.Trim }
 
 // Flags returns the transmission flags the server advertises for its
 // export. ServeTransmission callers pass them to the kernel.
@@ -154,8 +158,8 @@ func (s *Server) Size() int64 { return s.size }
 // sectors), but whole sectors are what it prefers.
 func (s *Server) blockSizes() (uint32, uint32, uint32) {
 	pref := uint32(4096)
-	if b, ok := s.dev.(blockdev.BlockSizer); ok && b.BlockSize() > 0 {
-		pref = uint32(max(b.BlockSize(), 512))
+	if bs := s.caps.BlockSize; bs > 0 {
+		pref = uint32(max(bs, 512))
 	}
 	return 1, pref, uint32(s.cfg.MaxRequest)
 }

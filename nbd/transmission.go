@@ -326,7 +326,7 @@ func (ss *session) doRead(req request) {
 }
 
 func (ss *session) doWrite(req request, buf []byte) uint32 {
-	if fw, ok := ss.srv.dev.(blockdev.FUAWriter); ok && req.flags&cmdFlagFUA != 0 {
+	if fw := ss.srv.fua; fw != nil && req.flags&cmdFlagFUA != 0 {
 		// Durable by itself: a whole-device flush would also fail for
 		// writes to other ranges that a failed flush lost.
 		if _, err := fw.WriteAtFUA(buf, int64(req.offset)); err != nil {
@@ -348,8 +348,8 @@ func (ss *session) doFlush(req request) uint32 {
 }
 
 func (ss *session) doTrim(req request) uint32 {
-	t, ok := ss.srv.dev.(blockdev.Trimmer)
-	if !ok {
+	t := ss.srv.trim
+	if t == nil {
 		return errInval
 	}
 	if err := t.Trim(int64(req.offset), int64(req.length)); err != nil {
@@ -368,7 +368,7 @@ func (ss *session) doTrim(req request) uint32 {
 // holds whether or not the client set it.
 func (ss *session) doWriteZeroes(req request) uint32 {
 	off, n := int64(req.offset), int64(req.length)
-	if z, ok := ss.srv.dev.(blockdev.ZeroWriter); ok {
+	if z := ss.srv.zero; z != nil {
 		err := z.WriteZeroes(off, n)
 		if err == nil {
 			return ss.fua(req)

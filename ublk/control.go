@@ -11,8 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ControlPath is the node ublk_drv creates for control commands.
-var ControlPath = "/dev/ublk-control"
+// ControlPath is the node ublk_drv creates for control commands, where
+// Options.Control points unless it is set.
+const ControlPath = "/dev/ublk-control"
 
 // ErrNoUblk reports a kernel without ublk (no ublk_drv, or no io_uring).
 var ErrNoUblk = errors.New("ublk is not available on this kernel")
@@ -57,15 +58,18 @@ func (e *CommandError) Error() string {
 
 func (e *CommandError) Unwrap() error { return e.Err }
 
-// openControl opens the control node and learns which command encoding the
-// kernel speaks.
-func openControl() (*control, error) {
-	fd, err := unix.Open(ControlPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
+// openControl opens the control node at path ("" = ControlPath) and learns
+// which command encoding the kernel speaks.
+func openControl(path string) (*control, error) {
+	if path == "" {
+		path = ControlPath
+	}
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) {
-			return nil, fmt.Errorf("%w: %s is missing (load ublk_drv, Linux 6.0 or later)", ErrNoUblk, ControlPath)
+			return nil, fmt.Errorf("%w: %s is missing (load ublk_drv, Linux 6.0 or later)", ErrNoUblk, path)
 		}
-		return nil, fmt.Errorf("open %s: %w", ControlPath, err)
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	r, err := newRing(4)
 	if err != nil {
@@ -179,9 +183,10 @@ func (c *control) simple(nr uint32, id uint32, data uint64) error {
 }
 
 // Features returns the ublk feature flags (Feature*) this kernel supports,
-// or 0 with no error on kernels before 6.5, which cannot tell.
-func Features() (uint64, error) {
-	c, err := openControl()
+// asked through the control node control ("" = ControlPath), or 0 with no
+// error on kernels before 6.5, which cannot tell.
+func Features(control string) (uint64, error) {
+	c, err := openControl(control)
 	if err != nil {
 		return 0, err
 	}

@@ -90,13 +90,13 @@ func TestFlushFailsEveryTime(t *testing.T) {
 	}
 }
 
-// TestDiscardFollowsCanTrim: a device that has Trim but says it passes no
+// TestDiscardFollowsCaps: a device that has Trim but says it passes no
 // discards down (the crypt layer without --allow-discards on the backend)
 // is not offered discards.
-func TestDiscardFollowsCanTrim(t *testing.T) {
+func TestDiscardFollowsCaps(t *testing.T) {
 	h := newHandler(noTrimDevice{devtest.NewErring(devtest.NewMem(1 << 20))}, false, true, nil)
 	if h.trim != nil {
-		t.Fatal("discards served although CanTrim is false")
+		t.Fatal("discards served although Caps().Trim is false")
 	}
 	if got := h.serve(desc(opDiscard, 0, 8), &memPayload{}); got != -int32(syscall.EOPNOTSUPP) {
 		t.Fatalf("discard: %d, want -EOPNOTSUPP", got)
@@ -105,7 +105,7 @@ func TestDiscardFollowsCanTrim(t *testing.T) {
 
 type noTrimDevice struct{ *devtest.Erring }
 
-func (noTrimDevice) CanTrim() bool { return false }
+func (noTrimDevice) Caps() blockdev.Caps { return blockdev.Caps{} }
 
 // TestFUAWrite: a write the kernel flags FUA goes to the device's own
 // durable write, and the device advertises FUA only when it has one.

@@ -37,22 +37,10 @@ type handler struct {
 }
 
 func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(string, ...any)) *handler {
-	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly, logf: logf}
-	if ro, ok := dev.(blockdev.ReadOnly); ok && ro.ReadOnly() {
-		h.readOnly = true
-	}
-	if t, ok := dev.(blockdev.Trimmer); ok && allowDiscards && !h.readOnly {
-		// The crypt layer always has Trim; it says whether it passes
-		// discards down.
-		if c, ok := dev.(interface{ CanTrim() bool }); !ok || c.CanTrim() {
-			h.trim = t
-		}
-	}
-	if z, ok := dev.(blockdev.ZeroWriter); ok {
-		h.zero = z
-	}
-	if f, ok := dev.(blockdev.FUAWriter); ok {
-		h.fua = f
+	caps, ops := blockdev.OpsOf(dev)
+	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly || caps.ReadOnly, zero: ops.Zero, fua: ops.FUA, logf: logf}
+	if allowDiscards && !h.readOnly {
+		h.trim = ops.Trim
 	}
 	return h
 }

@@ -54,6 +54,8 @@ type Options struct {
 	// Logf receives a line per failed request (rate-limited); nil logs
 	// nothing.
 	Logf func(format string, args ...any)
+	// Control is the control node ("" = ControlPath).
+	Control string
 }
 
 const (
@@ -103,17 +105,14 @@ func New(dev blockdev.Device, opts Options) (*Device, error) {
 	}
 	bs := opts.BlockSize
 	if bs == 0 {
-		bs = 512
-		if b, ok := dev.(blockdev.BlockSizer); ok {
-			bs = b.BlockSize()
-		}
+		bs = max(blockdev.CapsOf(dev).BlockSize, 512)
 	}
 	h := newHandler(dev, opts.ReadOnly, opts.AllowDiscards, opts.Logf)
 	// validate before asking the kernel for anything
 	if _, err := buildParams(geometry{size: h.size, blockSize: bs, maxIOBytes: uint32(opts.MaxIOBytes)}); err != nil {
 		return nil, err
 	}
-	c, err := openControl()
+	c, err := openControl(opts.Control)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +180,7 @@ func Recover(id int, dev blockdev.Device, opts Options) (*Device, error) {
 	if id < 0 {
 		return nil, fmt.Errorf("ublk: recover needs a device id, got %d", id)
 	}
-	c, err := openControl()
+	c, err := openControl(opts.Control)
 	if err != nil {
 		return nil, err
 	}
@@ -418,12 +417,12 @@ var ErrServed = errors.New("ublk device is served by a running daemon")
 // kernel was holding, so whatever waits on them (a mount, a sync) goes on
 // with errors, and /dev/ublkbN goes away; the device number is freed once
 // its last opener closes it. A device with a running server is left alone
-// (ErrServed).
+// (ErrServed). It asks through ControlPath.
 func DeleteAbandoned(id int) error {
 	if id < 0 {
 		return fmt.Errorf("ublk: no device %d", id)
 	}
-	c, err := openControl()
+	c, err := openControl("")
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/internal/testtool"
-	"github.com/luksd/luksd/keyring"
 )
 
 // claimFixture is a cryptsetup-made image and its passphrase file.
@@ -30,24 +30,9 @@ func claimFixture(t *testing.T) (cs, img, pass string) {
 func runFakeVolume(t *testing.T, cs, image, header, pass, name string) chan error {
 	t.Helper()
 	dump := runTool(t, nil, cs, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, header)
-	vk := volumeKeyOf(t, dump.stdout)
-	fe := &fakeFrontend{}
-	frontends["fake"] = fe
-	t.Cleanup(func() { delete(frontends, "fake") })
-	key, err := keyring.FromBytes(vk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := daemonSpec{Name: name, Image: image, Header: header, Frontend: "fake", KeyLen: key.Len()}
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- runVolume(spec, key, false, func(d string) { ready <- d }) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("runVolume: %v", err)
-	}
-	return done
+	fe := fakeFrontend()
+	v := imageVolume(t, image, header, volumeKeyOf(t, dump.stdout))
+	return startDaemon(t, v.spec(name, daemon.Options{Frontend: fe.Name()}), v.Key)
 }
 
 // volumeKeyOf reads the hex key out of luksDump --dump-volume-key.
@@ -84,7 +69,7 @@ func TestOpenImageIsClaimed(t *testing.T) {
 	captureLog(t)
 	done := runFakeVolume(t, cs, img, img, pass, "held")
 
-	st, err := activeState("held")
+	st, err := daemon.Active("held")
 	if err != nil || st == nil || st.Claim != "OFD lock" {
 		t.Fatalf("state %+v, %v: want claim \"OFD lock\"", st, err)
 	}
@@ -142,10 +127,10 @@ func TestDaemonRefusesClaimedImage(t *testing.T) {
 	defer func() { closeVolume("first"); waitDaemon(t, done) }()
 
 	dump := runTool(t, nil, cs, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, img)
-	key, _ := keyring.FromBytes(volumeKeyOf(t, dump.stdout))
-	err := runVolume(daemonSpec{Name: "second", Image: img, Header: img, Frontend: "fake", KeyLen: key.Len()}, key, false, nil)
-	if exitCode(err) != exitBusy || err.Error() != "Cannot use device "+img+" which is in use (already mapped or mounted)." {
-		t.Fatalf("second daemon on the image: %v (exit %d)", err, exitCode(err))
+	v := imageVolume(t, img, img, volumeKeyOf(t, dump.stdout))
+	err := daemon.Run(v.spec("second", daemon.Options{Frontend: "fake"}), v.Key, daemon.RunOptions{})
+	if exitCodeOf(err) != exitBusy || err.Error() != "Cannot use device "+img+" which is in use (already mapped or mounted)." {
+		t.Fatalf("second daemon on the image: %v (exit %d)", err, exitCodeOf(err))
 	}
 	if !bytes.Contains([]byte(logged.String()), []byte("second: stopped: Cannot use device")) {
 		t.Fatalf("log: %s", logged)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/internal/testtool"
 	"golang.org/x/sys/unix"
 )
@@ -287,8 +288,8 @@ func TestFormatRefusesBusyDevice(t *testing.T) {
 	key := w.key("key", "pw")
 	pb := cheapPBKDF("pbkdf2")
 
-	_, _, done := startFake(t, "fmtbusy")
-	st, err := activeState("fmtbusy")
+	_, done := startFake(t, "fmtbusy")
+	st, err := daemon.Active("fmtbusy")
 	if err != nil || st == nil {
 		t.Fatal(st, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/luksd/luksd/daemon"
 	"github.com/urfave/cli/v2"
 )
 
@@ -155,15 +156,29 @@ func report(err error) int {
 	if err == nil {
 		return exitOK
 	}
-	code := exitParams
-	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-	}
 	if msg := strings.TrimSpace(err.Error()); msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 	}
-	return code
+	return exitCodeOf(err)
+}
+
+// exitCodeOf is err's exit code: an exitError's own, the one a daemon
+// reported, or the one cryptsetup gives a daemon failure of its kind;
+// exitParams for anything else.
+func exitCodeOf(err error) int {
+	var ee *exitError
+	var se *daemon.StartError
+	switch {
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &se):
+		return se.Code
+	case errors.Is(err, daemon.ErrExists), errors.Is(err, daemon.ErrBusy):
+		return exitBusy
+	case errors.Is(err, daemon.ErrNotActive), errors.Is(err, daemon.ErrNoDevice):
+		return exitDevice
+	}
+	return exitParams
 }
 
 // printSpecial answers --version/-V, --help/-? and --usage, which popt

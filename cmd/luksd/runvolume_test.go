@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/internal/testtool"
-	"github.com/luksd/luksd/keyring"
 )
 
 // TestRunVolumeCryptsetupImage runs the daemon's whole open path on a
@@ -31,34 +31,19 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 	runTool(t, nil, cs, "luksFormat", "-q", "--type", "luks2", "--sector-size", "4096", "--pbkdf", "pbkdf2",
 		"--pbkdf-force-iterations", "1000", "--volume-key-file", vkFile, "--key-file", pass, img).expect(t, 0, "")
 
-	fe := &fakeFrontend{}
-	frontends["fake"] = fe
-	defer delete(frontends, "fake")
-	var logged bytes.Buffer
-	daemonLog.SetOutput(&logged)
-	defer daemonLog.SetOutput(os.Stderr)
-	spec := daemonSpec{Name: "e2e", Image: img, Header: img, Frontend: "fake", Slot: 0, KeyLen: len(vk), IOTimeout: 7 * time.Second}
+	fe := fakeFrontend()
+	logged := captureLog(t)
 	start := func() chan error {
-		key, err := keyring.FromBytes(bytes.Clone(vk))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ready := make(chan string, 1)
-		done := make(chan error, 1)
-		go func() { done <- runVolume(spec, key, false, func(d string) { ready <- d }) }()
-		select {
-		case <-ready:
-		case err := <-done:
-			t.Fatalf("runVolume: %v", err)
-		}
-		if key.Len() != 0 {
+		v := imageVolume(t, img, img, bytes.Clone(vk))
+		done := startDaemon(t, v.spec("e2e", daemon.Options{Frontend: fe.Name(), IOTimeout: 7 * time.Second}), v.Key)
+		if v.Key.Len() != 0 {
 			t.Error("the volume key was not wiped once the crypt layer had it")
 		}
 		return done
 	}
 
 	done := start()
-	st, err := activeState("e2e")
+	st, err := daemon.Active("e2e")
 	if err != nil || st == nil {
 		t.Fatal(st, err)
 	}
@@ -66,15 +51,15 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 		st.Offset != 16<<20 || st.Size != 4<<20 || st.ReadOnly {
 		t.Fatalf("state %+v", st)
 	}
-	if bs := fe.attachment().opts.BlockSize; bs != 4096 {
+	if bs := fe.Last().Opts.BlockSize; bs != 4096 {
 		t.Fatalf("attached with block size %d, want the sector size 4096", bs)
 	}
-	if to := fe.attachment().opts.IOTimeout; to != 7*time.Second {
+	if to := fe.Last().Opts.IOTimeout; to != 7*time.Second {
 		t.Fatalf("attached with I/O timeout %v, want open's 7s", to)
 	}
 	pattern := make([]byte, 3*4096)
 	rand.Read(pattern)
-	if _, err := fe.attachment().dev.WriteAt(pattern, 5*4096); err != nil {
+	if _, err := fe.Last().Dev.WriteAt(pattern, 5*4096); err != nil {
 		t.Fatal(err)
 	}
 	if err := closeVolume("e2e"); err != nil {
@@ -94,7 +79,7 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 
 	done = start()
 	got := make([]byte, len(pattern))
-	if _, err := fe.attachment().dev.ReadAt(got, 5*4096); err != nil {
+	if _, err := fe.Last().Dev.ReadAt(got, 5*4096); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, pattern) {

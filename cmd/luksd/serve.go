@@ -1,15 +1,7 @@
 package main
 
 import (
-	"fmt"
-	"log"
-	"net"
-	"os"
-	"os/signal"
-	"runtime/debug"
-	"syscall"
-
-	"github.com/luksd/luksd/nbd"
+	"github.com/luksd/luksd/daemon"
 	"github.com/urfave/cli/v2"
 )
 
@@ -32,9 +24,6 @@ func init() {
 	})
 }
 
-// serveMemoryLimit is the soft heap limit of `luksd serve`.
-const serveMemoryLimit = 80 << 20
-
 func runServe(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return exitf(exitParams, "Command requires device as argument.")
@@ -48,66 +37,11 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	dev, _, err := openCryptDevice(v, readOnly, c.Bool("allow-discards"))
-	v.Close()
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-
-	// From here on a signal stops the server cleanly (socket removed).
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
-	var l net.Listener
-	where := ""
-	if sock := c.String("socket"); sock != "" {
-		l, err = nbd.ListenUnix(sock, 0o600)
-		where = "unix socket " + sock
-	} else {
-		addr := c.String("listen")
-		if addr == "" {
-			addr = "127.0.0.1:" + nbd.DefaultPort
-		}
-		l, err = nbd.ListenTCP(addr)
-		if err == nil {
-			where = "nbd://" + l.Addr().String() + "/"
-		}
-	}
-	if err != nil {
-		return exitf(exitBusy, "Cannot listen: %v.", err)
-	}
-
-	// The data path recycles its payload buffers; a soft heap limit keeps
-	// the little garbage it makes from doubling the heap between
-	// collections (GOMEMLIMIT overrides it).
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(serveMemoryLimit)
-	}
-	logger := log.New(os.Stderr, "luksd: ", log.LstdFlags)
-	srv := nbd.NewServer(dev, nbd.Config{Name: c.String("export-name"), ReadOnly: readOnly, Logf: logger.Printf})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	mode := "read-write"
-	if readOnly {
-		mode = "read-only"
-	}
-	logger.Printf("serving %s (%d bytes, %s, %d-byte sectors, %s) on %s", path, dev.Size(), v.Segment.Cipher, dev.BlockSize(), mode, where)
-
-	select {
-	case sig := <-sigs:
-		logger.Printf("%v: stopping", sig)
-		srv.Close()
-		<-served
-	case err := <-served:
-		srv.Close()
-		dev.Flush()
-		return withCode(exitParams, fmt.Errorf("serving: %w", err))
-	}
-	if err := dev.Flush(); err != nil {
-		return withCode(exitParams, fmt.Errorf("flushing %s: %w", path, err))
-	}
-	logger.Printf("flushed %s, exiting", path)
-	return nil
+	defer v.Close()
+	spec := v.spec("", daemon.Options{ReadOnly: readOnly, AllowDiscards: c.Bool("allow-discards")})
+	return daemon.Serve(spec, v.Key, daemon.ServeOptions{
+		Socket:     c.String("socket"),
+		Listen:     c.String("listen"),
+		ExportName: c.String("export-name"),
+	})
 }

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/daemon"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 )
 
 func init() {
@@ -29,7 +29,7 @@ func statusAction(c *cli.Context) error {
 		fmt.Printf("%s is inactive.\n", arg)
 		return exitf(exitDevice, "")
 	}
-	s, err := activeState(name)
+	s, err := daemon.Active(name)
 	if err != nil {
 		return err
 	}
@@ -38,12 +38,12 @@ func statusAction(c *cli.Context) error {
 		fmt.Printf("%s is inactive.\n", arg)
 		return exitf(exitDevice, "")
 	}
-	return writeStatus(os.Stdout, s, deviceInUse(s.Device))
+	return writeStatus(os.Stdout, s, blockdev.Busy(s.Device))
 }
 
 // writeStatus prints a volume's status in cryptsetup status's layout, with
 // the frontend and its kernel block device added.
-func writeStatus(w io.Writer, s *volumeState, inUse bool) error {
+func writeStatus(w io.Writer, s *daemon.State, inUse bool) error {
 	bw := bufio.NewWriter(w)
 	if inUse {
 		fmt.Fprintf(bw, "%s is active and is in use.\n", s.Name)
@@ -77,48 +77,4 @@ func writeStatus(w io.Writer, s *volumeState, inUse bool) error {
 	fmt.Fprintf(bw, "  frontend: %s\n", s.Frontend)
 	fmt.Fprintf(bw, "  block device: %s\n", s.Device)
 	return bw.Flush()
-}
-
-// deviceInUse reports whether a block device is mounted, used as swap or
-// held by another block device (dm, md, ...), as far as this process can see.
-func deviceInUse(path string) bool {
-	var st unix.Stat_t
-	if path == "" || unix.Stat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFBLK {
-		return false
-	}
-	// The device and its partitions (nbd0p1, ...), as major:minor.
-	sys := fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))
-	ids := map[string]bool{}
-	dirs := []string{sys}
-	if ents, err := os.ReadDir(sys); err == nil {
-		for _, e := range ents {
-			if _, err := os.Stat(sys + "/" + e.Name() + "/partition"); err == nil {
-				dirs = append(dirs, sys+"/"+e.Name())
-			}
-		}
-	}
-	for _, d := range dirs {
-		if holders, err := os.ReadDir(d + "/holders"); err == nil && len(holders) > 0 {
-			return true
-		}
-		if id, err := os.ReadFile(d + "/dev"); err == nil {
-			ids[strings.TrimSpace(string(id))] = true
-		}
-	}
-	ids[fmt.Sprintf("%d:%d", unix.Major(st.Rdev), unix.Minor(st.Rdev))] = true
-	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for _, line := range strings.Split(string(mi), "\n") {
-			if f := strings.Fields(line); len(f) > 2 && ids[f[2]] {
-				return true
-			}
-		}
-	}
-	if sw, err := os.ReadFile("/proc/swaps"); err == nil {
-		for _, line := range strings.Split(string(sw), "\n") {
-			if f := strings.Fields(line); len(f) > 0 && f[0] == path {
-				return true
-			}
-		}
-	}
-	return false
 }

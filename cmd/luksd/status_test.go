@@ -4,10 +4,17 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/daemon"
 )
 
 func TestStatusText(t *testing.T) {
-	s := sampleState()
+	s := &daemon.State{
+		Name: "data", Device: "/dev/nbd3", Frontend: "nbd", PID: 4242,
+		Image: "/srv/data.img", Header: "/srv/data.hdr", Type: "LUKS2",
+		Cipher: "xchacha12,aes-adiantum-plain64", KeySize: 32, SectorSize: 4096, Offset: 16 << 20, Size: 1 << 30,
+		ReadOnly: true, AllowDiscards: true, Claim: "O_EXCL",
+	}
 	var b bytes.Buffer
 	if err := writeStatus(&b, s, true); err != nil {
 		t.Fatal(err)
@@ -67,7 +74,7 @@ func TestStatusVerb(t *testing.T) {
 	}
 	luksd(t, nil, "close", "/dev/nbd7").expect(t, exitDevice, "Device /dev/nbd7 is not active.")
 
-	_, _, done := startFake(t, "shown")
+	_, done := startFake(t, "shown")
 	if r := luksd(t, nil, "status", "/dev/mapper/shown"); r.code != 0 || !strings.HasPrefix(r.stdout, "shown is active.") {
 		t.Fatalf("status /dev/mapper/shown: exit %d %q", r.code, r.stdout)
 	}

@@ -7,10 +7,11 @@ import (
 	"os"
 	"slices"
 
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
 )
 
 // keyFlags select where a passphrase comes from and which header and
@@ -39,6 +40,30 @@ type volume struct {
 func (v *volume) Close() {
 	if v != nil {
 		v.Key.Wipe()
+	}
+}
+
+// spec describes the unlocked volume to the daemon as the mapping name,
+// exposed as opts say. Whether discards pass is decided here, once: the
+// option, or the header's persistent allow-discards flag.
+func (v *volume) spec(name string, opts daemon.Options) daemon.Spec {
+	opts.AllowDiscards = opts.AllowDiscards || slices.Contains(v.Header.Flags(), "allow-discards")
+	seg := v.Segment
+	return daemon.Spec{
+		Name:     name,
+		Location: v.Path,
+		Header:   v.HeaderPath,
+		Type:     fmt.Sprintf("LUKS%d", v.Header.Version()),
+		UUID:     v.Header.UUID(),
+		KeySlot:  v.Slot,
+		Segment: daemon.Segment{
+			Cipher:     seg.Cipher,
+			Offset:     seg.Offset,
+			Size:       seg.Size,
+			SectorSize: seg.SectorSize,
+			KeySize:    seg.KeySize,
+		},
+		Options: opts,
 	}
 }
 
@@ -77,42 +102,29 @@ func headerPath(c *cli.Context, path string) string {
 	return path
 }
 
-// openDevice opens a device or image file, returning it and its size.
-// Failures carry cryptsetup's "does not exist" message and exit code 4.
+// openDevice opens a device or image file at path, a location that
+// blockdev.OpenPath takes, returning it and its size. Failures carry
+// cryptsetup's messages and exit code 4.
 func openDevice(path string, write bool) (*os.File, int64, error) {
-	flag := os.O_RDONLY
-	if write {
-		flag = os.O_RDWR
-	}
-	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(os.ModeDevice|os.ModeCharDevice) != os.ModeDevice {
-		return nil, 0, exitf(exitDevice, "Device %s is not compatible.", path)
-	}
-	f, err := os.OpenFile(path, flag, 0)
+	f, size, err := blockdev.OpenPath(path, write)
 	if err != nil {
-		return nil, 0, exitf(exitDevice, "Device %s does not exist or access denied.", path)
-	}
-	size, err := deviceSize(f)
-	if err != nil {
-		f.Close()
-		return nil, 0, exitf(exitDevice, "Cannot get info about device %s.", path)
+		return nil, 0, locationError(path, err)
 	}
 	return f, size, nil
 }
 
-// deviceSize returns the size of a regular file or block device.
-func deviceSize(f *os.File) (int64, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, err
+// locationError maps blockdev's refusal to open path to cryptsetup's
+// message (exit 4). A URL no backend takes is luksd's own.
+func locationError(path string, err error) error {
+	switch {
+	case errors.Is(err, blockdev.ErrUnknownScheme):
+		return exitf(exitDevice, "luksd: %v", err)
+	case errors.Is(err, blockdev.ErrNotDevice):
+		return exitf(exitDevice, "Device %s is not compatible.", path)
+	case errors.Is(err, blockdev.ErrNoSize):
+		return exitf(exitDevice, "Cannot get info about device %s.", path)
 	}
-	if fi.Mode().IsRegular() {
-		return fi.Size(), nil
-	}
-	if fi.Mode()&os.ModeDevice != 0 {
-		n, err := unix.IoctlGetUint64(int(f.Fd()), unix.BLKGETSIZE64)
-		return int64(n), err
-	}
-	return 0, fmt.Errorf("%s is neither a file nor a block device", f.Name())
+	return exitf(exitDevice, "Device %s does not exist or access denied.", path)
 }
 
 // readHeader opens and reads the LUKS header of path (or --header) under
@@ -336,19 +348,35 @@ func unlockKeyslot(c *cli.Context, path string, readOnly bool, slot int, retry, 
 	if path == "" {
 		return nil, exitf(exitParams, "Command requires device as argument.")
 	}
-	if hp := headerPath(c, path); hp != path {
-		d, _, err := openDevice(path, !readOnly)
-		if err != nil {
-			return nil, err
-		}
-		d.Close()
+	if err := checkDataDevice(c, path, readOnly); err != nil {
+		return nil, err
 	}
 	h, f, err := readHeaderOfType(c, path, false)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return unlockHeader(c, path, h, f, slot, retry, forActivation)
+}
+
+// checkDataDevice checks, when the header is detached (--header), that
+// the data device path opens (for writing unless readOnly).
+func checkDataDevice(c *cli.Context, path string, readOnly bool) error {
+	if headerPath(c, path) == path {
+		return nil
+	}
+	d, _, err := openDevice(path, !readOnly)
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
+// unlockHeader is unlockKeyslot for the header h of path, already read
+// from f (open reads it once, before it asks for anything).
+func unlockHeader(c *cli.Context, path string, h *luks2.Header, f *headerDevice, slot int, retry, forActivation bool) (*volume, error) {
 	var seg luks2.Segment
+	var err error
 	if forActivation {
 		if seg, err = h.Segment(); err != nil {
 			return nil, segmentError(headerPath(c, path), err)

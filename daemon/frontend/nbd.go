@@ -1,17 +1,19 @@
-package main
+package frontend
 
 import (
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/nbd"
 )
 
-func init() { registerFrontend(nbdFrontend{}) }
+func init() { Register(nbdFrontend{}) }
 
 // nbdFrontend attaches volumes as /dev/nbdN through the kernel's NBD driver,
 // serving its sockets with luksd's NBD server.
@@ -43,9 +45,12 @@ const (
 )
 
 func (nbdFrontend) Name() string     { return "nbd" }
+func (nbdFrontend) Caps() Caps       { return Caps{} }
 func (nbdFrontend) Available() error { return nbd.Available() }
 
-func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, error) {
+// Attach serves dev on /dev/nbdN. The kernel is offered trim when dev
+// declares it (the crypt layer does when discards are allowed).
+func (nbdFrontend) Attach(dev blockdev.Device, opts Options) (Attachment, error) {
 	index := -1
 	if opts.Device != "" {
 		i, err := nbd.ParseDevicePath(opts.Device)
@@ -57,11 +62,8 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, 
 	if opts.Recover && index < 0 {
 		return nil, fmt.Errorf("--recover with the nbd frontend needs --nbd-device /dev/nbdN")
 	}
-	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly, RequestTimeout: opts.IOTimeout, Logf: daemonLog.Printf})
+	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly, RequestTimeout: opts.IOTimeout, Logf: opts.Logf})
 	flags := srv.Flags()
-	if !opts.AllowDiscards {
-		flags &^= nbd.FlagSendTrim
-	}
 	conns, kernelTimeout := 1, time.Duration(0) // wait for ever
 	if opts.IOTimeout > 0 {
 		conns, kernelTimeout = runtime.NumCPU(), opts.IOTimeout+nbdTimeoutGrace
@@ -76,7 +78,7 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, 
 		Connections:     conns,
 		Timeout:         kernelTimeout,
 		DeadConnTimeout: nbdDeadConnTimeout,
-		Logf:            daemonLog.Printf,
+		Logf:            opts.Logf,
 		Backend:         nbdBackendID(opts.Name),
 		Reconfigure:     opts.Recover,
 		Serve:           func(c net.Conn) error { return srv.ServeTransmission(c, flags) },
@@ -118,3 +120,18 @@ func (n *nbdAttachment) State() map[string]string {
 
 // nbdBackendID is what /sys/block/nbdN/backend shows for volume name.
 func nbdBackendID(name string) string { return "luksd:" + name }
+
+// Release disconnects the /dev/nbdN a dead daemon left configured with
+// dead connections, only when /sys/block/nbdN/backend shows it is volume
+// name's (the number may have been reused since).
+func (nbdFrontend) Release(name, device string, _ map[string]string) error {
+	idx, err := nbd.ParseDevicePath(device)
+	if err != nil {
+		return nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/sys/block/nbd%d/backend", idx))
+	if err != nil || strings.TrimSpace(string(b)) != nbdBackendID(name) {
+		return nil
+	}
+	return nbd.Disconnect(idx)
+}

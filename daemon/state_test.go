@@ -1,6 +1,7 @@
-package main
+package daemon
 
 import (
+	"errors"
 	"os"
 	"reflect"
 	"strings"
@@ -8,8 +9,8 @@ import (
 	"time"
 )
 
-func sampleState() *volumeState {
-	return &volumeState{
+func sampleState() *State {
+	return &State{
 		Name: "data", Device: "/dev/nbd3", Frontend: "nbd", PID: 4242,
 		Image: "/srv/data.img", Header: "/srv/data.hdr", Type: "LUKS2",
 		UUID: "0f6a0d6e-7b43-4c8e-9e44-4b0c1f7f2b11", Cipher: "xchacha12,aes-adiantum-plain64",
@@ -61,13 +62,13 @@ func TestStateRefusesWhatCannotRoundTrip(t *testing.T) {
 
 func TestValidName(t *testing.T) {
 	for _, ok := range []string{"data", "vol-1", "a.b_c", strings.Repeat("x", 127)} {
-		if err := validName(ok); err != nil {
-			t.Errorf("validName(%q): %v", ok, err)
+		if err := ValidName(ok); err != nil {
+			t.Errorf("ValidName(%q): %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", ".", "..", "a/b", "a b", "tab\t", strings.Repeat("x", 128)} {
-		if err := validName(bad); exitCode(err) != exitParams {
-			t.Errorf("validName(%q) = %v, want exit 1", bad, err)
+		if err := ValidName(bad); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ValidName(%q) = %v, want ErrInvalid (exit 1)", bad, err)
 		}
 	}
 }
@@ -84,11 +85,11 @@ func TestClaimNameLockAndStaleFiles(t *testing.T) {
 	if err := writeState(stale); err != nil {
 		t.Fatal(err)
 	}
-	if daemonAlive("v") {
+	if Alive("v") {
 		t.Fatal("leftover files count as an active daemon")
 	}
-	if s, err := activeState("v"); s != nil || err != nil {
-		t.Fatalf("activeState of a dead daemon = %v, %v", s, err)
+	if s, err := Active("v"); s != nil || err != nil {
+		t.Fatalf("Active of a dead daemon = %v, %v", s, err)
 	}
 	lock, err := claimName("v")
 	if err != nil {
@@ -97,14 +98,14 @@ func TestClaimNameLockAndStaleFiles(t *testing.T) {
 	if _, err := os.Stat(stateFile("v")); !os.IsNotExist(err) {
 		t.Fatal("claim kept the dead daemon's state file")
 	}
-	if !daemonAlive("v") {
+	if !Alive("v") {
 		t.Fatal("a held lock does not count as active")
 	}
-	if _, err := claimName("v"); exitCode(err) != exitBusy {
-		t.Fatalf("second claim: %v, want exit 5", err)
+	if _, err := claimName("v"); !errors.Is(err, ErrExists) {
+		t.Fatalf("second claim: %v, want ErrExists (exit 5)", err)
 	}
 	releaseName("v", lock)
-	if daemonAlive("v") {
+	if Alive("v") {
 		t.Fatal("still active after release")
 	}
 	if _, err := os.Stat(stateDir("v")); !os.IsNotExist(err) {
@@ -125,14 +126,14 @@ func TestVolumeName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for arg, want := range map[string]string{"named": "named", "/dev/mapper/named": "named", "/dev/nbd9": "named", "other": "other"} {
-		if got, ok, err := volumeName(arg); err != nil || !ok || got != want {
-			t.Errorf("volumeName(%q) = %q, %v, %v; want %q", arg, got, ok, err, want)
+		if got, ok, err := ResolveName(arg); err != nil || !ok || got != want {
+			t.Errorf("ResolveName(%q) = %q, %v, %v; want %q", arg, got, ok, err, want)
 		}
 	}
-	if _, ok, err := volumeName("/dev/nbd1"); ok || err != nil {
-		t.Errorf("volumeName of an unused device: ok %v, %v", ok, err)
+	if _, ok, err := ResolveName("/dev/nbd1"); ok || err != nil {
+		t.Errorf("ResolveName of an unused device: ok %v, %v", ok, err)
 	}
-	if _, _, err := volumeName("/dev/mapper/a b"); exitCode(err) != exitParams {
+	if _, _, err := ResolveName("/dev/mapper/a b"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad mapper name: %v", err)
 	}
 }

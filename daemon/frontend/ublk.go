@@ -1,4 +1,4 @@
-package main
+package frontend
 
 import (
 	"errors"
@@ -12,28 +12,30 @@ import (
 )
 
 // ublkFrontend exposes a volume as /dev/ublkbN through the kernel's ublk
-// driver (Linux 6.0+, ublk_drv).
-type ublkFrontend struct{}
+// driver (Linux 6.0+, ublk_drv), whose control node is control.
+type ublkFrontend struct{ control string }
 
-func init() { registerFrontend(ublkFrontend{}) }
+func init() { Register(ublkFrontend{control: ublk.ControlPath}) }
 
 func (ublkFrontend) Name() string { return "ublk" }
 
+// Caps: auto prefers ublk where its control node exists.
+func (f ublkFrontend) Caps() Caps { return Caps{Node: f.control, Module: "ublk_drv"} }
+
 // Available loads ublk_drv when its control node is missing and checks
 // that the kernel answers on it.
-func (ublkFrontend) Available() error {
-	if _, err := os.Stat(ublkControl); err != nil {
+func (f ublkFrontend) Available() error {
+	if _, err := os.Stat(f.control); err != nil {
 		merr := modprobe("ublk_drv")
-		if _, err := os.Stat(ublkControl); err != nil {
+		if _, err := os.Stat(f.control); err != nil {
 			why := "this kernel has no ublk (Linux 6.0 or later with CONFIG_BLK_DEV_UBLK)"
 			if merr != nil {
 				why += "; " + merr.Error()
 			}
-			return fmt.Errorf("%s is missing: %s", ublkControl, why)
+			return fmt.Errorf("%s is missing: %s", f.control, why)
 		}
 	}
-	ublk.ControlPath = ublkControl
-	if _, err := ublk.Features(); err != nil {
+	if _, err := ublk.Features(f.control); err != nil {
 		return err
 	}
 	return nil
@@ -45,8 +47,9 @@ const ublkStateKey = "ublk-id"
 
 // Attach creates and starts a ublk device for dev, or with opts.Recover
 // takes over the device opts.Device names (left by a daemon that died).
-func (ublkFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment, error) {
-	ublk.ControlPath = ublkControl
+// Discards are served when dev declares trim (the crypt layer does when
+// they are allowed).
+func (f ublkFrontend) Attach(dev blockdev.Device, opts Options) (Attachment, error) {
 	id := -1
 	if opts.Device != "" {
 		n, err := parseUblkID(opts.Device)
@@ -58,12 +61,13 @@ func (ublkFrontend) Attach(dev blockdev.Device, opts attachOptions) (attachment,
 	uo := ublk.Options{
 		ID:            id,
 		ReadOnly:      opts.ReadOnly,
-		AllowDiscards: opts.AllowDiscards,
+		AllowDiscards: true,
 		BlockSize:     opts.BlockSize,
 		// ublk_drv waits for a live daemon however long a request takes;
 		// --io-timeout is the daemon's to enforce.
 		RequestTimeout: opts.IOTimeout,
-		Logf:           daemonLog.Printf,
+		Logf:           opts.Logf,
+		Control:        f.control,
 	}
 	if opts.Recover {
 		if id < 0 {
@@ -107,12 +111,12 @@ func (a *ublkAttachment) State() map[string]string {
 	return map[string]string{ublkStateKey: strconv.Itoa(a.d.ID())}
 }
 
-// cleanStaleUblk removes the ublk device a dead daemon left behind, as
-// recorded in its state (device path and the "ublk-id" line), unless a
-// running daemon serves it. For `luksd close` of a volume whose daemon died
-// without being recovered: the requests the kernel held fail, so a lazily
-// unmounted filesystem or a waiting sync can finish.
-func cleanStaleUblk(device string, extra map[string]string) error {
+// Release removes the ublk device a dead daemon left behind, as recorded
+// in its state (device path and the "ublk-id" line), unless a running
+// daemon serves it. The kernel holds a dead daemon's I/O for recovery;
+// deleting the device fails it, so a lazy unmount or a waiting sync can
+// finish. It asks through ublk.ControlPath.
+func (ublkFrontend) Release(_, device string, extra map[string]string) error {
 	idText := extra[ublkStateKey]
 	if idText == "" {
 		idText = device
@@ -121,6 +125,5 @@ func cleanStaleUblk(device string, extra map[string]string) error {
 	if err != nil {
 		return err
 	}
-	ublk.ControlPath = ublkControl
 	return ublk.DeleteAbandoned(id)
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"strings"
@@ -16,9 +16,10 @@ func TestDaemonCloseAfterLostWriteWarns(t *testing.T) {
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	logged := captureLog(t)
 	faulty := devtest.NewFaulty(devtest.NewMem(1 << 20))
-	fe, done := startFakeDev(t, "lost", blockdev.Track(faulty))
-	fe.attachment().asKernel.Store(true)
-	dev := fe.attachment().dev
+	tracked := blockdev.Track(faulty)
+	fe, done := startFakeDev(t, "lost", opened{dev: tracked, takeLost: tracked.TakeLostWrites})
+	fe.Last().AsKernel.Store(true)
+	dev := fe.Last().Dev
 	if _, err := dev.WriteAt(make([]byte, 4096), 8192); err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +31,8 @@ func TestDaemonCloseAfterLostWriteWarns(t *testing.T) {
 	if err := dev.Flush(); err == nil {
 		t.Fatal("a flush after the lost write succeeded")
 	}
-	if err := closeVolume("lost"); err != nil {
-		t.Fatalf("close after healing: %v", err)
+	if warning, err := Close("lost"); err != nil || !strings.HasPrefix(warning, "4096 bytes in 1 ranges") {
+		t.Fatalf("close after healing: %v (warning %q)", err, warning)
 	}
 	if err := waitDaemon(t, done); err != nil {
 		t.Fatalf("daemon: %v", err)
@@ -48,19 +49,20 @@ func TestDaemonCloseWhileFailing(t *testing.T) {
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	captureLog(t)
 	faulty := devtest.NewFaulty(devtest.NewMem(1 << 20))
-	fe, done := startFakeDev(t, "failing", blockdev.Track(faulty))
-	if _, err := fe.attachment().dev.WriteAt(make([]byte, 4096), 0); err != nil {
+	tracked := blockdev.Track(faulty)
+	fe, done := startFakeDev(t, "failing", opened{dev: tracked, takeLost: tracked.TakeLostWrites})
+	if _, err := fe.Last().Dev.WriteAt(make([]byte, 4096), 0); err != nil {
 		t.Fatal(err)
 	}
 	faulty.FailAll()
-	err := closeVolume("failing")
+	_, err := Close("failing")
 	if err == nil || !strings.Contains(err.Error(), "input/output error") {
 		t.Fatalf("close while the device fails: %v", err)
 	}
 	if err := waitDaemon(t, done); err == nil {
 		t.Fatal("the daemon reported success")
 	}
-	if daemonAlive("failing") {
+	if Alive("failing") {
 		t.Fatal("the daemon is still active")
 	}
 }

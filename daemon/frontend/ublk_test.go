@@ -1,4 +1,4 @@
-package main
+package frontend
 
 import (
 	"os"
@@ -22,7 +22,7 @@ func TestParseUblkID(t *testing.T) {
 }
 
 func TestUblkFrontendRegistered(t *testing.T) {
-	f, ok := frontends["ublk"]
+	f, ok := Lookup("ublk")
 	if !ok {
 		t.Fatal(`no "ublk" frontend registered`)
 	}
@@ -34,10 +34,11 @@ func TestUblkFrontendRegistered(t *testing.T) {
 // On a kernel without ublk, Available says so in one line; where it
 // succeeds, the control node exists.
 func TestUblkAvailable(t *testing.T) {
-	err := frontends["ublk"].Available()
+	f, _ := Lookup("ublk")
+	err := f.Available()
 	if err == nil {
-		if _, serr := os.Stat(ublkControl); serr != nil {
-			t.Fatalf("Available() = nil but %s: %v", ublkControl, serr)
+		if _, serr := os.Stat(f.Caps().Node); serr != nil {
+			t.Fatalf("Available() = nil but %s: %v", f.Caps().Node, serr)
 		}
 		return
 	}
@@ -48,17 +49,17 @@ func TestUblkAvailable(t *testing.T) {
 }
 
 func TestUblkRecoverNeedsID(t *testing.T) {
-	_, err := ublkFrontend{}.Attach(nil, attachOptions{Name: "x", Recover: true})
+	_, err := ublkFrontend{}.Attach(nil, Options{Name: "x", Recover: true})
 	if err == nil {
 		t.Fatal("recovery without a device number was accepted")
 	}
 }
 
 func TestCleanStaleUblkNeedsUblkState(t *testing.T) {
-	if err := cleanStaleUblk("/dev/nbd0", map[string]string{}); err == nil {
+	if err := (ublkFrontend{}).Release("x", "/dev/nbd0", map[string]string{}); err == nil {
 		t.Error("an nbd device was taken for a ublk one")
 	}
-	if err := cleanStaleUblk("/dev/ublkb0", map[string]string{ublkStateKey: "x"}); err == nil {
+	if err := (ublkFrontend{}).Release("x", "/dev/ublkb0", map[string]string{ublkStateKey: "x"}); err == nil {
 		t.Error("a malformed ublk-id line was accepted")
 	}
 }

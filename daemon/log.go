@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"fmt"
@@ -9,17 +9,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The daemon logs one line per event: the volume attached, each kernel
-// connection's end, backend I/O errors, the volume detached and why. In
-// the foreground (systemd) the lines go to standard error, i.e. the
-// journal. A detached daemon has no terminal: its standard error — where
-// the Go runtime would also write a crash — is the file logPath(name),
-// which outlives the daemon's state folder so the reason it stopped can
-// still be read after it is gone.
-var daemonLog = log.New(os.Stderr, "", log.LstdFlags)
+// Log is the daemon's log: one line per event, the volume attached, each
+// kernel connection's end, backend I/O errors, the volume detached and
+// why. In the foreground (systemd) the lines go to standard error, i.e.
+// the journal. A detached daemon has no terminal: its standard error —
+// where the Go runtime would also write a crash — is the file
+// logPath(name), which outlives the daemon's state folder so the reason it
+// stopped can still be read after it is gone; SIGHUP reopens it.
+var Log = log.New(os.Stderr, "", log.LstdFlags)
 
 // logPath is the detached daemon's log file for volume name.
-func logPath(name string) string { return filepath.Join(runDir(), name+".log") }
+func logPath(name string) string { return filepath.Join(RunDir(), name+".log") }
 
 // logFileOf is the volume whose log file standard error points at, once
 // logToFile did it.
@@ -31,10 +31,10 @@ var logFD = 2
 // logToFile points standard error (file descriptor 2) at the volume's log
 // file, appending.
 func logToFile(name string) error {
-	if err := validName(name); err != nil {
+	if err := ValidName(name); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(runDir(), 0o755); err != nil {
+	if err := os.MkdirAll(RunDir(), 0o755); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(logPath(name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)

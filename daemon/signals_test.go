@@ -1,41 +1,23 @@
-package main
+package daemon
 
 import (
 	"bytes"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/luksd/luksd/daemon/daemontest"
 	"golang.org/x/sys/unix"
 )
 
-// syncBuffer is a log sink the daemon's goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // captureLog sends the daemon's log to a buffer for the test.
-func captureLog(t *testing.T) *syncBuffer {
-	var b syncBuffer
-	daemonLog.SetOutput(&b)
-	t.Cleanup(func() { daemonLog.SetOutput(os.Stderr) })
+func captureLog(t *testing.T) *daemontest.LogBuffer {
+	var b daemontest.LogBuffer
+	Log.SetOutput(&b)
+	t.Cleanup(func() { Log.SetOutput(os.Stderr) })
 	return &b
 }
 
@@ -77,24 +59,24 @@ func TestDaemonStopSignalWaitsWhileInUse(t *testing.T) {
 				return strings.Contains(logged.String(), "is in use: serving on, closing once it is released")
 			})
 			time.Sleep(100 * time.Millisecond) // ten polls
-			if fe.attachment().detachCount() != 0 || !daemonAlive("held") {
+			if fe.Last().Detaches() != 0 || !Alive("held") {
 				t.Fatalf("%v took the device away while it was in use", sig)
 			}
 			// Still serving: a write goes through.
-			if _, err := fe.attachment().dev.WriteAt([]byte("after the signal"), 4096); err != nil {
+			if _, err := fe.Last().Dev.WriteAt([]byte("after the signal"), 4096); err != nil {
 				t.Fatal(err)
 			}
 			busy.Store(false)
 			if err := waitDaemon(t, done); err != nil {
 				t.Fatalf("daemon: %v", err)
 			}
-			if fe.attachment().detachCount() != 1 || daemonAlive("held") {
+			if fe.Last().Detaches() != 1 || Alive("held") {
 				t.Fatal("the daemon did not detach once the device was released")
 			}
-			if flushes, closed := dev.state(); flushes == 0 || !closed {
+			if flushes, closed := dev.Flushes(), dev.Closed(); flushes == 0 || !closed {
 				t.Fatalf("device flushed %d times, closed %v", flushes, closed)
 			}
-			if !bytes.Contains(dev.data, []byte("after the signal")) {
+			if !bytes.Contains(dev.Bytes(), []byte("after the signal")) {
 				t.Fatal("the write made after the signal is not on the device")
 			}
 			if !strings.Contains(logged.String(), "released, detaching") {
@@ -130,10 +112,10 @@ func TestDaemonSIGHUPReopensLog(t *testing.T) {
 		_, err := os.Stat(logPath("hup"))
 		return err == nil && strings.Contains(logged.String(), "hangup: reopened "+logPath("hup"))
 	})
-	if !daemonAlive("hup") {
+	if !Alive("hup") {
 		t.Fatal("SIGHUP stopped the daemon")
 	}
-	if err := closeVolume("hup"); err != nil {
+	if _, err := Close("hup"); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitDaemon(t, done); err != nil {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bufio"
@@ -12,41 +12,40 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 )
 
-// runDir holds one folder per active volume: /run/luksd/NAME/ with the
+// RunDir holds one folder per active volume: /run/luksd/NAME/ with the
 // state file and the daemon's control socket. LUKSD_RUN_DIR moves it (tests,
 // unprivileged experiments).
-func runDir() string {
+func RunDir() string {
 	if d := os.Getenv("LUKSD_RUN_DIR"); d != "" {
 		return d
 	}
 	return "/run/luksd"
 }
 
-func stateDir(name string) string    { return filepath.Join(runDir(), name) }
+func stateDir(name string) string    { return filepath.Join(RunDir(), name) }
 func stateFile(name string) string   { return filepath.Join(stateDir(name), "state") }
 func controlPath(name string) string { return filepath.Join(stateDir(name), "control") }
 
-// validName checks a mapping name as dm does: no slash, not "." or "..",
-// at most 127 bytes, printable.
-func validName(name string) error {
+// ValidName checks a mapping name as dm does: no slash, not "." or "..",
+// at most 127 bytes, printable (ErrInvalid).
+func ValidName(name string) error {
 	if name == "" || name == "." || name == ".." || len(name) > 127 || strings.ContainsAny(name, "/") {
-		return exitf(exitParams, "Invalid device name %q.", name)
+		return errorf(ErrInvalid, "Invalid device name %q.", name)
 	}
 	for _, r := range name {
 		if r <= ' ' || r == 0x7f {
-			return exitf(exitParams, "Invalid device name %q.", name)
+			return errorf(ErrInvalid, "Invalid device name %q.", name)
 		}
 	}
 	return nil
 }
 
-// volumeState is what an active volume's daemon records in its state file,
-// for status, close and the operator: key=value lines.
-type volumeState struct {
+// State is what an active volume's daemon records in its state file, for
+// status, close and the operator: key=value lines.
+type State struct {
 	Name          string
 	Device        string // the kernel block device, /dev/nbdN or /dev/ublkbN
 	Frontend      string
@@ -67,7 +66,7 @@ type volumeState struct {
 	MemoryLocked  bool   // the key schedule and I/O buffers are locked (see lockedMemory)
 	Claim         string // how Image is held: "O_EXCL" or "OFD lock" (blockdev.File.Claim)
 	Started       time.Time
-	Extra         map[string]string // the frontend's own lines (attachment.State)
+	Extra         map[string]string // the frontend's own lines (frontend.Attachment.State)
 }
 
 // stateKeys are the fixed keys, in file order.
@@ -75,7 +74,7 @@ var stateKeys = []string{"name", "device", "frontend", "pid", "image", "header",
 	"cipher", "key-size", "key-slot", "sector-size", "offset", "size", "mode", "discards",
 	"io-flusher", "memory-locked", "claim", "started"}
 
-func (s *volumeState) fields() map[string]string {
+func (s *State) fields() map[string]string {
 	mode := "read/write"
 	if s.ReadOnly {
 		mode = "readonly"
@@ -94,7 +93,7 @@ func (s *volumeState) fields() map[string]string {
 
 // marshal writes the state as key=value lines, the frontend's extra keys
 // last (sorted).
-func (s *volumeState) marshal() ([]byte, error) {
+func (s *State) marshal() ([]byte, error) {
 	var b bytes.Buffer
 	line := func(k, v string) error {
 		if strings.ContainsAny(v, "\n\r") || strings.ContainsAny(k, "=\n\r") || k == "" {
@@ -126,20 +125,8 @@ func (s *volumeState) marshal() ([]byte, error) {
 }
 
 // parseState reads what marshal wrote.
-func parseState(data []byte) (*volumeState, error) {
-	s := &volumeState{}
-	known := map[string]bool{}
-	for _, k := range stateKeys {
-		known[k] = true
-	}
-	var err error
-	num := func(k, v string) int64 {
-		n, e := strconv.ParseInt(v, 10, 64)
-		if e != nil && err == nil {
-			err = fmt.Errorf("state: %s=%q is not a number", k, v)
-		}
-		return n
-	}
+func parseState(data []byte) (*State, error) {
+	s := &State{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := sc.Text()
@@ -150,58 +137,11 @@ func parseState(data []byte) (*volumeState, error) {
 		if !ok {
 			return nil, fmt.Errorf("state: malformed line %q", line)
 		}
-		switch k {
-		case "name":
-			s.Name = v
-		case "device":
-			s.Device = v
-		case "frontend":
-			s.Frontend = v
-		case "pid":
-			s.PID = int(num(k, v))
-		case "image":
-			s.Image = v
-		case "header":
-			s.Header = v
-		case "type":
-			s.Type = v
-		case "uuid":
-			s.UUID = v
-		case "cipher":
-			s.Cipher = v
-		case "key-size":
-			s.KeySize = int(num(k, v))
-		case "key-slot":
-			s.KeySlot = int(num(k, v))
-		case "sector-size":
-			s.SectorSize = int(num(k, v))
-		case "offset":
-			s.Offset = num(k, v)
-		case "size":
-			s.Size = num(k, v)
-		case "mode":
-			s.ReadOnly = v == "readonly"
-		case "discards":
-			s.AllowDiscards = v == "true"
-		case "io-flusher":
-			s.IOFlusher = v == "true"
-		case "memory-locked":
-			s.MemoryLocked = v == "true"
-		case "claim":
-			s.Claim = v
-		case "started":
-			s.Started, _ = time.Parse(time.RFC3339, v)
-		default:
-			if s.Extra == nil {
-				s.Extra = map[string]string{}
-			}
-			s.Extra[k] = v
+		if err := s.set(k, v); err != nil {
+			return nil, err
 		}
 	}
-	if err == nil {
-		err = sc.Err()
-	}
-	if err != nil {
+	if err := sc.Err(); err != nil {
 		return nil, err
 	}
 	if s.Name == "" || s.PID <= 0 {
@@ -210,8 +150,44 @@ func parseState(data []byte) (*volumeState, error) {
 	return s, nil
 }
 
+// set sets the field that the state file's key k names to v; a key of no
+// field is the frontend's (Extra).
+func (s *State) set(k, v string) error {
+	strs := map[string]*string{"name": &s.Name, "device": &s.Device, "frontend": &s.Frontend, "image": &s.Image,
+		"header": &s.Header, "type": &s.Type, "uuid": &s.UUID, "cipher": &s.Cipher, "claim": &s.Claim}
+	ints := map[string]*int{"pid": &s.PID, "key-size": &s.KeySize, "key-slot": &s.KeySlot, "sector-size": &s.SectorSize}
+	int64s := map[string]*int64{"offset": &s.Offset, "size": &s.Size}
+	bools := map[string]*bool{"discards": &s.AllowDiscards, "io-flusher": &s.IOFlusher, "memory-locked": &s.MemoryLocked}
+	switch {
+	case strs[k] != nil:
+		*strs[k] = v
+	case ints[k] != nil || int64s[k] != nil:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("state: %s=%q is not a number", k, v)
+		}
+		if p := ints[k]; p != nil {
+			*p = int(n)
+		} else {
+			*int64s[k] = n
+		}
+	case bools[k] != nil:
+		*bools[k] = v == "true"
+	case k == "mode":
+		s.ReadOnly = v == "readonly"
+	case k == "started":
+		s.Started, _ = time.Parse(time.RFC3339, v)
+	default:
+		if s.Extra == nil {
+			s.Extra = map[string]string{}
+		}
+		s.Extra[k] = v
+	}
+	return nil
+}
+
 // writeState replaces the state file atomically.
-func writeState(s *volumeState) error {
+func writeState(s *State) error {
 	data, err := s.marshal()
 	if err != nil {
 		return err
@@ -225,7 +201,7 @@ func writeState(s *volumeState) error {
 
 // readState returns the recorded state of name; an error satisfying
 // errors.Is(err, os.ErrNotExist) when there is none.
-func readState(name string) (*volumeState, error) {
+func readState(name string) (*State, error) {
 	data, err := os.ReadFile(stateFile(name))
 	if err != nil {
 		return nil, err
@@ -240,8 +216,9 @@ func lockPath(name string) string { return filepath.Join(stateDir(name), "lock")
 
 var wholeFile = unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: 0, Len: 0}
 
-// daemonAlive reports whether a daemon holds name's lock.
-func daemonAlive(name string) bool {
+// Alive reports whether a daemon holds name's lock: name is active, or
+// being activated or deactivated.
+func Alive(name string) bool {
 	f, err := os.Open(lockPath(name))
 	if err != nil {
 		return false
@@ -256,7 +233,7 @@ func daemonAlive(name string) bool {
 
 // claimName takes name's lock for this process, removing what a dead
 // daemon left. The returned file holds the lock until it is closed; release
-// it with releaseName. A live daemon makes it fail with exit code 5.
+// it with releaseName. A live daemon makes it fail (ErrExists).
 func claimName(name string) (*os.File, error) {
 	for range 10 {
 		if err := os.MkdirAll(stateDir(name), 0o755); err != nil {
@@ -273,7 +250,7 @@ func claimName(name string) (*os.File, error) {
 		if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
 			f.Close()
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-				return nil, exitf(exitBusy, "Device %s already exists.", name)
+				return nil, errorf(ErrExists, "Device %s already exists.", name)
 			}
 			return nil, fmt.Errorf("cannot lock %s: %w", lockPath(name), err)
 		}
@@ -292,7 +269,7 @@ func claimName(name string) (*os.File, error) {
 		}
 		return f, nil
 	}
-	return nil, exitf(exitBusy, "Device %s is being activated or deactivated, try again.", name)
+	return nil, errorf(ErrBusy, "Device %s is being activated or deactivated, try again.", name)
 }
 
 // releaseName removes name's folder and then drops the lock.
@@ -305,51 +282,74 @@ func releaseName(name string, lock *os.File) {
 	lock.Close()
 }
 
-// activeState returns the state of a volume whose daemon is alive, or nil
-// when name is inactive. It changes nothing on disk.
-func activeState(name string) (*volumeState, error) {
-	if !daemonAlive(name) {
+// Active returns the state of a volume whose daemon is alive, or nil when
+// name is inactive. It changes nothing on disk.
+func Active(name string) (*State, error) {
+	if !Alive(name) {
 		return nil, nil
 	}
 	s, err := readState(name)
 	if errors.Is(err, os.ErrNotExist) {
 		// The daemon is starting and has not attached yet.
-		return nil, exitf(exitBusy, "Device %s is being activated.", name)
+		return nil, errorf(ErrBusy, "Device %s is being activated.", name)
 	}
 	return s, err
 }
 
-// volumeArg takes status's and close's argument and maps it with
-// volumeName; arg is the argument as given, for messages. Arguments after
-// the first are ignored, as cryptsetup ignores them.
-func volumeArg(c *cli.Context) (arg, name string, ok bool, err error) {
-	if c.NArg() < 1 {
-		return "", "", false, exitf(exitParams, "Command requires device name as argument.")
-	}
-	arg = c.Args().First()
-	name, ok, err = volumeName(arg)
-	return arg, name, ok, err
-}
-
-// volumeName maps what status and close are given to a NAME: the NAME
+// ResolveName maps what status and close are given to a NAME: the NAME
 // itself, /dev/mapper/NAME (cryptsetup's spelling), or the kernel block
 // device of an active volume (/dev/nbd0). ok is false for a device no
 // active volume uses.
-func volumeName(arg string) (name string, ok bool, err error) {
+func ResolveName(arg string) (name string, ok bool, err error) {
 	if n, found := strings.CutPrefix(arg, "/dev/mapper/"); found {
-		return n, true, validName(n)
+		return n, true, ValidName(n)
 	}
 	if !strings.HasPrefix(arg, "/dev/") {
-		return arg, true, validName(arg)
+		return arg, true, ValidName(arg)
 	}
-	ents, _ := os.ReadDir(runDir())
-	for _, e := range ents {
-		if validName(e.Name()) != nil {
-			continue
-		}
-		if s, err := activeState(e.Name()); err == nil && s != nil && s.Device == arg {
+	for _, s := range activeStates() {
+		if s.Device == arg {
 			return s.Name, true, nil
 		}
 	}
 	return "", false, nil
+}
+
+// UserOf returns the name of an active volume whose data device is path
+// (through any link to it), or "".
+func UserOf(path string) string {
+	want, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return ""
+	}
+	for _, s := range activeStates() {
+		if got, err := filepath.EvalSymlinks(s.Image); err == nil && got == want {
+			return s.Name
+		}
+	}
+	return ""
+}
+
+// activeStates returns the states of the active volumes.
+func activeStates() []*State {
+	var all []*State
+	ents, _ := os.ReadDir(RunDir())
+	for _, e := range ents {
+		if !e.IsDir() || ValidName(e.Name()) != nil {
+			continue
+		}
+		if s, err := Active(e.Name()); err == nil && s != nil {
+			all = append(all, s)
+		}
+	}
+	return all
+}
+
+// RecordedDevice returns the kernel device the last daemon of name
+// recorded, when it used frontend fe: what `open --recover` takes over.
+func RecordedDevice(name, fe string) string {
+	if st, err := readState(name); err == nil && st.Frontend == fe {
+		return st.Device
+	}
+	return ""
 }

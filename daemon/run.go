@@ -1,0 +1,316 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/daemon/frontend"
+	"github.com/luksd/luksd/keyring"
+	"golang.org/x/sys/unix"
+)
+
+// RunOptions say how Run runs a volume.
+type RunOptions struct {
+	// KernelIO: the daemon is in the kernel's block I/O path. It checks
+	// that it is an IO flusher (PR_GET_IO_FLUSHER, set by Spawn or Exec
+	// before the exec) and that its key schedule and I/O buffers are
+	// locked in memory, as a process there must (see lockedMemory).
+	KernelIO bool
+	// Ready is called once the kernel block device exists and the state
+	// file is written.
+	Ready func(devicePath string)
+}
+
+// Run runs spec's volume in this process until it is closed. It claims
+// the name, opens the data device and the crypt layer with key (which it
+// wipes as soon as the crypt layer holds its own copy), attaches the
+// frontend, writes the state, calls opts.Ready and serves until a close
+// request, a stop signal or the kernel device going away; then it
+// flushes, detaches and removes its state. Errors before Ready mean the
+// volume was never activated.
+func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
+	defer key.Wipe()
+	fe, ok := frontend.Lookup(spec.Options.Frontend)
+	if !ok {
+		return fmt.Errorf("unknown frontend %q", spec.Options.Frontend)
+	}
+	seg, o := spec.Segment, spec.Options
+	return runDaemon(daemonConfig{
+		Frontend: fe,
+		Attach: frontend.Options{
+			Name:      spec.Name,
+			ReadOnly:  o.ReadOnly,
+			BlockSize: seg.SectorSize,
+			Device:    o.Device,
+			Recover:   o.Recover,
+			IOTimeout: o.IOTimeout,
+		},
+		State: State{
+			Image:         spec.Location,
+			Header:        spec.Header,
+			Type:          spec.Type,
+			UUID:          spec.UUID,
+			Cipher:        seg.Cipher,
+			KeySize:       seg.KeySize,
+			KeySlot:       spec.KeySlot,
+			SectorSize:    seg.SectorSize,
+			Offset:        seg.Offset,
+			ReadOnly:      o.ReadOnly,
+			AllowDiscards: o.AllowDiscards,
+		},
+		Open: func() (opened, error) {
+			d, backend, keysLocked, err := openCrypt(spec, key)
+			key.Wipe() // the crypt layer keeps its own expanded keys
+			if err != nil {
+				return opened{}, err
+			}
+			return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked}, nil
+		},
+		KernelIO: opts.KernelIO,
+		Ready:    opts.Ready,
+	})
+}
+
+// daemonConfig is one active volume as the daemon runs it.
+type daemonConfig struct {
+	Frontend frontend.Frontend
+	Attach   frontend.Options
+	// State is filled in by Run (image, cipher, sizes...); the daemon adds
+	// the device, frontend, pid and start time.
+	State State
+	// Open opens the plaintext device the frontend serves; the daemon
+	// flushes and closes it on the way out.
+	Open     func() (opened, error)
+	KernelIO bool // see RunOptions
+	// Ready is called once the kernel block device exists and the state
+	// file is written.
+	Ready func(devicePath string)
+}
+
+// opened is the device a daemon serves, and what it knows of the data
+// device below. dev is a field, not embedded: the frontend must get dev
+// itself, whose capabilities (blockdev.Caps) it advertises.
+type opened struct {
+	dev blockdev.Device
+	// takeLost takes the data device's lost writes (see
+	// blockdev.Tracked.TakeLostWrites); nil when it keeps no record.
+	takeLost   func() error
+	claim      string // how the data device is claimed (blockdev.Backend.Claim)
+	keysLocked bool   // the key schedule is locked in memory
+}
+
+// runDaemon claims the name, attaches the frontend and serves until it is
+// told to stop (see serveVolume) or the kernel device goes away; then it
+// flushes, detaches and removes its state. Errors before Ready mean the
+// volume was never activated.
+func runDaemon(cfg daemonConfig) error {
+	name := cfg.Attach.Name
+	lock, err := claimName(name)
+	if err != nil {
+		return err
+	}
+	requester, err := serveVolume(cfg)
+	releaseName(name, lock)
+	reply := ctlOK
+	switch {
+	case errors.Is(err, blockdev.ErrLostWrites):
+		// The device took the last flush: what is lost was lost earlier,
+		// and every flush since has reported it.
+		Log.Printf("%s: closed; %s", name, oneLine(err))
+		reply, err = ctlWarning+oneLine(err), nil
+	case err != nil:
+		Log.Printf("%s: stopped: %s", name, oneLine(err))
+		reply = "error: " + oneLine(err)
+	default:
+		Log.Printf("%s: closed", name)
+	}
+	// The closer hears back only once the state is gone.
+	if requester != nil {
+		fmt.Fprintln(requester, reply)
+		requester.Close()
+	}
+	return err
+}
+
+// serveVolume runs the volume while runDaemon holds its name. It returns
+// the control connection that asked to close, if one did.
+func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
+	// Caught from the start: a signal while attaching is handled right
+	// after, instead of killing the daemon with the device attached.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, stopSignals...)
+	signal.Notify(sigs, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	name := cfg.Attach.Name
+	st := cfg.State
+	st.Name = name
+	st.PID = os.Getpid()
+	st.Frontend = cfg.Frontend.Name()
+	st.Started = time.Now()
+	// The data device first: that it cannot be opened is what to report
+	// about a volume that cannot start.
+	vol, err := cfg.Open()
+	if err != nil {
+		return nil, err
+	}
+	dev := vol.dev
+	st.Size = dev.Size()
+	st.Claim = vol.claim
+	defer func() {
+		if ferr := dev.Flush(); ferr != nil {
+			if err == nil {
+				err = fmt.Errorf("flush: %w", ferr)
+			} else if !errors.Is(err, ferr) && !bothLost(err, ferr) {
+				Log.Printf("%s: flush: %s", name, oneLine(ferr))
+			}
+		}
+		if cerr := dev.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	if cfg.KernelIO {
+		if err := checkIOFlusher(); err != nil {
+			return nil, err
+		}
+		st.IOFlusher = true
+		if err := lockedMemory(); err != nil {
+			return nil, err
+		}
+		if !vol.keysLocked {
+			return nil, errors.New("cannot lock the volume's key schedule in memory (mlock; RLIMIT_MEMLOCK too low?)")
+		}
+		st.MemoryLocked = true
+	}
+
+	ctl, err := net.Listen("unix", controlPath(name))
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the control socket: %v", err)
+	}
+	defer ctl.Close()
+
+	attach := cfg.Attach
+	attach.Logf = Log.Printf
+	att, err := cfg.Frontend.Attach(dev, attach)
+	if err != nil {
+		return nil, err
+	}
+	st.Device = att.DevicePath()
+	st.Extra = att.State()
+	if err := writeState(&st); err != nil {
+		att.Detach()
+		return nil, fmt.Errorf("cannot write the state file: %v", err)
+	}
+	Log.Printf("%s: %s %s active on %s (frontend %s, pid %d)", name, st.Type, st.Image, st.Device, st.Frontend, st.PID)
+	if cfg.Ready != nil {
+		cfg.Ready(st.Device)
+	}
+	return serveUntilStopped(name, ctl, att, vol, sigs)
+}
+
+// stopSignals ask the daemon to close. SIGQUIT is one of them rather than
+// Go's default (a goroutine dump and exit), which would drop the device.
+var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT}
+
+// stopPoll is how often a daemon told to stop while its device is in use
+// looks whether it has been released.
+var stopPoll = time.Second
+
+// serveUntilStopped answers close requests and signals until the volume
+// is closed or the kernel device goes away:
+//
+//   - "close" on the control socket detaches unless the device is in use
+//     (mounted, held), which is refused as cryptsetup close refuses it;
+//   - SIGTERM, SIGINT or SIGQUIT detach at once when the device is not in
+//     use; while it is, the daemon goes on serving (a stray signal must
+//     not take a mounted disk away), logs that it waits, and detaches as
+//     soon as the device is released: systemd stops the unit after
+//     unmounting what is on it, and SIGKILL after its timeout still ends
+//     the daemon;
+//   - SIGHUP reopens the log file (logrotate).
+func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, vol opened, sigs <-chan os.Signal) (net.Conn, error) {
+	done := make(chan struct{})
+	defer close(done)
+	closes := make(chan net.Conn)
+	go acceptControl(ctl, closes, done)
+	gone := make(chan error, 1)
+	go func() { gone <- att.Wait() }()
+	kdev := att.DevicePath()
+	var poll <-chan time.Time // set once a stop signal waits for release
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				Log.Printf("%s: hangup: %s", name, reopenLog())
+				continue
+			}
+			if !deviceBusy(kdev) {
+				Log.Printf("%s: %v, detaching", name, sig)
+				return nil, detach(att, vol)
+			}
+			Log.Printf("%s: %v while %s is in use: serving on, closing once it is released", name, sig, kdev)
+			if poll == nil {
+				t := time.NewTicker(stopPoll)
+				defer t.Stop()
+				poll = t.C
+			}
+		case <-poll:
+			if !deviceBusy(kdev) {
+				Log.Printf("%s: %s released, detaching", name, kdev)
+				return nil, detach(att, vol)
+			}
+		case conn := <-closes:
+			if deviceBusy(kdev) {
+				fmt.Fprintln(conn, ctlBusy)
+				conn.Close()
+				continue
+			}
+			return conn, detach(att, vol)
+		case werr := <-gone:
+			// The kernel side went away by itself (nbd-client -d, ublk
+			// device deleted): nothing is left to detach.
+			Log.Printf("%s: %s went away", name, kdev)
+			return nil, werr
+		}
+	}
+}
+
+// detach detaches the kernel device. Acknowledged writes lost earlier have
+// failed every flush since; they are taken out of the way first, so that
+// the kernel's last flush answers for what is still in flight, and are
+// returned (ErrLostWrites) for the closer's warning when nothing else
+// fails.
+func detach(att frontend.Attachment, vol opened) error {
+	var lost error
+	if vol.takeLost != nil {
+		lost = vol.takeLost()
+	}
+	if err := att.Detach(); err != nil {
+		return err
+	}
+	return lost
+}
+
+// bothLost reports whether both errors report lost writes (the same ones,
+// seen by the frontend's flush and the daemon's last).
+func bothLost(a, b error) bool {
+	return errors.Is(a, blockdev.ErrLostWrites) && errors.Is(b, blockdev.ErrLostWrites)
+}
+
+// deviceBusy reports whether a block device is open exclusively elsewhere
+// (mounted, used by dm/md/swap): an O_EXCL open fails with EBUSY then.
+// Tests replace it.
+var deviceBusy = func(path string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_EXCL|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return errors.Is(err, unix.EBUSY)
+	}
+	unix.Close(fd)
+	return false
+}

@@ -1,0 +1,42 @@
+package daemon
+
+import "time"
+
+// Spec is one volume as the daemon runs it: where its ciphertext lives,
+// how it is encrypted and how it is exposed. The CLI fills it in from the
+// LUKS header it read and unlocked; the daemon never reads the header. The
+// volume key travels on its own, in locked memory (Run, Spawn, Exec).
+type Spec struct {
+	Name     string // the mapping's NAME: its state is RunDir()/NAME
+	Location string // the data device: a blockdev location (an image file or a block device today)
+	Header   string // where the header lives (Location unless detached), for status
+	Type     string // "LUKS2" or "LUKS1", for status
+	UUID     string
+	KeySlot  int // the keyslot that opened, for status
+	Segment  Segment
+	Options  Options
+}
+
+// Segment is the encrypted data area of Location.
+type Segment struct {
+	Cipher     string // dm-crypt cipher spec, e.g. "aes-xts-plain64"
+	Offset     int64  // bytes from the start of Location
+	Size       int64  // bytes of plaintext; 0 = to the end of Location
+	SectorSize int    // 512 to 4096
+	KeySize    int    // bytes of volume key
+}
+
+// Options say how the volume is exposed.
+type Options struct {
+	ReadOnly bool
+	// AllowDiscards passes discards (TRIM) down to the data device. The
+	// CLI decides it, once: the option or the header's persistent flag.
+	AllowDiscards bool
+	Frontend      string // a registered frontend: "nbd", "ublk" (frontend.Pick resolves auto)
+	Device        string // a device wish: /dev/nbdN, a ublk device number; "" = a free one
+	Recover       bool   // take over the kernel device of a daemon that died
+	// IOTimeout fails a request the data device has not carried out in
+	// this time with EIO, and the device stays (0: wait as long as it
+	// takes, as dm-crypt).
+	IOTimeout time.Duration
+}
