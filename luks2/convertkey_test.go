@@ -3,23 +3,18 @@ package luks2
 import (
 	"errors"
 	"testing"
-)
 
-// stopAfter is a device whose writes stop (fail, writing nothing) after n
-// of them: a crash at that point.
-type stopAfter struct {
-	fileDev
-	n int
-}
+	"github.com/luksd/luksd/blockdev/devtest"
+)
 
 var errStopped = errors.New("stopped")
 
-func (d *stopAfter) WriteAt(b []byte, off int64) (int, error) {
-	if d.n == 0 {
-		return 0, errStopped
-	}
-	d.n--
-	return d.File.WriteAt(b, off)
+// stopAfter is f whose writes stop (fail, writing nothing) after n of
+// them: a crash at that point.
+func stopAfter(f fileDev, n int) *devtest.FailAfter {
+	d := devtest.NewFailAfter(f)
+	d.Writes(n, errStopped)
+	return d
 }
 
 // TestConvertKeyCrashSafe stops ConvertKey after every write it makes, in
@@ -40,7 +35,7 @@ func TestConvertKeyCrashSafe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = h.ConvertKey(&stopAfter{f, n}, slot, key, pass, cheapArgon2id, inPlace)
+			err = h.ConvertKey(stopAfter(f, n), slot, key, pass, cheapArgon2id, inPlace)
 			if err != nil && !errors.Is(err, errStopped) {
 				t.Fatalf("in place %v, stop after %d writes: %v", inPlace, n, err)
 			}
@@ -108,7 +103,7 @@ func TestChangeKeyCrashSafe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = h.ChangeKey(&stopAfter{f, n}, slot, key, next, cheapPBKDF2)
+		err = h.ChangeKey(stopAfter(f, n), slot, key, next, cheapPBKDF2)
 		if err != nil && !errors.Is(err, errStopped) {
 			t.Fatalf("stop after %d writes: %v", n, err)
 		}

@@ -31,7 +31,7 @@ func TestDumpMatchesCryptsetupForRareFields(t *testing.T) {
 			tc.edit(root)
 			writeRawJSON(t, d, root.compact())
 			img := image(t, 0)
-			if err := os.WriteFile(img, d.b, 0o600); err != nil {
+			if err := os.WriteFile(img, d.Bytes(), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			h, _ := readHdr(t, img)

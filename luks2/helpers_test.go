@@ -72,10 +72,19 @@ func image(t *testing.T, size int64) string {
 	return p
 }
 
-// fileDev is an image file as a Device: Flush is fsync.
+// fileDev is an image file as a Device: Flush is fsync. With Size it is a
+// blockdev.Device, for devtest's layers to stack on.
 type fileDev struct{ *os.File }
 
 func (f fileDev) Flush() error { return f.Sync() }
+
+func (f fileDev) Size() int64 {
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
 
 func openRW(t *testing.T, path string) (fileDev, int64) {
 	t.Helper()

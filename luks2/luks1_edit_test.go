@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/luksd/luksd/blockdev/devtest"
 )
 
 // csFormatLUKS1 has cryptsetup format a LUKS1 image with pass in keyslot 0.
@@ -234,35 +236,21 @@ func TestLUKS1CalibratedIterations(t *testing.T) {
 	}
 }
 
-// recordingDevice logs the writes and syncs reaching an image file (runs
-// of writes past the header as one, by their first offset), and fails
-// every write from the failAt-th on (a crash).
-type recordingDevice struct {
-	f      fileDev
-	log    []string
-	writes int
-	failAt int // 0: never
-}
-
-func (d *recordingDevice) ReadAt(p []byte, off int64) (int, error) { return d.f.ReadAt(p, off) }
-
-func (d *recordingDevice) WriteAt(p []byte, off int64) (int, error) {
-	d.writes++
-	if d.failAt > 0 && d.writes >= d.failAt {
-		return 0, errors.New("simulated crash")
+// writeLog renders recorded writes and flushes as "write OFF" and "sync",
+// a run of writes past the header as one, by its first offset.
+func writeLog(ops []devtest.Op) []string {
+	var log []string
+	for _, op := range ops {
+		if op.Flush {
+			log = append(log, "sync")
+			continue
+		}
+		if op.Off > 0 && len(log) > 0 && strings.HasPrefix(log[len(log)-1], "write ") && log[len(log)-1] != "write 0" {
+			continue // a write continuing the last one's range
+		}
+		log = append(log, fmt.Sprintf("write %d", op.Off))
 	}
-	what := fmt.Sprintf("write %d", off)
-	if off > 0 && len(d.log) > 0 && strings.HasPrefix(d.log[len(d.log)-1], "write ") && d.log[len(d.log)-1] != "write 0" {
-		what = d.log[len(d.log)-1] // a write continuing the last one's range
-		d.log = d.log[:len(d.log)-1]
-	}
-	d.log = append(d.log, what)
-	return d.f.WriteAt(p, off)
-}
-
-func (d *recordingDevice) Flush() error {
-	d.log = append(d.log, "sync")
-	return d.f.Sync()
+	return log
 }
 
 // TestLUKS1EditOrder: AddKey makes the key material durable before the
@@ -273,7 +261,7 @@ func TestLUKS1EditOrder(t *testing.T) {
 	pass := []byte("old")
 	img := csFormatLUKS1(t, pass)
 	f, size := openRW(t, img)
-	dev := &recordingDevice{f: f}
+	dev := devtest.NewRecorder(f)
 	h, err := Read(dev, size)
 	if err != nil {
 		t.Fatal(err)
@@ -287,16 +275,16 @@ func TestLUKS1EditOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{fmt.Sprintf("write %d", area), "sync", "write 0", "sync"}
-	if strings.Join(dev.log, ", ") != strings.Join(want, ", ") {
-		t.Fatalf("AddKey wrote %v, want %v", dev.log, want)
+	added := len(dev.Ops())
+	if got := writeLog(dev.Ops()); strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("AddKey wrote %v, want %v", got, want)
 	}
-	dev.log = nil
 	if err := h.KillSlot(dev, 1); err != nil {
 		t.Fatal(err)
 	}
 	want = []string{"sync", "write 0", "sync", fmt.Sprintf("write %d", area), "sync"}
-	if strings.Join(dev.log, ", ") != strings.Join(want, ", ") {
-		t.Fatalf("KillSlot wrote %v, want %v", dev.log, want)
+	if got := writeLog(dev.Ops()[added:]); strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("KillSlot wrote %v, want %v", got, want)
 	}
 
 	// Crash at each write of AddKey, then of KillSlot.
@@ -312,7 +300,8 @@ func TestLUKS1EditOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, op := range []string{"add", "kill"} {
-			dev := &recordingDevice{f: f, failAt: failAt}
+			dev := devtest.NewFailAfter(f) // a crash at write failAt
+			dev.Writes(failAt-1, errors.New("simulated crash"))
 			h, err := Read(dev, size)
 			if err != nil {
 				t.Fatal(err)
