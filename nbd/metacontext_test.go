@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/blockdev/devtest"
 )
 
 func metaData(export string, queries ...string) []byte {
@@ -49,7 +51,7 @@ func (rc *rawClient) metaOption(t *testing.T, opt uint32, data []byte) (ids []ui
 }
 
 func TestMetaContextNegotiation(t *testing.T) {
-	sock, _ := serveMem(t, &memDevice{data: make([]byte, 1<<20)}, Config{Name: "vol"})
+	sock, _ := serveMem(t, devtest.NewMem(1<<20), Config{Name: "vol"})
 	c := dialRaw(t, sock)
 	c.greet(t, flagCFixedNew|flagCNoZeroes)
 
@@ -111,7 +113,7 @@ func TestMetaContextNegotiation(t *testing.T) {
 // Without a selected context BLOCK_STATUS is refused, and the connection
 // goes on.
 func TestBlockStatusNeedsContext(t *testing.T) {
-	sock, _ := serveMem(t, &memDevice{data: make([]byte, 1<<20)}, Config{})
+	sock, _ := serveMem(t, devtest.NewMem(1<<20), Config{})
 	c := dialGo(t, sock, "")
 	if code := c.cmd(t, cmdBlockStatus, 0, 0, 4096); code != errInval {
 		t.Fatalf("BLOCK_STATUS without a context: error %d, want EINVAL", code)

@@ -8,67 +8,18 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/devtest"
 )
 
-// memDevice is a plaintext in-memory device with switchable failures and a
-// gate that holds reads at offset 0.
-type memDevice struct {
-	mu        sync.Mutex
-	data      []byte
-	failIO    bool
-	gate      chan struct{} // reads at offset 0 wait for it to close
-	entered   chan struct{} // if set, receives when a read waits at the gate
-	flushes   int
-	zeroCalls int
-}
-
-func (m *memDevice) ReadAt(p []byte, off int64) (int, error) {
-	if off == 0 && m.gate != nil {
-		if m.entered != nil {
-			m.entered <- struct{}{}
-		}
-		<-m.gate
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.failIO {
-		return 0, errors.New("injected read failure")
-	}
-	return copy(p, m.data[off:]), nil
-}
-
-func (m *memDevice) WriteAt(p []byte, off int64) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.failIO {
-		return 0, errors.New("injected write failure")
-	}
-	return copy(m.data[off:], p), nil
-}
-
-func (m *memDevice) WriteZeroes(off, n int64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.zeroCalls++
-	clear(m.data[off : off+n])
-	return nil
-}
-
-func (m *memDevice) Size() int64 { return int64(len(m.data)) }
-func (m *memDevice) Flush() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.flushes++
-	return nil
-}
-func (m *memDevice) Close() error { return nil }
+// readAtZero picks the reads at offset 0, for a devtest.Hold that holds
+// one request while the others pass.
+func readAtZero(op devtest.ErringOp, off int64) bool { return op == devtest.OpRead && off == 0 }
 
 // serveMem serves dev on a fresh unix socket and returns the socket path.
 func serveMem(t *testing.T, dev blockdev.Device, cfg Config) (string, *Server) {
@@ -98,7 +49,9 @@ func stillServes(t *testing.T, sock string) {
 }
 
 func TestProtocolErrorCodes(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	mem := devtest.NewMem(1 << 20)
+	errs := devtest.NewErring(mem)
+	dev := devtest.NewDiscard(errs, blockdev.Caps{WriteZeroes: true})
 	sock, _ := serveMem(t, dev, Config{Name: "x", MaxRequest: 1 << 20})
 	c := dialGo(t, sock, "x")
 	if c.size != 1<<20 || c.flags&FlagSendTrim != 0 || c.flags&FlagCanMultiConn == 0 {
@@ -129,18 +82,15 @@ func TestProtocolErrorCodes(t *testing.T) {
 			t.Errorf("%s: error %d, want %d", tc.name, tc.got, tc.want)
 		}
 	}
-	dev.mu.Lock()
-	flushes, zeroCalls := dev.flushes, dev.zeroCalls
-	dev.mu.Unlock()
+	flushes, zeroCalls := mem.Flushes(), len(dev.Zeroed())
 	if flushes != 2 || zeroCalls != 1 {
 		t.Errorf("flushes %d (want 2: FUA and FLUSH), zero calls %d (want 1)", flushes, zeroCalls)
 	}
 	if b, code := c.read(t, 0, 103); code != 0 || !bytes.Equal(b, append(make([]byte, 100), "fua"...)) {
 		t.Fatalf("data after zeroes and FUA write: %q %d", b, code)
 	}
-	dev.mu.Lock()
-	dev.failIO = true
-	dev.mu.Unlock()
+	errs.Fail(devtest.OpRead, errors.New("injected read failure"))
+	errs.Fail(devtest.OpWrite, errors.New("injected write failure"))
 	if _, code := c.read(t, 0, 10); code != errIO {
 		t.Errorf("failing read: error %d, want EIO", code)
 	}
@@ -154,7 +104,7 @@ func TestProtocolErrorCodes(t *testing.T) {
 }
 
 func TestStructuredReadReplies(t *testing.T) {
-	dev := &memDevice{data: bytes.Repeat([]byte("0123456789abcdef"), 1<<12)}
+	dev := devtest.MemOf(bytes.Repeat([]byte("0123456789abcdef"), 1<<12))
 	sock, _ := serveMem(t, dev, Config{})
 	c := dialRaw(t, sock)
 	c.greet(t, flagCFixedNew|flagCNoZeroes)
@@ -195,7 +145,8 @@ func TestStructuredReadReplies(t *testing.T) {
 }
 
 func TestRepliesOutOfOrder(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20), gate: make(chan struct{})}
+	dev := devtest.NewHold(devtest.NewMem(1 << 20))
+	dev.StallIf(readAtZero)
 	sock, _ := serveMem(t, dev, Config{})
 	c := dialGo(t, sock, "")
 	// The read at offset 0 blocks in the device; the one after it must be
@@ -207,14 +158,14 @@ func TestRepliesOutOfOrder(t *testing.T) {
 		t.Fatalf("first reply: cookie %d error %d, want the second request's", cookie, code)
 	}
 	io.ReadFull(c.r, make([]byte, 512))
-	close(dev.gate)
+	dev.Release()
 	if code, cookie := c.simpleReply(t); code != 0 || cookie != 1 {
 		t.Fatalf("second reply: cookie %d error %d", cookie, code)
 	}
 }
 
 func TestHostileHandshakes(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	dev := devtest.NewMem(1 << 20)
 	sock, _ := serveMem(t, dev, Config{Name: "vol"})
 	closedAfter := func(name string, fn func(c *rawClient)) {
 		t.Helper()
@@ -319,7 +270,7 @@ func TestHostileHandshakes(t *testing.T) {
 }
 
 func TestHostileTransmission(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	dev := devtest.NewMem(1 << 20)
 	sock, _ := serveMem(t, dev, Config{MaxRequest: 64 << 10})
 	c := dialGo(t, sock, "")
 	c.send(t, requestBytes(cmdWrite, 0, 1, 0, 64<<10+1))
@@ -363,7 +314,7 @@ func TestHostileTransmission(t *testing.T) {
 }
 
 func TestIdleConnectionsTimeOut(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	dev := devtest.NewMem(1 << 20)
 	sock, _ := serveMem(t, dev, Config{HandshakeTimeout: 3 * time.Second, MaxConns: 400})
 	var idle []net.Conn
 	for range 300 {
@@ -385,7 +336,7 @@ func TestIdleConnectionsTimeOut(t *testing.T) {
 }
 
 func TestServeTransmissionSocketpair(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	dev := devtest.NewMem(1 << 20)
 	srv := NewServer(dev, Config{})
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	if err != nil {
@@ -423,7 +374,7 @@ func TestServeTransmissionSocketpair(t *testing.T) {
 // NBD_CMD_DISC (the kernel dropping a connection it timed out) is
 // ErrConnectionLost, which an Attachment replaces; NBD_CMD_DISC is nil.
 func TestServeTransmissionTellsLostFromDisconnect(t *testing.T) {
-	srv := NewServer(&memDevice{data: make([]byte, 1<<20)}, Config{})
+	srv := NewServer(devtest.NewMem(1<<20), Config{})
 	defer srv.Close()
 	for _, disc := range []bool{false, true} {
 		server, client := net.Pipe()
@@ -444,11 +395,12 @@ func TestServeTransmissionTellsLostFromDisconnect(t *testing.T) {
 }
 
 func TestCloseAnswersInFlight(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20), gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	dev := devtest.NewHold(devtest.NewMem(1 << 20))
+	dev.StallIf(readAtZero)
 	sock, srv := serveMem(t, dev, Config{})
 	c := dialGo(t, sock, "")
 	c.send(t, requestBytes(cmdRead, 0, 1, 0, 512))
-	<-dev.entered
+	<-dev.Entered()
 	closed := make(chan struct{})
 	go func() { srv.Close(); close(closed) }()
 	select {
@@ -456,7 +408,7 @@ func TestCloseAnswersInFlight(t *testing.T) {
 		t.Fatal("Close returned with a request in flight")
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(dev.gate)
+	dev.Release()
 	if code, cookie := c.simpleReply(t); code != 0 || cookie != 1 {
 		t.Fatalf("in-flight request: cookie %d error %d", cookie, code)
 	}
@@ -469,7 +421,7 @@ func TestCloseAnswersInFlight(t *testing.T) {
 func TestStalledClientsLoseTheirBuffers(t *testing.T) {
 	// One connection's budget is the whole server's: a client that stalls
 	// mid-payload, or never reads its replies, must not keep it for ever.
-	dev := &memDevice{data: make([]byte, 4<<20)}
+	dev := devtest.NewMem(4 << 20)
 	cfg := Config{MaxRequest: 1 << 20, MaxInFlightBytes: 2 << 20, MaxTotalInFlightBytes: 2 << 20, IOTimeout: 300 * time.Millisecond}
 	sock, _ := serveMem(t, dev, cfg)
 
