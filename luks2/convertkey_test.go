@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 var errStopped = errors.New("stopped")
@@ -24,7 +25,7 @@ func TestConvertKeyCrashSafe(t *testing.T) {
 	pass := []byte("convert")
 	for _, inPlace := range []bool{true, false} {
 		for n := 0; ; n++ {
-			img := image(t, 20<<20)
+			img := testtool.Image(t, 20<<20)
 			f, size := openRW(t, img)
 			h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, pass)
 			if err != nil {
@@ -65,7 +66,7 @@ func TestConvertKeyCrashSafe(t *testing.T) {
 
 func TestConvertKeyRefusals(t *testing.T) {
 	pass := []byte("convert")
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	f, size := openRW(t, img)
 	h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, pass)
 	if err != nil {
@@ -92,7 +93,7 @@ func TestConvertKeyRefusals(t *testing.T) {
 func TestChangeKeyCrashSafe(t *testing.T) {
 	old, next := []byte("old passphrase"), []byte("new passphrase")
 	for n := 0; ; n++ {
-		img := image(t, 20<<20)
+		img := testtool.Image(t, 20<<20)
 		f, size := openRW(t, img)
 		h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, old)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // Crash points: every header-editing operation runs on a devtest.Recorder,
@@ -407,7 +408,7 @@ func crossCheckCrashImages(t *testing.T, images []crashImage) {
 			t.Fatal(err)
 		}
 		for p := range union(ci.old, ci.new) {
-			_, err := runCryptsetup(t, "open", "--test-passphrase", "--disable-locks", "--key-file", keyFile(t, []byte(p)), img)
+			_, err := testtool.Output(t, "cryptsetup", "open", "--test-passphrase", "--disable-locks", "--key-file", testtool.KeyFile(t, []byte(p)), img)
 			cs := err == nil
 			if ci.luksdOpen == nil && cs || ci.luksdOpen != nil && ci.luksdOpen[p] != cs {
 				// Unbound keys do not open the volume in cryptsetup

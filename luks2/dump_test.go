@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestDumpMatchesCryptsetupForRareFields: persistent flags, mandatory
@@ -30,7 +32,7 @@ func TestDumpMatchesCryptsetupForRareFields(t *testing.T) {
 			d, root := freshImage(t)
 			tc.edit(root)
 			writeRawJSON(t, d, root.compact())
-			img := image(t, 0)
+			img := testtool.Image(t, 0)
 			if err := os.WriteFile(img, d.Bytes(), 0o600); err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // writeRawJSON stores js as the metadata of both copies with valid
@@ -187,7 +188,7 @@ func TestBadBinaryHeadersRefused(t *testing.T) {
 		mustOneLine(t, err)
 	})
 	t.Run("not LUKS", func(t *testing.T) {
-		img := image(t, 1<<20)
+		img := testtool.Image(t, 1<<20)
 		f, size := openRW(t, img)
 		if _, err := Read(f, size); !errors.Is(err, ErrNotLUKS) {
 			t.Fatalf("blank device: %v", err)
@@ -310,7 +311,7 @@ func TestUnsupportedHeaders(t *testing.T) {
 // through luksd's edits, and cryptsetup still reads the result.
 func TestUnknownFieldsSurvive(t *testing.T) {
 	d, root := freshImage(t)
-	img := image(t, 0)
+	img := testtool.Image(t, 0)
 	if err := os.WriteFile(img, d.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}

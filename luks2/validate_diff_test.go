@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // Which header copy cryptsetup uses is decided by its validation of each
@@ -31,14 +33,14 @@ var (
 func diffBase(t *testing.T) ([]byte, string) {
 	t.Helper()
 	diffOnce.Do(func() {
-		img := image(t, 20<<20)
-		key := keyFile(t, []byte("diff"))
+		img := testtool.Image(t, 20<<20)
+		key := testtool.KeyFile(t, []byte("diff"))
 		for _, args := range [][]string{
 			{"luksFormat", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", img, key},
 			{"luksAddKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "-d", key, img, key},
 			{"token", "add", "--key-description", "diff:token", img},
 		} {
-			if out, err := runCryptsetup(t, args...); err != nil {
+			if out, err := testtool.Output(t, "cryptsetup", args...); err != nil {
 				diffErr = fmt.Errorf("cryptsetup %v: %v: %s", args, err, out)
 				return
 			}
@@ -92,7 +94,7 @@ func cryptsetupEpoch(t *testing.T, img []byte) int {
 	if err := os.WriteFile(p, img, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runCryptsetup(t, "luksDump", "--disable-locks", p)
+	out, err := testtool.Output(t, "cryptsetup", "luksDump", "--disable-locks", p)
 	if err != nil {
 		return -1
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 func metaData(export string, queries ...string) []byte {
@@ -124,7 +125,7 @@ func TestBlockStatusNeedsContext(t *testing.T) {
 // nbdinfo --map lists the crypt export as one allocated data extent.
 func TestNbdinfoMap(t *testing.T) {
 	e := startExport(t, 8<<20, 4096, Config{}, false)
-	out := run(t, "nbdinfo", "--map", e.uri())
+	out := testtool.Run(t, "nbdinfo", "--map", e.uri())
 	f := strings.Fields(out)
 	if len(f) != 4 || f[0] != "0" || f[1] != strconv.Itoa(8<<20) || f[2] != "0" || f[3] != "data" {
 		t.Fatalf("nbdinfo --map: %q, want one extent \"0 %d 0 data\"", out, 8<<20)

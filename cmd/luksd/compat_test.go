@@ -34,7 +34,7 @@ func TestCLILikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	img, key := w.image("vol.img"), w.key("key", "pw")
 	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
-	plain := zeroFile(t, w.dir, "plain.img", 1<<20)
+	plain := testtool.ImageAt(t, w.dir, "plain.img", 1<<20)
 	const uuid = "12345678-9abc-def0-1234-56789abcdef0"
 	pb := cheapPBKDF("pbkdf2")
 	format := func(extra ...string) []string {
@@ -175,9 +175,9 @@ func TestCLILikeCryptsetup(t *testing.T) {
 				var p string
 				switch a {
 				case "NEW":
-					p = zeroFile(t, w.dir, tool+"-new.img", 20<<20)
+					p = testtool.ImageAt(t, w.dir, tool+"-new.img", 20<<20)
 				case "SMALL":
-					p = zeroFile(t, w.dir, tool+"-small.img", 1<<20)
+					p = testtool.ImageAt(t, w.dir, tool+"-small.img", 1<<20)
 				case "COPY":
 					p = filepath.Join(w.dir, tool+"-copy.img")
 					if err := os.WriteFile(p, orig, 0o600); err != nil {

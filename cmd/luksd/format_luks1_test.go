@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // luks1DumpRandom are the lines of a LUKS1 luksDump that differ between
@@ -94,8 +96,8 @@ func TestLuksFormatLUKS1LikeCryptsetup(t *testing.T) {
 		if size == 0 {
 			size = 20 << 20
 		}
-		cs := zeroFile(t, w.dir, "cs.img", size)
-		mine := zeroFile(t, w.dir, "luksd.img", size)
+		cs := testtool.ImageAt(t, w.dir, "cs.img", size)
+		mine := testtool.ImageAt(t, w.dir, "luksd.img", size)
 		// With --header, the header file is what is compared.
 		csHdr, myHdr := w.path("cs.hdr"), w.path("luksd.hdr")
 		os.Remove(csHdr)
@@ -162,7 +164,7 @@ func TestLuksFormatLUKS1LikeCryptsetup(t *testing.T) {
 func TestLuksFormatLUKS1OpensAndServes(t *testing.T) {
 	w := newWorkspace(t)
 	key := w.key("key", "luks1 served")
-	img := zeroFile(t, w.dir, "vol.img", 8<<20)
+	img := testtool.ImageAt(t, w.dir, "vol.img", 8<<20)
 	w.luksd(nil, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", img, key).ok(t)
 	w.cs(nil, "open", "--test-passphrase", "-d", key, img).ok(t)
 	w.cs(nil, "isLuks", "--type", "luks1", img).ok(t)
@@ -175,7 +177,7 @@ func TestLuksFormatLUKS1OpensAndServes(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serveRun(t, "nbdcopy", src, p.uri())
+	testtool.Run(t, "nbdcopy", src, p.uri())
 	p.stop(t)
 
 	vk, off := serveVolumeKey(t, img, key)
