@@ -164,6 +164,27 @@ func TestRepliesOutOfOrder(t *testing.T) {
 	}
 }
 
+// recoverableOptions are option errors the client can recover from: the
+// server answers each with an error reply and goes on.
+var recoverableOptions = []struct {
+	name string
+	opt  uint32
+	data []byte
+	want uint32
+}{
+	{"info with a name longer than the option", optInfo, []byte{0, 0, 1, 0, 'v', 0, 0}, repErrInvalid},
+	{"info with a wrong request count", optInfo, append(goData("vol"), 0, 1), repErrInvalid},
+	{"info too short", optInfo, []byte{0, 0}, repErrInvalid},
+	{"info for an unknown export", optInfo, goData("other"), repErrUnknown},
+	{"list with data", optList, []byte("x"), repErrInvalid},
+	{"structured reply with data", optStructuredReply, []byte("x"), repErrInvalid},
+	{"starttls", optStartTLS, nil, repErrUnsup},
+	{"meta context without structured replies", optSetMetaContext, metaData("vol", baseAllocation), repErrInvalid},
+	{"meta context garbage", optListMetaContext, []byte("0000base:allocation"), repErrInvalid},
+	{"extended headers", optExtendedHeaders, nil, repErrUnsup},
+	{"unknown option", 0x7777, bytes.Repeat([]byte("z"), 1000), repErrUnsup},
+}
+
 func TestHostileHandshakes(t *testing.T) {
 	dev := devtest.NewMem(1 << 20)
 	sock, _ := serveMem(t, dev, Config{Name: "vol"})
@@ -218,24 +239,7 @@ func TestHostileHandshakes(t *testing.T) {
 	// Errors the client can recover from: the server answers and goes on.
 	c := dialRaw(t, sock)
 	c.greet(t, flagCFixedNew)
-	for _, tc := range []struct {
-		name string
-		opt  uint32
-		data []byte
-		want uint32
-	}{
-		{"info with a name longer than the option", optInfo, []byte{0, 0, 1, 0, 'v', 0, 0}, repErrInvalid},
-		{"info with a wrong request count", optInfo, append(goData("vol"), 0, 1), repErrInvalid},
-		{"info too short", optInfo, []byte{0, 0}, repErrInvalid},
-		{"info for an unknown export", optInfo, goData("other"), repErrUnknown},
-		{"list with data", optList, []byte("x"), repErrInvalid},
-		{"structured reply with data", optStructuredReply, []byte("x"), repErrInvalid},
-		{"starttls", optStartTLS, nil, repErrUnsup},
-		{"meta context without structured replies", optSetMetaContext, metaData("vol", baseAllocation), repErrInvalid},
-		{"meta context garbage", optListMetaContext, []byte("0000base:allocation"), repErrInvalid},
-		{"extended headers", optExtendedHeaders, nil, repErrUnsup},
-		{"unknown option", 0x7777, bytes.Repeat([]byte("z"), 1000), repErrUnsup},
-	} {
+	for _, tc := range recoverableOptions {
 		types, _ := c.option(t, tc.opt, tc.data)
 		if len(types) != 1 || types[0] != tc.want {
 			t.Errorf("%s: replies %#x, want %#x", tc.name, types, tc.want)
