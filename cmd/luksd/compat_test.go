@@ -118,10 +118,10 @@ var compatCases = []compatCase{
 	{args: compatFormat("--uuid", compatUUID, "COPY", "{key}"), stdout: true, layout: true},
 	{args: compatFormat("-q", "--uuid", compatUUID, "SMALL", "{key}"), stdout: true, layout: true},
 	{args: compatFormat("-q", "--integrity", "hmac-sha256", "NEW", "{key}"), codeOnly: true},
-	// A volume "{key}" file too short for the "{key}", or missing.
+	// A volume key file too short for the key, or missing.
 	{args: compatFormat("-q", "--volume-key-file", "{key}", "NEW", "{key}")},
 	{args: compatFormat("-q", "--type", "luks1", "--volume-key-file", "{key}", "NEW", "{key}")},
-	{args: compatFormat("-q", "--volume-key-file", "{key}"+".missing", "NEW", "{key}")},
+	{args: compatFormat("-q", "--volume-key-file", "{key}.missing", "NEW", "{key}")},
 	// Arguments past the ones an action takes are ignored, but by isLuks.
 	{args: []string{"luksDump", "{img}", "extra"}, stdout: true},
 	{args: []string{"-v", "luksUUID", "{img}", "extra", "more"}, stdout: true},
