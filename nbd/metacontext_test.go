@@ -28,18 +28,7 @@ func (rc *rawClient) metaOption(t *testing.T, opt uint32, data []byte) (ids []ui
 	t.Helper()
 	rc.send(t, optionBytes(opt, data))
 	for {
-		var h [optReplyHeaderLen]byte
-		if _, err := io.ReadFull(rc.r, h[:]); err != nil {
-			t.Fatalf("reading reply to option %d: %v", opt, err)
-		}
-		if binary.BigEndian.Uint64(h[0:]) != magicOptReply || binary.BigEndian.Uint32(h[8:]) != opt {
-			t.Fatalf("bad option reply header % x", h)
-		}
-		typ := binary.BigEndian.Uint32(h[12:])
-		p := make([]byte, binary.BigEndian.Uint32(h[16:]))
-		if _, err := io.ReadFull(rc.r, p); err != nil {
-			t.Fatal(err)
-		}
+		typ, p := rc.optionReply(t, opt)
 		if typ != repMetaContext {
 			return ids, names, typ
 		}

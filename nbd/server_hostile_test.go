@@ -17,9 +17,15 @@ import (
 	"github.com/luksd/luksd/blockdev/devtest"
 )
 
-// readAtZero picks the reads at offset 0, for a devtest.Hold that holds
-// one request while the others pass.
-func readAtZero(op devtest.ErringOp, off int64) bool { return op == devtest.OpRead && off == 0 }
+// serveHeld serves a 1 MiB device whose reads at offset 0 wait until the
+// returned Hold is released, while the others pass.
+func serveHeld(t *testing.T) (*devtest.Hold, string, *Server) {
+	t.Helper()
+	dev := devtest.NewHold(devtest.NewMem(1 << 20))
+	dev.StallIf(func(op devtest.ErringOp, off int64) bool { return op == devtest.OpRead && off == 0 })
+	sock, srv := serveMem(t, dev, Config{})
+	return dev, sock, srv
+}
 
 // serveMem serves dev on a fresh unix socket and returns the socket path.
 func serveMem(t *testing.T, dev blockdev.Device, cfg Config) (string, *Server) {
@@ -145,9 +151,7 @@ func TestStructuredReadReplies(t *testing.T) {
 }
 
 func TestRepliesOutOfOrder(t *testing.T) {
-	dev := devtest.NewHold(devtest.NewMem(1 << 20))
-	dev.StallIf(readAtZero)
-	sock, _ := serveMem(t, dev, Config{})
+	dev, sock, _ := serveHeld(t)
 	c := dialGo(t, sock, "")
 	// The read at offset 0 blocks in the device; the one after it must be
 	// answered first.
@@ -399,9 +403,7 @@ func TestServeTransmissionTellsLostFromDisconnect(t *testing.T) {
 }
 
 func TestCloseAnswersInFlight(t *testing.T) {
-	dev := devtest.NewHold(devtest.NewMem(1 << 20))
-	dev.StallIf(readAtZero)
-	sock, srv := serveMem(t, dev, Config{})
+	dev, sock, srv := serveHeld(t)
 	c := dialGo(t, sock, "")
 	c.send(t, requestBytes(cmdRead, 0, 1, 0, 512))
 	<-dev.Entered()
