@@ -3,7 +3,6 @@ package ublk
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +52,7 @@ type queue struct {
 	closed   int            // tags the kernel aborted
 	stopping atomic.Bool
 	err      error
+	tid      int // the thread run runs on
 }
 
 type finished struct {
@@ -86,6 +86,10 @@ func (q *queue) setup(maxIO int) error {
 	return nil
 }
 
+// holdsCommands reports whether the kernel may still hold commands of the
+// queue's ring: run returned before the kernel aborted every tag.
+func (q *queue) holdsCommands() bool { return q.ring != nil && q.closed < q.depth }
+
 // release frees what the queue holds; run must have returned, or never run.
 func (q *queue) release() {
 	if q.ring != nil {
@@ -105,11 +109,11 @@ func (q *queue) release() {
 }
 
 // run serves the queue until the kernel aborts every tag (the device is
-// stopped) or stop is called. ready receives the outcome of fetching.
+// stopped) or stop is called. ready receives the outcome of fetching. It
+// runs on a thread of its own (goLockedThread): the queue's task for the
+// kernel, which ends when run returns.
 func (q *queue) run(ready chan<- error) error {
-	runtime.LockOSThread()
-	// Never unlocked: the thread is this queue's task for the kernel and
-	// ends with the goroutine.
+	q.tid = unix.Gettid()
 	if q.affinity != nil {
 		unix.SchedSetaffinity(0, q.affinity)
 	}
