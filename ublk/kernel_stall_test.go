@@ -45,7 +45,7 @@ func (d *slowDevice) resetMax() int {
 // on workers, side by side, instead of one after the other on the thread.
 func TestKernelStalledQueueServesOnWorkers(t *testing.T) {
 	needKernel(t)
-	dev := &slowDevice{Device: &trimDevice{memDevice: memDevice{data: make([]byte, 8<<20)}}, delay: time.Second}
+	dev := &slowDevice{Device: newKernelDev(8 << 20), delay: time.Second}
 	d, err := New(dev, Options{ID: -1, Queues: 1})
 	if err != nil {
 		t.Fatal(err)

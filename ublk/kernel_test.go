@@ -14,6 +14,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/devtest"
 )
 
 // These tests drive a real ublk device. They need root and ublk_drv, which
@@ -28,7 +31,19 @@ func needKernel(t *testing.T) {
 	}
 }
 
-func startDevice(t *testing.T, dev *trimDevice, opts Options) *Device {
+// kernelDev is the in-memory device the kernel tests serve: Mem with
+// Trim and WriteZeroes offered, the ranges recorded.
+type kernelDev struct {
+	*devtest.Discard
+	mem *devtest.Mem
+}
+
+func newKernelDev(size int) kernelDev {
+	mem := devtest.NewMem(size)
+	return kernelDev{devtest.NewDiscard(mem, blockdev.Caps{Trim: true, WriteZeroes: true}), mem}
+}
+
+func startDevice(t *testing.T, dev blockdev.Device, opts Options) *Device {
 	t.Helper()
 	opts.ID = -1
 	d, err := New(dev, opts)
@@ -50,7 +65,7 @@ func alignedBuf(n int) []byte {
 
 func testDataPath(t *testing.T, opts Options) {
 	needKernel(t)
-	dev := &trimDevice{memDevice: memDevice{data: make([]byte, 32<<20)}}
+	dev := newKernelDev(32 << 20)
 	d := startDevice(t, dev, opts)
 	t.Logf("%s: flags %#x, user copy %v", d.Path(), d.Flags(), d.UserCopy())
 	fd, err := unix.Open(d.Path(), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
@@ -64,7 +79,7 @@ func testDataPath(t *testing.T, opts Options) {
 		if n, err := unix.Pwrite(fd, w, int64(c.off)); err != nil || n != c.n {
 			t.Fatalf("pwrite %d at %d: %d, %v", c.n, c.off, n, err)
 		}
-		if !bytes.Equal(dev.data[c.off:c.off+c.n], w) {
+		if !bytes.Equal(dev.mem.Bytes()[c.off:c.off+c.n], w) {
 			t.Fatalf("write of %d at %d did not reach the device there", c.n, c.off)
 		}
 		r := alignedBuf(c.n)
@@ -75,11 +90,11 @@ func testDataPath(t *testing.T, opts Options) {
 			t.Fatalf("read of %d at %d differs from what was written", c.n, c.off)
 		}
 	}
-	flushes := dev.flushCount()
+	flushes := dev.mem.Flushes()
 	if err := unix.Fsync(fd); err != nil {
 		t.Fatalf("fsync: %v", err)
 	}
-	if dev.flushCount() == flushes {
+	if dev.mem.Flushes() == flushes {
 		t.Error("fsync on the block device did not reach Flush")
 	}
 	if opts.AllowDiscards {
@@ -87,7 +102,7 @@ func testDataPath(t *testing.T, opts Options) {
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.BLKDISCARD, uintptr(unsafe.Pointer(&r))); e != 0 {
 			t.Fatalf("BLKDISCARD: %v", e)
 		}
-		if len(dev.trimmed()) == 0 {
+		if len(dev.Trims()) == 0 {
 			t.Error("BLKDISCARD did not reach Trim")
 		}
 	}
@@ -118,7 +133,7 @@ func (d *Device) abandon() {
 // waits, and a new daemon (Recover) serves it and the device goes on.
 func TestKernelRecover(t *testing.T) {
 	needKernel(t)
-	dev := &trimDevice{memDevice: memDevice{data: make([]byte, 16<<20)}}
+	dev := newKernelDev(16 << 20)
 	d := startDevice(t, dev, Options{})
 	fd, err := unix.Open(d.Path(), unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -158,7 +173,7 @@ func TestKernelRecover(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("write held across recovery never completed")
 	}
-	if !bytes.Equal(dev.data[3<<20:3<<20+len(w)], w) {
+	if !bytes.Equal(dev.mem.Bytes()[3<<20:3<<20+len(w)], w) {
 		t.Fatal("the write held across recovery did not land")
 	}
 	r := alignedBuf(len(w))
@@ -176,7 +191,7 @@ func TestKernelRecover(t *testing.T) {
 // kernel held fails instead of waiting forever. A served device is refused.
 func TestKernelDeleteAbandoned(t *testing.T) {
 	needKernel(t)
-	dev := &trimDevice{memDevice: memDevice{data: make([]byte, 16<<20)}}
+	dev := newKernelDev(16 << 20)
 	d := startDevice(t, dev, Options{})
 	if err := DeleteAbandoned(d.ID()); !errors.Is(err, ErrServed) {
 		d.Stop()
@@ -218,7 +233,7 @@ func TestKernelDeleteAbandoned(t *testing.T) {
 // process that served the device (alive: the test) reports ErrServed.
 func waitAbandoned(t *testing.T, id int) {
 	t.Helper()
-	c, err := openControl()
+	c, err := openControl("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +264,7 @@ func waitAbandoned(t *testing.T, id int) {
 func TestKernelAbandonUnderIO(t *testing.T) {
 	needKernel(t)
 	for round := range 8 {
-		dev := &trimDevice{memDevice: memDevice{data: make([]byte, 8<<20)}}
+		dev := newKernelDev(8 << 20)
 		d := startDevice(t, dev, Options{})
 		id := d.ID()
 		fd, err := unix.Open(d.Path(), unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
