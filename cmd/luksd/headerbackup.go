@@ -66,7 +66,7 @@ func luksHeaderBackup(c *cli.Context) error {
 	if err != nil {
 		return exitf(exitParams, "Cannot create header backup file %s.", path)
 	}
-	err = f.locked(false, func() error { return luks2.Backup(f, f.size, out) })
+	err = f.locked(false, func() error { return luks2.Backup(f, f.Size, out) })
 	if err == nil {
 		err = out.Sync()
 	}
@@ -103,7 +103,7 @@ func luksHeaderRestore(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
-	check, err := luks2.CheckRestore(f, f.size, b, bsize)
+	check, err := luks2.CheckRestore(f, f.Size, b, bsize)
 	if check.OtherVersion != 0 {
 		// cryptsetup reads the device as LUKS1 and says why it is not.
 		fmt.Fprintf(os.Stderr, "Unsupported LUKS version %d.\n", check.OtherVersion)
@@ -115,7 +115,7 @@ func luksHeaderRestore(c *cli.Context) error {
 		return errAborted(exitParams, "")
 	}
 	err = f.edit(func() error {
-		if err := luks2.Restore(f, f.size, b, bsize); err != nil {
+		if err := luks2.Restore(f, f.Size, b, bsize); err != nil {
 			return restoreError(hp, path, check.Version, err)
 		}
 		return nil
