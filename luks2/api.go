@@ -10,14 +10,15 @@
 // (AddKey, KillSlot, ChangeKey, ConvertKey, SetUUID, SetLabel,
 // SetPriority, the token methods) write the header in an order a power
 // cut tears at most one copy of; hold LockHeader's exclusive lock around
-// them, as cryptsetup does. Format makes a new volume, Backup and Restore
-// copy the header area, Dump prints luksDump's text. Errors are the Err
-// values and *Error types below; each says what cryptsetup reports.
+// them, as cryptsetup does (HeaderFile reads and edits an open file under
+// the locks). Format makes a new volume, Backup and Restore copy the
+// header area, Dump prints luksDump's text. Errors are the Err values and
+// *Error types below; each says what cryptsetup reports.
 //
 // Questions to ask before acting: MaxKeyslots, Header.KeyslotStatus,
 // BoundKeyslots and FreeKeyslot (keyslots); FormatLayout,
-// DefaultKeySize, DefaultSectorSize, ValidSectorSize, DataOffsetAligned
-// and ValidUUID (luksFormat); CheckPBKDF and Calibrate (key derivation);
+// DefaultKeySize, DefaultSectorSize, ValidSectorSize, DataOffsetAligned,
+// ValidUUID and AutoCipher (luksFormat); CheckPBKDF and Calibrate (key derivation);
 // LUKSSignatures and ForeignSignature (what else a device holds).
 //
 // Where things live: this file is the API; ondisk.go the interface both
@@ -31,7 +32,9 @@
 // (reading, unlocking, dump), luks1_edit.go and luks1_format.go. Both:
 // af.go (the AF splitter), pbkdf.go, calibrate.go, cputime.go, hash.go and
 // whirlpool.go (key derivation), layout.go (format defaults and layouts),
-// slotstatus.go, backup.go, restore.go, lock.go and signatures.go.
+// autocipher.go (--cipher auto), slotstatus.go, backup.go, restore.go,
+// lock.go, headerfile.go (reading and editing under the locks) and
+// signatures.go.
 package luks2
 
 import (

@@ -125,7 +125,7 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	// Sizes and sector sizes were checked as popt read them (options.go).
 	opts.KeySize = c.Int("key-size") / 8
 	if opts.Cipher == "auto" {
-		spec, sector, reason := autoCipher()
+		spec, sector, reason := luks2.AutoCipher()
 		if c.Bool("verbose") {
 			fmt.Printf("Cipher %s chosen: %s.\n", spec, reason)
 		}
