@@ -7,11 +7,11 @@
 // Read loads a Header from a Device (an image file or block device).
 // Unlock opens a keyslot with a passphrase and returns the volume key;
 // Segment says where the data is and how it is encrypted. The edits
-// (AddKey, KillSlot, ChangeKey, ConvertKey, SetUUID, SetLabel,
-// SetPriority, the token methods) write the header in an order a power
-// cut tears at most one copy of; hold LockHeader's exclusive lock around
-// them, as cryptsetup does (HeaderFile reads and edits an open file under
-// the locks). Format makes a new volume, Backup and Restore copy the
+// (AddKey, KillSlot, ChangeKey, MoveKey, ReplaceKey, ConvertKey, SetUUID,
+// SetLabel, SetPriority, the token methods) write the header in an order a
+// power cut tears at most one copy of; hold LockHeader's exclusive lock
+// around them, as cryptsetup does (HeaderFile reads and edits an open file
+// under the locks). Format makes a new volume, Backup and Restore copy the
 // header area, Dump prints luksDump's text. Errors are the Err values and
 // *Error types below; each says what cryptsetup reports.
 //

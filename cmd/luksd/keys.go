@@ -352,7 +352,7 @@ func luksChangeKey(c *cli.Context) error {
 		var err error
 		switch {
 		case h.Version() == 1 && !c.IsSet("key-slot") && c.Int("new-key-slot") < 0:
-			newSlot, err = moveKey(h, f, vk, pass, oldSlot, p)
+			newSlot, err = h.MoveKey(f, vk.Bytes(), pass.Bytes(), oldSlot, p)
 		case h.Version() == 2 && c.Int("new-key-slot") < 0 && c.IsSet("key-slot"):
 			// As cryptsetup, the keyslot is rewritten in its own area; it
 			// keeps its number, metadata place, priority and tokens.
@@ -362,7 +362,7 @@ func luksChangeKey(c *cli.Context) error {
 			// while a keyslot number is free.
 			err = h.ChangeKey(f, oldSlot, vk.Bytes(), pass.Bytes(), p)
 		default:
-			newSlot, err = changeKey(h, f, vk, pass, oldSlot, c.Int("new-key-slot"), p)
+			newSlot, err = h.ReplaceKey(f, vk.Bytes(), pass.Bytes(), oldSlot, c.Int("new-key-slot"), p)
 		}
 		return headerErrorOrNil(headerPath(c, dev), err)
 	})
@@ -371,56 +371,6 @@ func luksChangeKey(c *cli.Context) error {
 	}
 	verbosef(c, "Key slot %d created.", newSlot)
 	return nil
-}
-
-// moveKey is cryptsetup's LUKS1 luksChangeKey without --key-slot: the new
-// passphrase goes to the first free keyslot and the old one is wiped; with
-// no free keyslot, oldSlot is rewritten in place.
-func moveKey(h *luks2.Header, f luks2.Device, vk, pass *keyring.Secret, oldSlot int, p luks2.PBKDF) (int, error) {
-	if _, err := h.FreeKeyslot(); errors.Is(err, luks2.ErrNoFreeSlot) {
-		return changeKey(h, f, vk, pass, oldSlot, -1, p)
-	}
-	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), -1, p)
-	if err != nil {
-		return 0, err
-	}
-	return slot, h.KillSlot(f, oldSlot)
-}
-
-// changeKey replaces the passphrase of oldSlot, keeping its number as
-// cryptsetup does for LUKS1 with --key-slot, or moving it to newSlot >= 0
-// (--new-key-slot, LUKS1 and LUKS2; LUKS2 otherwise uses Header.ChangeKey). The new passphrase is written to a free keyslot before
-// the old one is wiped, so an interruption never leaves the volume without
-// a working keyslot; to keep the number, that costs a second key
-// derivation. With every keyslot taken, the old one is wiped first and
-// rewritten, which is as far as cryptsetup's in-place rewrite goes too.
-func changeKey(h *luks2.Header, f luks2.Device, vk, pass *keyring.Secret, oldSlot, newSlot int, p luks2.PBKDF) (int, error) {
-	add := h.AddKey
-	if h.Unbound(oldSlot) {
-		// An unbound key (luksChangeKey -S N) stays unbound.
-		add = h.AddUnboundKey
-	}
-	tmp, err := add(f, vk.Bytes(), pass.Bytes(), newSlot, p)
-	if errors.Is(err, luks2.ErrNoFreeSlot) && newSlot < 0 {
-		if err := h.KillSlot(f, oldSlot); err != nil {
-			return 0, err
-		}
-		return add(f, vk.Bytes(), pass.Bytes(), oldSlot, p)
-	}
-	if err != nil {
-		return 0, err
-	}
-	if err := h.KillSlot(f, oldSlot); err != nil {
-		return 0, err
-	}
-	if newSlot >= 0 {
-		return tmp, nil
-	}
-	if _, err := add(f, vk.Bytes(), pass.Bytes(), oldSlot, p); err != nil {
-		// The new passphrase still opens keyslot tmp.
-		return 0, fmt.Errorf("new passphrase stored in key slot %d, not %d: %w", tmp, oldSlot, err)
-	}
-	return oldSlot, h.KillSlot(f, tmp)
 }
 
 func luksKillSlot(c *cli.Context) error {
