@@ -34,21 +34,20 @@ func init() {
 	)
 }
 
-// backupFile returns --header-backup-file or cryptsetup's error.
-func backupFile(c *cli.Context) (string, error) {
-	p := c.String("header-backup-file")
-	if p == "" {
-		return "", exitf(exitParams, "Option --header-backup-file is required.")
+// backupArgs returns the device and --header-backup-file, or cryptsetup's
+// error.
+func backupArgs(c *cli.Context) (dev, path string, err error) {
+	if dev, err = oneDevice(c); err != nil {
+		return "", "", err
 	}
-	return p, nil
+	if path = c.String("header-backup-file"); path == "" {
+		return "", "", exitf(exitParams, "Option --header-backup-file is required.")
+	}
+	return dev, path, nil
 }
 
 func luksHeaderBackup(c *cli.Context) error {
-	dev, err := oneDevice(c)
-	if err != nil {
-		return err
-	}
-	path, err := backupFile(c)
+	dev, path, err := backupArgs(c)
 	if err != nil {
 		return err
 	}
@@ -81,11 +80,7 @@ func luksHeaderBackup(c *cli.Context) error {
 }
 
 func luksHeaderRestore(c *cli.Context) error {
-	dev, err := oneDevice(c)
-	if err != nil {
-		return err
-	}
-	path, err := backupFile(c)
+	dev, path, err := backupArgs(c)
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,16 @@ func keyDevice(c *cli.Context) (dev, arg string, err error) {
 	return dev, c.Args().Get(1), nil
 }
 
+// newKeyArgs returns the device, the optional new key file and the PBKDF
+// the flags ask for (luksAddKey, luksChangeKey).
+func newKeyArgs(c *cli.Context) (dev, newFile string, p luks2.PBKDF, err error) {
+	if dev, newFile, err = keyDevice(c); err != nil {
+		return "", "", p, err
+	}
+	p, err = pbkdfFromFlags(c)
+	return dev, newFile, p, err
+}
+
 // newKeySource is where a new passphrase comes from: --new-keyfile or the
 // positional key file, else the terminal or standard input.
 func newKeySource(c *cli.Context, positional string) keyring.Source {
@@ -138,11 +148,7 @@ func sentence(err error) string {
 }
 
 func luksAddKey(c *cli.Context) error {
-	dev, newFile, err := keyDevice(c)
-	if err != nil {
-		return err
-	}
-	p, err := pbkdfFromFlags(c)
+	dev, newFile, p, err := newKeyArgs(c)
 	if err != nil {
 		return err
 	}
@@ -300,10 +306,22 @@ func luksRemoveKey(c *cli.Context) error {
 	vk.Wipe()
 	verbosef(c, "Key slot %d unlocked.", slot)
 	verbosef(c, "Keyslot %d is selected for deletion.", slot)
-	if h.KeyslotStatus(slot) == luks2.KeyslotActiveLast && src.Interactive() && !confirm(c,
-		"This is the last keyslot. Device will become unusable after purging this key.") {
-		return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
+	if h.KeyslotStatus(slot) == luks2.KeyslotActiveLast && src.Interactive() && !confirmLast(c) {
+		return errLastKept
 	}
+	return killSlot(c, dev, h, f, slot)
+}
+
+// confirmLast asks before the last keyslot is wiped.
+func confirmLast(c *cli.Context) bool {
+	return confirm(c, "This is the last keyslot. Device will become unusable after purging this key.")
+}
+
+// errLastKept is the answer to a declined confirmLast.
+var errLastKept = errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
+
+// killSlot wipes keyslot slot of dev's header h and says so with -v.
+func killSlot(c *cli.Context, dev string, h *luks2.Header, f *headerDevice, slot int) error {
 	if err := f.edit(func() error { return headerErrorOrNil(headerPath(c, dev), h.KillSlot(f, slot)) }); err != nil {
 		return err
 	}
@@ -312,11 +330,7 @@ func luksRemoveKey(c *cli.Context) error {
 }
 
 func luksChangeKey(c *cli.Context) error {
-	dev, newFile, err := keyDevice(c)
-	if err != nil {
-		return err
-	}
-	p, err := pbkdfFromFlags(c)
+	dev, newFile, p, err := newKeyArgs(c)
 	if err != nil {
 		return err
 	}
@@ -400,9 +414,8 @@ func luksKillSlot(c *cli.Context) error {
 	// keyslot, or this one when it is the last.
 	if !c.Bool("batch-mode") || c.IsSet("key-file") || !stdinIsTerminal() {
 		last := h.KeyslotStatus(slot) == luks2.KeyslotActiveLast
-		if last && !c.IsSet("key-file") && !confirm(c,
-			"This is the last keyslot. Device will become unusable after purging this key.") {
-			return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
+		if last && !c.IsSet("key-file") && !confirmLast(c) {
+			return errLastKept
 		}
 		err := verifyRemaining(c, h, f, src, slot, last)
 		// Empty standard input: cryptsetup goes ahead without a passphrase.
@@ -413,11 +426,7 @@ func luksKillSlot(c *cli.Context) error {
 			return err
 		}
 	}
-	if err := f.edit(func() error { return headerErrorOrNil(headerPath(c, dev), h.KillSlot(f, slot)) }); err != nil {
-		return err
-	}
-	verbosef(c, "Key slot %d removed.", slot)
-	return nil
+	return killSlot(c, dev, h, f, slot)
 }
 
 // verifyRemaining asks for a passphrase that opens a bound keyslot other
