@@ -306,9 +306,9 @@ func formatVolumeKey(c *cli.Context, opts *luks2.FormatOptions) (*keyring.Secret
 	if opts.KeySize == 0 {
 		opts.KeySize = luks2.DefaultKeySize(opts.Cipher)
 	}
-	vk, err := readAddKeyVolumeKey(p, opts.KeySize)
+	vk, err := keyring.ReadKeyFile(p, opts.KeySize)
 	if err != nil {
-		return nil, err
+		return nil, keyError(err)
 	}
 	opts.VolumeKey = vk.Bytes()
 	return vk, nil

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -217,17 +215,11 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*
 	if c.Bool("unbound") {
 		if path := c.String("volume-key-file"); path != "" {
 			// cryptsetup: the unbound key is the file's, as it is.
-			return readAddKeyVolumeKey(path, bits/8)
+			vk, err := keyring.ReadKeyFile(path, bits/8)
+			return vk, keyError(err)
 		}
-		k, err := keyring.NewSecret(bits / 8)
-		if err != nil {
-			return nil, withCode(exitMemory, err)
-		}
-		if _, err := rand.Read(k.Bytes()); err != nil {
-			k.Wipe()
-			return nil, err
-		}
-		return k, nil
+		k, err := keyring.Random(bits / 8)
+		return k, keyError(err)
 	}
 	if path := c.String("volume-key-file"); path != "" {
 		n := 0
@@ -241,9 +233,9 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*
 		if n == 0 {
 			return nil, exitf(exitParams, "Cannot determine volume key size for LUKS without keyslots, please use --key-size option.")
 		}
-		vk, err := readAddKeyVolumeKey(path, n)
+		vk, err := keyring.ReadKeyFile(path, n)
 		if err != nil {
-			return nil, err
+			return nil, keyError(err)
 		}
 		if err := h.VerifyVolumeKey(vk.Bytes()); err != nil {
 			vk.Wipe()
@@ -263,23 +255,13 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*
 	return vk, err
 }
 
-// readAddKeyVolumeKey reads the first n bytes of a volume key file, with
-// cryptsetup's messages (luksAddKey and luksFormat --volume-key-file).
-func readAddKeyVolumeKey(path string, n int) (*keyring.Secret, error) {
-	kf, err := os.Open(path)
-	if err != nil {
-		return nil, exitf(exitParams, "Cannot read keyfile %s.", path)
+// keyError gives a key source's failure cryptsetup's exit code: 3 for
+// memory, 1 for the rest (their messages are cryptsetup's).
+func keyError(err error) error {
+	if errors.Is(err, keyring.ErrNoMemory) {
+		return withCode(exitMemory, err)
 	}
-	defer kf.Close()
-	k, err := keyring.NewSecret(n)
-	if err != nil {
-		return nil, withCode(exitMemory, err)
-	}
-	if _, err := io.ReadFull(kf, k.Bytes()); err != nil {
-		k.Wipe()
-		return nil, exitf(exitParams, "Cannot read %d bytes from keyfile %s.", n, path)
-	}
-	return k, nil
+	return withCode(exitParams, err)
 }
 
 func luksRemoveKey(c *cli.Context) error {
