@@ -152,6 +152,9 @@ type FormatOptions struct {
 type DumpOptions struct {
 	VolumeKey []byte // non-nil: print it as --dump-volume-key does
 	Device    string // device path, printed where cryptsetup prints it
+	// KeyFile: the key went to this file (--volume-key-file); say so in
+	// place of the key, as cryptsetup does.
+	KeyFile string
 }
 
 // Header is a loaded and validated LUKS2 or LUKS1 header. Reading methods
@@ -358,9 +361,10 @@ func (h *Header) SetUUID(dev Device, uuid string) error {
 func (h *Header) Dump(w io.Writer, opts DumpOptions) error { return h.impl.dump(w, opts) }
 
 // DumpUnbound writes luksDump --unbound -S slot's text for key, the key
-// UnlockUnbound found in that unbound keyslot (device as cryptsetup names it).
-func (h *Header) DumpUnbound(w io.Writer, device string, slot int, key []byte) error {
-	return dumpUnbound(w, device, h.UUID(), slot, key)
+// UnlockUnbound found in that unbound keyslot (opts.Device as cryptsetup
+// names it; opts.VolumeKey is not used).
+func (h *Header) DumpUnbound(w io.Writer, slot int, key []byte, opts DumpOptions) error {
+	return dumpUnbound(w, h.UUID(), slot, key, opts)
 }
 
 // JSON returns the metadata exactly as luksDump --dump-json-metadata prints
