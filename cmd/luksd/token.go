@@ -147,19 +147,16 @@ func tokenCreate(c *cli.Context, h *luks2.Header, f *headerDevice, js []byte, su
 // readTokenJSON reads token import's JSON from path, or standard input
 // for "" and "-".
 func readTokenJSON(path string) ([]byte, error) {
-	if path == "" || path == "-" {
-		js, err := io.ReadAll(io.LimitReader(os.Stdin, luks2.MaxTokenSize))
+	in := os.Stdin
+	if path != "" && path != "-" {
+		f, err := os.Open(path)
 		if err != nil {
-			return nil, exitf(exitParams, "Failed to import token from file.")
+			return nil, exitf(exitParams, "Failed to open file %s in read-only mode.", path)
 		}
-		return js, nil
+		defer f.Close()
+		in = f
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, exitf(exitParams, "Failed to open file %s in read-only mode.", path)
-	}
-	defer f.Close()
-	js, err := io.ReadAll(io.LimitReader(f, luks2.MaxTokenSize))
+	js, err := io.ReadAll(io.LimitReader(in, luks2.MaxTokenSize))
 	if err != nil {
 		return nil, exitf(exitParams, "Failed to import token from file.")
 	}
