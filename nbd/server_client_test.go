@@ -11,12 +11,11 @@ import (
 
 // rawClient speaks just enough NBD to test the server byte by byte.
 type rawClient struct {
-	c          net.Conn
-	r          *bufio.Reader
-	size       uint64
-	flags      uint16
-	cookie     uint64
-	structured bool
+	c      net.Conn
+	r      *bufio.Reader
+	size   uint64
+	flags  uint16
+	cookie uint64
 }
 
 func dialRaw(t testing.TB, sock string) *rawClient {
