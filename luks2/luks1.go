@@ -309,7 +309,7 @@ func (h *luks1Header) dumpVolumeKey(w io.Writer, opts DumpOptions) error {
 	fmt.Fprintf(&b, "Cipher mode:   \t%s\n", h.cipherMode)
 	fmt.Fprintf(&b, "Payload offset:\t%d\n", h.payloadOffset)
 	fmt.Fprintf(&b, "UUID:          \t%s\n", h.uuidText)
-	writeVolumeKey(&b, opts.VolumeKey)
+	writeVolumeKey(&b, opts.VolumeKey, opts.KeyFile)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -321,11 +321,22 @@ func hexLine(b *strings.Builder, data []byte, sep string) {
 	}
 }
 
-// writeVolumeKey prints the "MK bits" and "MK dump" lines.
-func writeVolumeKey(b *strings.Builder, vk []byte) {
+// writeVolumeKey prints the "MK bits" and "MK dump" lines (the latter
+// saying where the key went when keyFile is set).
+func writeVolumeKey(b *strings.Builder, vk []byte, keyFile string) {
 	fmt.Fprintf(b, "MK bits:       \t%d\n", len(vk)*8)
-	b.WriteString("MK dump:\t")
-	for i, c := range vk {
+	writeKey(b, "MK dump:\t", vk, keyFile)
+}
+
+// writeKey prints label and key in hex as luksDump does, 16 bytes a line,
+// or, when keyFile is set, cryptsetup's line saying the key went there.
+func writeKey(b *strings.Builder, label string, key []byte, keyFile string) {
+	if keyFile != "" {
+		fmt.Fprintf(b, "Key stored to file %s.\n", keyFile)
+		return
+	}
+	b.WriteString(label)
+	for i, c := range key {
 		if i > 0 && i%16 == 0 {
 			b.WriteString("\n\t\t")
 		}

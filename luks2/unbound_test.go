@@ -81,12 +81,12 @@ func TestUnboundKeyLikeCryptsetup(t *testing.T) {
 		t.Fatalf("cryptsetup's luksDump --unbound does not show the key:\n%s", out)
 	}
 	var dump strings.Builder
-	if err := h.DumpUnbound(&dump, mine, 1, key); err != nil {
+	if err := h.DumpUnbound(&dump, 1, key, DumpOptions{Device: mine}); err != nil {
 		t.Fatal(err)
 	}
 	sameLines(t, "luksDump --unbound", dump.String(), out)
 	dump.Reset()
-	if err := h.DumpUnbound(&dump, mine, 2, key[:16]); err != nil {
+	if err := h.DumpUnbound(&dump, 2, key[:16], DumpOptions{Device: mine}); err != nil {
 		t.Fatal(err)
 	}
 	sameLines(t, "luksDump --unbound 128 bits", dump.String(), cryptsetup(t, "luksDump", "--unbound", "-S", "2", "--key-file", ukf, mine))

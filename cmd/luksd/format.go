@@ -125,7 +125,7 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	// Sizes and sector sizes were checked as popt read them (options.go).
 	opts.KeySize = c.Int("key-size") / 8
 	if opts.Cipher == "auto" {
-		spec, sector, reason := autoCipher()
+		spec, sector, reason := luks2.AutoCipher()
 		if c.Bool("verbose") {
 			fmt.Printf("Cipher %s chosen: %s.\n", spec, reason)
 		}
@@ -285,13 +285,13 @@ func openFormatTarget(c *cli.Context, dev string) (hd *headerDevice, release fun
 // anything is overwritten, and names the signatures the format wipes.
 func confirmFormat(c *cli.Context, hd *headerDevice) error {
 	if luks2.IsLUKS(hd.File) && !c.Bool("batch-mode") {
-		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hd.path)
+		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hd.Path)
 	}
-	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hd.path)) {
+	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hd.Path)) {
 		return errAborted(exitParams, "Operation aborted.")
 	}
 	for range luks2.LUKSSignatures(hd.File) {
-		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hd.path)
+		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hd.Path)
 	}
 	return nil
 }
@@ -306,9 +306,9 @@ func formatVolumeKey(c *cli.Context, opts *luks2.FormatOptions) (*keyring.Secret
 	if opts.KeySize == 0 {
 		opts.KeySize = luks2.DefaultKeySize(opts.Cipher)
 	}
-	vk, err := readAddKeyVolumeKey(p, opts.KeySize)
+	vk, err := keyring.ReadKeyFile(p, opts.KeySize)
 	if err != nil {
-		return nil, err
+		return nil, keyError(err)
 	}
 	opts.VolumeKey = vk.Bytes()
 	return vk, nil
@@ -340,16 +340,16 @@ type formatPlan struct {
 // passes on cryptsetup's warning about a small keyslots area. Options
 // luks2 refuses give no layout: Format then says why.
 func planFormat(hd *headerDevice, opts *luks2.FormatOptions) formatPlan {
-	plan := formatPlan{size: hd.size}
+	plan := formatPlan{size: hd.Size}
 	layout, err := luks2.FormatLayout(*opts)
 	if err != nil {
 		return plan
 	}
 	plan.layout = layout
-	if plan.grows = growsToHeader(hd.File, hd.size, *opts, layout); plan.grows {
+	if plan.grows = growsToHeader(hd.File, hd.Size, *opts, layout); plan.grows {
 		plan.size = 0
 		if opts.SectorSize == 0 {
-			opts.SectorSize = luks2.DefaultSectorSize(hd.size, *opts)
+			opts.SectorSize = luks2.DefaultSectorSize(hd.Size, *opts)
 		}
 	}
 	if layout.SmallKeyslotsArea() {
@@ -363,12 +363,12 @@ func planFormat(hd *headerDevice, opts *luks2.FormatOptions) formatPlan {
 func finishFormat(c *cli.Context, hd *headerDevice, h *luks2.Header, plan formatPlan) error {
 	if plan.grows {
 		if err := hd.Truncate(plan.layout.DataOffset); err != nil {
-			return exitf(exitDevice, "Cannot write header to %s: %v", hd.path, err)
+			return exitf(exitDevice, "Cannot write header to %s: %v", hd.Path, err)
 		}
-		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hd.path)
+		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hd.Path)
 	}
 	if err := hd.Sync(); err != nil {
-		return exitf(exitDevice, "Cannot write header to %s: %v", hd.path, err)
+		return exitf(exitDevice, "Cannot write header to %s: %v", hd.Path, err)
 	}
 	if c.Bool("verbose") {
 		if slots := h.ActiveKeyslots(); len(slots) > 0 {

@@ -169,7 +169,7 @@ func readHeaderQuietly(c *cli.Context, path string, write bool) (*luks2.Header, 
 	if err != nil {
 		return nil, nil, err
 	}
-	d.luks2Only = true
+	d.LUKS2Only = true
 	h, err := d.read()
 	if err != nil {
 		d.Close()
@@ -214,6 +214,10 @@ func typeAdmits(t string, version int) bool {
 // headerError maps a luks2 error about the header of path to cryptsetup's
 // message and exit code.
 func headerError(path string, err error) error {
+	var lock *luks2.LockError
+	if errors.As(err, &lock) {
+		return lockError(err)
+	}
 	printPreface(path, err)
 	var invalidSlot *luks2.KeyslotInvalidError
 	var tooSmall1 *luks2.LUKS1TooSmallError
@@ -262,7 +266,7 @@ func headerPreface(path string, err error) []string {
 		return []string{fmt.Sprintf("Unsupported LUKS version %d.", version.Version)}
 	case errors.As(err, &tooSmall):
 		return []string{fmt.Sprintf("Device %s is too small. Need at least %d bytes.", path, tooSmall.Need)}
-	case errors.Is(err, errAmbiguous):
+	case errors.Is(err, luks2.ErrAmbiguous):
 		return []string{"Device contains ambiguous signatures, cannot auto-recover LUKS2.",
 			`Please run "cryptsetup repair" for recovery.`}
 	}
