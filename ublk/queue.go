@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/blockdev"
 )
 
 // inlineMaxBytes is the largest request a queue thread serves itself;
@@ -35,7 +37,6 @@ type queue struct {
 	inline   bool // serve small requests on the queue thread, not on workers
 	timeout  time.Duration
 	h        *handler
-	pool     *bufferPool
 	affinity *unix.CPUSet
 
 	ring    *ring
@@ -287,14 +288,15 @@ func (p copyPayload) store([]byte) error  { return nil }
 func (p copyPayload) release([]byte)      {}
 
 // userCopyPayload moves data with pread/pwrite on /dev/ublkcN at the tag's
-// offset (UBLK_F_USER_COPY); buffers come from the pool.
+// offset (UBLK_F_USER_COPY); buffers come from blockdev's locked pool:
+// they hold plaintext.
 type userCopyPayload struct {
 	q   *queue
 	tag int
 }
 
-func (p *userCopyPayload) buffer(n int) []byte { return p.q.pool.get(n) }
-func (p *userCopyPayload) release(b []byte)    { p.q.pool.put(b) }
+func (p *userCopyPayload) buffer(n int) []byte { return blockdev.GetBuffer(n) }
+func (p *userCopyPayload) release(b []byte)    { blockdev.PutBuffer(b) }
 
 func (p *userCopyPayload) load(buf []byte) error {
 	off := userCopyOffset(p.q.id, p.tag)

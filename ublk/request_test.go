@@ -140,24 +140,6 @@ func TestServeWriteZeroesEmulated(t *testing.T) {
 	}
 }
 
-func TestBufferPool(t *testing.T) {
-	p := newBufferPool(512 << 10)
-	for _, n := range []int{1, 512, 4096, 4097, 65536, 512 << 10} {
-		b := p.get(n)
-		if len(b) != n {
-			t.Fatalf("get(%d) has length %d", n, len(b))
-		}
-		if c := cap(b); c < n || c&(c-1) != 0 {
-			t.Fatalf("get(%d) has capacity %d", n, c)
-		}
-		p.put(b)
-	}
-	// larger than the largest class: a plain allocation, not pooled
-	if b := p.get(1 << 21); len(b) != 1<<21 {
-		t.Fatalf("oversized get has length %d", len(b))
-	}
-}
-
 // Failed requests are logged with what failed and why: the first ten, then
 // one in a thousand.
 func TestServeFailuresLogged(t *testing.T) {

@@ -260,7 +260,6 @@ func (d *Device) startQueues() error {
 	}
 	d.charFD = fd
 	n := int(d.info.nrHWQueues)
-	pool := newBufferPool(int(d.info.maxIOBufBytes))
 	ready := make(chan error, n)
 	results := make(chan error, n)
 	for i := 0; i < n; i++ {
@@ -273,7 +272,6 @@ func (d *Device) startQueues() error {
 			inline:   d.inline,
 			timeout:  d.timeout,
 			h:        d.h,
-			pool:     pool,
 			wakeFD:   -1,
 		}
 		if set, err := d.ctrl.queueAffinity(d.info.devID, i); err == nil && set.Count() > 0 {
