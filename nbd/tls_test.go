@@ -56,7 +56,13 @@ func serveTLS(t *testing.T, mode TLSMode, serverDir string, verify bool, cfg Con
 	e.addr = l.Addr().String()
 	done := make(chan struct{})
 	go func() { e.srv.Serve(l); close(done) }()
-	t.Cleanup(func() { e.srv.Close(); <-done })
+	t.Cleanup(func() {
+		e.srv.Close()
+		<-done
+		if t.Failed() {
+			t.Logf("server log:\n%s", strings.Join(e.logs, "\n"))
+		}
+	})
 	return e
 }
 
