@@ -17,7 +17,7 @@ func FuzzHandshake(f *testing.F) {
 	f.Add(append([]byte{0, 0, 0, 3}, optionBytes(optGo, goData("", infoBlockSize))...))
 	srv := NewServer(devtest.NewMem(1<<16), Config{Name: "vol", Description: "fuzz"})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		res, err := srv.handshake(bufio.NewReader(bytes.NewReader(in)), io.Discard)
+		res, err := srv.handshake(&handshakeConn{r: bufio.NewReader(bytes.NewReader(in)), w: io.Discard})
 		if err == nil && !srv.knows(res.export) {
 			t.Fatalf("handshake chose unknown export %q", res.export)
 		}
