@@ -2,19 +2,21 @@
 
 package adiantum
 
+import "github.com/luksd/luksd/internal/cpuimpl"
+
 // impls lists the implementations this machine runs, slowest first.
 func impls() []impl {
 	if hasNEON {
-		return []impl{implGeneric, implNEON}
+		return []impl{cpuimpl.Generic, cpuimpl.NEON}
 	}
-	return []impl{implGeneric}
+	return []impl{cpuimpl.Generic}
 }
 
 // chachaMaxWidth is the most blocks a ChaCha kernel here XORs at a time.
 const chachaMaxWidth = neonWidth
 
 func chachaWidths(im impl) []int {
-	if im == implNEON {
+	if im == cpuimpl.NEON {
 		return widthsNEON
 	}
 	return nil

@@ -2,15 +2,19 @@
 
 package argon2
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/luksd/luksd/internal/cpuimpl"
+)
 
 // impls lists the implementations this machine runs, slowest first.
 func impls() []impl {
-	l := []impl{implGeneric}
+	l := []impl{cpuimpl.Generic}
 	if cpu.X86.HasAVX2 {
-		l = append(l, implAVX2)
+		l = append(l, cpuimpl.AVX2)
 		if cpu.X86.HasAVX512F {
-			l = append(l, implAVX512)
+			l = append(l, cpuimpl.AVX512)
 		}
 	}
 	return l
@@ -26,7 +30,7 @@ func blockAVX2(out, x, y *block, xor bool)
 func blockAVX512(out, x, y *block, xor bool)
 
 func compressArch(im impl, out, x, y *block, xor bool) {
-	if im == implAVX512 {
+	if im == cpuimpl.AVX512 {
 		blockAVX512(out, x, y, xor)
 		return
 	}

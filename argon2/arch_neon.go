@@ -2,12 +2,14 @@
 
 package argon2
 
+import "github.com/luksd/luksd/internal/cpuimpl"
+
 // impls lists the implementations this machine runs, slowest first.
 func impls() []impl {
 	if hasNEON {
-		return []impl{implGeneric, implNEON}
+		return []impl{cpuimpl.Generic, cpuimpl.NEON}
 	}
-	return []impl{implGeneric}
+	return []impl{cpuimpl.Generic}
 }
 
 func compressArch(im impl, out, x, y *block, xor bool) {
