@@ -167,22 +167,16 @@ func TestXChaChaVectors(t *testing.T) {
 
 // TestNHVectors checks NH on 16-, 1008- and 1024-byte messages.
 func TestNHVectors(t *testing.T) {
-	vs := readFields(t, "testdata/nh.txt")
-	forEachImpl(t, func(t *testing.T, im impl) {
-		for i, f := range vs {
-			var k nhKey
-			k.init(unhex(t, f[0]))
-			msg := unhex(t, f[1])
-			var h [4]uint64
-			nhSum(im, &k, msg, &h)
-			got := make([]byte, 32)
-			for p := range h {
-				binary.LittleEndian.PutUint64(got[8*p:], h[p])
-			}
-			if want := unhex(t, f[2]); !bytes.Equal(got, want) {
-				t.Fatalf("line %d (%d bytes): NH\n got %x\nwant %x", i, len(msg), got, want)
-			}
+	checkKeyedHash(t, "testdata/nh.txt", "NH", func(im impl, key, msg []byte) []byte {
+		var k nhKey
+		k.init(key)
+		var h [4]uint64
+		nhSum(im, &k, msg, &h)
+		got := make([]byte, 32)
+		for p := range h {
+			binary.LittleEndian.PutUint64(got[8*p:], h[p])
 		}
+		return got
 	})
 }
 
@@ -190,18 +184,26 @@ func TestNHVectors(t *testing.T) {
 // the last unit zero-padded, then Poly1305 without s) on messages of 0, 16,
 // 19, 1024, 1040 and 2048 bytes.
 func TestNHPoly1305Vectors(t *testing.T) {
-	vs := readFields(t, "testdata/nhpoly1305.txt")
+	checkKeyedHash(t, "testdata/nhpoly1305.txt", "NHPoly1305", func(im impl, key, msg []byte) []byte {
+		c := Cipher{impl: im}
+		c.message.init(key[:16])
+		c.nh.init(key[16:])
+		got := make([]byte, 16)
+		c.messageHash(msg).put(got)
+		return got
+	})
+}
+
+// checkKeyedHash checks hash, under every impl, against the lines of file:
+// key, message and digest in hex.
+func checkKeyedHash(t *testing.T, file, name string, hash func(im impl, key, msg []byte) []byte) {
+	vs := readFields(t, file)
 	forEachImpl(t, func(t *testing.T, im impl) {
 		for i, f := range vs {
-			key := unhex(t, f[0])
-			c := Cipher{impl: im}
-			c.message.init(key[:16])
-			c.nh.init(key[16:])
 			msg := unhex(t, f[1])
-			got := make([]byte, 16)
-			c.messageHash(msg).put(got)
+			got := hash(im, unhex(t, f[0]), msg)
 			if want := unhex(t, f[2]); !bytes.Equal(got, want) {
-				t.Fatalf("line %d (%d bytes): NHPoly1305\n got %x\nwant %x", i, len(msg), got, want)
+				t.Fatalf("line %d (%d bytes): %s\n got %x\nwant %x", i, len(msg), name, got, want)
 			}
 		}
 	})
