@@ -10,14 +10,7 @@ import (
 
 // impls lists the implementations this machine runs, slowest first.
 func impls() []impl {
-	l := []impl{cpuimpl.Generic}
-	if cpu.X86.HasAVX2 {
-		l = append(l, cpuimpl.AVX2)
-		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW {
-			l = append(l, cpuimpl.AVX512)
-		}
-	}
-	return l
+	return cpuimpl.Available(cpu.X86.HasAVX2, cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW, false)
 }
 
 // chachaMaxWidth is the most blocks a ChaCha kernel here XORs at a time.

@@ -5,12 +5,7 @@ package adiantum
 import "github.com/luksd/luksd/internal/cpuimpl"
 
 // impls lists the implementations this machine runs, slowest first.
-func impls() []impl {
-	if hasNEON {
-		return []impl{cpuimpl.Generic, cpuimpl.NEON}
-	}
-	return []impl{cpuimpl.Generic}
-}
+func impls() []impl { return cpuimpl.Available(false, false, hasNEON) }
 
 // chachaMaxWidth is the most blocks a ChaCha kernel here XORs at a time.
 const chachaMaxWidth = neonWidth

@@ -5,12 +5,7 @@ package argon2
 import "github.com/luksd/luksd/internal/cpuimpl"
 
 // impls lists the implementations this machine runs, slowest first.
-func impls() []impl {
-	if hasNEON {
-		return []impl{cpuimpl.Generic, cpuimpl.NEON}
-	}
-	return []impl{cpuimpl.Generic}
-}
+func impls() []impl { return cpuimpl.Available(false, false, hasNEON) }
 
 func compressArch(im impl, out, x, y *block, xor bool) {
 	blockNEON(out, x, y, xor)

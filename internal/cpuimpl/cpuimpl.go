@@ -24,3 +24,21 @@ var names = [...]string{
 }
 
 func (im Impl) String() string { return names[im] }
+
+// Available lists Generic and then, slowest first, each level whose
+// features the caller found: avx2 and avx512 on amd64 (AVX-512 only beside
+// AVX2), neon on arm and arm64. The caller tests the features its own
+// kernels need.
+func Available(avx2, avx512, neon bool) []Impl {
+	l := []Impl{Generic}
+	if avx2 {
+		l = append(l, AVX2)
+		if avx512 {
+			l = append(l, AVX512)
+		}
+	}
+	if neon {
+		l = append(l, NEON)
+	}
+	return l
+}
