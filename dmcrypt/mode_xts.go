@@ -9,12 +9,7 @@ import (
 
 func init() {
 	modes["xts"] = modeInfo{
-		keySizes: func(c string) []int {
-			if c == "aes" {
-				return []int{32, 48, 64}
-			}
-			return nil
-		},
+		keySizes:  aesKeySizes(32, 48, 64),
 		newCipher: newXTS,
 	}
 }
