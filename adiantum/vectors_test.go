@@ -136,31 +136,39 @@ func streamOnly(key []byte, rounds int, im impl) *Cipher {
 // TestXChaChaVectors checks XChaCha12 and XChaCha20 keystream blocks at
 // block counters 0, 1, 1023, 1024 and 2048, and XChaCha20 encryptions.
 func TestXChaChaVectors(t *testing.T) {
-	vs := readFields(t, "testdata/xchacha.txt")
+	forEachStreamLine(t, "testdata/xchacha.txt", func(t *testing.T, i int, f []string, c *Cipher, nonce *[24]byte) {
+		switch f[3] {
+		case "block":
+			n, _ := strconv.Atoi(f[4])
+			ks := make([]byte, (n+1)*chachaBlockBytes)
+			c.xorKeyStream(ks, ks, nonce)
+			if want := unhex(t, f[5]); !bytes.Equal(ks[n*chachaBlockBytes:], want) {
+				t.Fatalf("line %d: XChaCha%d block %d\n got %x\nwant %x", i, c.rounds, n, ks[n*chachaBlockBytes:], want)
+			}
+		case "xor":
+			pt, ct := unhex(t, f[4]), unhex(t, f[5])
+			got := make([]byte, len(pt))
+			c.xorKeyStream(got, pt, nonce)
+			if !bytes.Equal(got, ct) {
+				t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, c.rounds, len(pt), got, ct)
+			}
+		default:
+			t.Fatalf("line %d: unknown kind %q", i, f[3])
+		}
+	})
+}
+
+// forEachStreamLine calls check, under every impl, for each line of file
+// with a Cipher of the line's rounds (field 0) and XChaCha key (field 1),
+// and the nonce: field 2's first 24 bytes.
+func forEachStreamLine(t *testing.T, file string, check func(t *testing.T, i int, f []string, c *Cipher, nonce *[24]byte)) {
+	vs := readFields(t, file)
 	forEachImpl(t, func(t *testing.T, im impl) {
 		for i, f := range vs {
 			rounds, _ := strconv.Atoi(f[0])
-			c := streamOnly(unhex(t, f[1]), rounds, im)
 			var nonce [24]byte
 			copy(nonce[:], unhex(t, f[2]))
-			switch f[3] {
-			case "block":
-				n, _ := strconv.Atoi(f[4])
-				ks := make([]byte, (n+1)*chachaBlockBytes)
-				c.xorKeyStream(ks, ks, &nonce)
-				if want := unhex(t, f[5]); !bytes.Equal(ks[n*chachaBlockBytes:], want) {
-					t.Fatalf("line %d: XChaCha%d block %d\n got %x\nwant %x", i, rounds, n, ks[n*chachaBlockBytes:], want)
-				}
-			case "xor":
-				pt, ct := unhex(t, f[4]), unhex(t, f[5])
-				got := make([]byte, len(pt))
-				c.xorKeyStream(got, pt, &nonce)
-				if !bytes.Equal(got, ct) {
-					t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, rounds, len(pt), got, ct)
-				}
-			default:
-				t.Fatalf("line %d: unknown kind %q", i, f[3])
-			}
+			check(t, i, f, streamOnly(unhex(t, f[1]), rounds, im), &nonce)
 		}
 	})
 }
@@ -212,20 +220,13 @@ func checkKeyedHash(t *testing.T, file, name string, hash func(im impl, key, msg
 // TestKernelXChaChaVectors checks Linux's xchacha12 and xchacha20 self-test
 // vectors, whose IV carries a starting block counter.
 func TestKernelXChaChaVectors(t *testing.T) {
-	vs := readFields(t, "testdata/xchacha_kernel.txt")
-	forEachImpl(t, func(t *testing.T, im impl) {
-		for i, f := range vs {
-			rounds, _ := strconv.Atoi(f[0])
-			c := streamOnly(unhex(t, f[1]), rounds, im)
-			iv := unhex(t, f[2])
-			var nonce [24]byte
-			copy(nonce[:], iv)
-			pt, ct := unhex(t, f[3]), unhex(t, f[4])
-			got := make([]byte, len(pt))
-			c.xorKeyStreamAt(got, pt, &nonce, binary.LittleEndian.Uint64(iv[24:]))
-			if !bytes.Equal(got, ct) {
-				t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, rounds, len(pt), got, ct)
-			}
+	forEachStreamLine(t, "testdata/xchacha_kernel.txt", func(t *testing.T, i int, f []string, c *Cipher, nonce *[24]byte) {
+		counter := binary.LittleEndian.Uint64(unhex(t, f[2])[24:])
+		pt, ct := unhex(t, f[3]), unhex(t, f[4])
+		got := make([]byte, len(pt))
+		c.xorKeyStreamAt(got, pt, nonce, counter)
+		if !bytes.Equal(got, ct) {
+			t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, c.rounds, len(pt), got, ct)
 		}
 	})
 }
