@@ -9,12 +9,7 @@ import (
 
 func init() {
 	modes["cbc"] = modeInfo{
-		keySizes: func(c string) []int {
-			if c == "aes" {
-				return []int{16, 24, 32}
-			}
-			return nil
-		},
+		keySizes:  aesKeySizes(16, 24, 32),
 		newCipher: newCBC,
 	}
 }
