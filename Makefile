@@ -8,8 +8,11 @@ APT_PKGS := cryptsetup-bin libnbd-bin nbdkit qemu-utils fio qemu-user-static \
             qemu-system-x86 busybox-static e2fsprogs xz-utils cpio kmod openssl \
             util-linux binutils dmsetup time
 export GOFLAGS := -mod=mod
+# staticcheck, pinned; `make deps` installs it from the module proxy.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: all build deps test unit crossarch vmtest bench lint fuzz demo clean
+.PHONY: all build deps test unit crossarch vmtest bench lint asmcheck fuzz demo clean
 
 all: build
 
@@ -23,6 +26,8 @@ deps:
 	$$SUDO apt-get update -q && \
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends $(APT_PKGS)
 	$(GO) mod download
+	cd _asm && $(GO) mod download
+	GOBIN=$(dir $(STATICCHECK)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	contrib/s3/seaweedfs.sh >/dev/null
 
 # test runs all the tests; CI runs exactly this.
@@ -43,9 +48,27 @@ vmtest: build
 bench:
 	contrib/bench/run.sh
 
-lint:
+# lint checks the main module and the _asm generators' module: gofmt, go
+# vet, staticcheck, and that the generated assembly is up to date.
+lint: asmcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed: $$out"; exit 1; }
+	@[ -x $(STATICCHECK) ] || { echo "$(STATICCHECK) missing: run make deps"; exit 1; }
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+	cd _asm && $(GO) vet ./... && $(STATICCHECK) ./...
+
+# asmcheck regenerates the amd64 assembly from _asm into a temporary
+# directory and fails when a committed file differs (but for its first
+# line, which names the output path).
+ASM := xts/xts_amd64.s adiantum/adiantum_amd64.s argon2/argon2_amd64.s
+asmcheck:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	for s in $(ASM); do \
+		pkg=$${s%%/*}; \
+		(cd _asm/$$pkg && $(GO) run . -out "$$tmp/new.s") || exit 1; \
+		tail -n +2 "$$tmp/new.s" > "$$tmp/a"; tail -n +2 "$$s" > "$$tmp/b"; \
+		cmp -s "$$tmp/a" "$$tmp/b" || { echo "$$s is not what _asm/$$pkg generates: cd _asm/$$pkg && go generate"; exit 1; }; \
+	done
 
 # fuzz runs each fuzz target for a short while (FUZZTIME, default 30s).
 FUZZTIME ?= 30s

@@ -70,6 +70,44 @@ func TestBuffersAlignedLockedAndReturned(t *testing.T) {
 	PutBuffer(b)
 }
 
+// After a burst of large requests has filled the free lists, a small
+// buffer that comes back is still kept, so a load of small requests maps
+// nothing.
+func TestSmallBuffersKeptAfterLargeBurst(t *testing.T) {
+	var large [][]byte
+	for range 4 * maxFreeBufferBytes / (1 << 20) {
+		large = append(large, GetBuffer(1<<20))
+	}
+	for _, b := range large {
+		PutBuffer(b)
+	}
+	for i := range buffers.stripes {
+		s := &buffers.stripes[i]
+		s.mu.Lock()
+		full := s.bytes+4096 > maxFreeBufferBytes/bufferStripes
+		s.mu.Unlock()
+		if !full {
+			t.Fatalf("stripe %d is not full of large buffers: the test proves nothing", i)
+		}
+	}
+	small := GetBuffer(4096)
+	PutBuffer(small)
+	mapped := BufferBytesMapped()
+	for range 100 {
+		b := GetBuffer(4096)
+		if BufferBytesMapped() != mapped {
+			t.Fatalf("a 4 KiB request mapped a buffer: %d bytes mapped, then %d", mapped, BufferBytesMapped())
+		}
+		PutBuffer(b)
+		if BufferBytesMapped() != mapped {
+			t.Fatalf("a 4 KiB request's buffer was unmapped: %d bytes mapped, then %d", mapped, BufferBytesMapped())
+		}
+	}
+	if BufferBytesMapped() > maxFreeBufferBytes+1<<20 {
+		t.Errorf("%d bytes mapped with nothing in use", BufferBytesMapped())
+	}
+}
+
 func BenchmarkBuffers64K(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -183,32 +183,22 @@ func TestTrackedRefusalsLeaveNoTrace(t *testing.T) {
 	}
 }
 
-// gatedDevice blocks writes until released, to run one across a flush.
-type gatedDevice struct {
-	*devtest.Faulty
-	started, release chan struct{}
-}
-
-func (g *gatedDevice) WriteAt(p []byte, off int64) (int, error) {
-	g.started <- struct{}{}
-	<-g.release
-	return g.Faulty.WriteAt(p, off)
-}
-
 // A write that was running while a flush failed may have been lost by that
 // flush's write-back: it is failed, though it returned success.
 func TestTrackedWriteAcrossFailedFlush(t *testing.T) {
-	g := &gatedDevice{Faulty: devtest.NewFaulty(devtest.NewMem(1 << 20)), started: make(chan struct{}), release: make(chan struct{})}
-	d := blockdev.Track(g)
+	faulty := devtest.NewFaulty(devtest.NewMem(1 << 20))
+	writes := devtest.NewHold(faulty) // holds the write, to run it across a flush
+	writes.StallIf(func(op devtest.ErringOp, _ int64) bool { return op == devtest.OpWrite })
+	d := blockdev.Track(writes)
 	done := make(chan error)
 	go func() { _, err := d.WriteAt(pattern(4096, 1), 0); done <- err }()
-	<-g.started
-	g.Fail(devtest.FaultFlush, 0, 0)
+	<-writes.Entered()
+	faulty.Fail(devtest.FaultFlush, 0, 0)
 	if err := d.Flush(); err == nil {
 		t.Fatal("flush did not fail")
 	}
-	g.Heal()
-	close(g.release)
+	faulty.Heal()
+	writes.Release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

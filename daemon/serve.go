@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log"
 	"net"
@@ -18,6 +19,38 @@ type ServeOptions struct {
 	Socket     string // a unix socket (mode 0600); else TCP on Listen
 	Listen     string // HOST:PORT; "" = 127.0.0.1 and NBD's port
 	ExportName string
+	TLS        TLSOptions
+
+	tlsConfig *tls.Config // loaded by Prepare
+}
+
+// TLSOptions are nbdkit's TLS settings: --tls, --tls-certificates and
+// --tls-verify-peer.
+type TLSOptions struct {
+	Mode       nbd.TLSMode
+	CertDir    string // ca-cert.pem, server-cert.pem, server-key.pem
+	VerifyPeer bool   // require a client certificate signed by ca-cert.pem
+}
+
+// Prepare checks opts and loads the TLS certificates, so that a caller
+// can report a bad directory before it asks for a passphrase. Serve
+// calls it when the caller has not.
+func (opts *ServeOptions) Prepare() error {
+	t := opts.TLS
+	switch {
+	case t.Mode == nbd.TLSOff && (t.CertDir != "" || t.VerifyPeer):
+		return errorf(ErrInvalid, "Options --tls-certificates and --tls-verify-peer need --tls=on or --tls=require.")
+	case t.Mode == nbd.TLSOff:
+		return nil
+	case t.CertDir == "":
+		return errorf(ErrInvalid, "Option --tls=%s needs --tls-certificates DIR.", t.Mode)
+	}
+	cfg, err := nbd.LoadTLSDir(t.CertDir, t.VerifyPeer)
+	if err != nil {
+		return &Error{Kind: ErrInvalid, Msg: err.Error() + ".", Err: err}
+	}
+	opts.tlsConfig = cfg
+	return nil
 }
 
 // serveMemoryLimit is the soft heap limit of Serve.
@@ -28,6 +61,12 @@ const serveMemoryLimit = 80 << 20
 // foreground, until SIGINT or SIGTERM; then it flushes. It logs to
 // standard error. A listener it cannot open is ErrBusy.
 func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
+	if opts.tlsConfig == nil {
+		if err := opts.Prepare(); err != nil {
+			key.Wipe()
+			return err
+		}
+	}
 	dev, _, _, err := openCrypt(spec, key)
 	key.Wipe()
 	if err != nil {
@@ -53,7 +92,8 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	}
 	ro := spec.Options.ReadOnly
 	logger := log.New(os.Stderr, "luksd: ", log.LstdFlags)
-	srv := nbd.NewServer(dev, nbd.Config{Name: opts.ExportName, ReadOnly: ro, Logf: logger.Printf})
+	srv := nbd.NewServer(dev, nbd.Config{Name: opts.ExportName, ReadOnly: ro, Logf: logger.Printf,
+		TLS: opts.tlsConfig, TLSMode: opts.TLS.Mode})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	mode := "read-write"
@@ -61,7 +101,7 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 		mode = "read-only"
 	}
 	path := spec.Location
-	logger.Printf("serving %s (%d bytes, %s, %d-byte sectors, %s) on %s", path, dev.Size(), spec.Segment.Cipher, dev.BlockSize(), mode, where)
+	logger.Printf("serving %s (%d bytes, %s, %d-byte sectors, %s) on %s%s", path, dev.Size(), spec.Segment.Cipher, dev.BlockSize(), mode, where, opts.TLS.describe())
 
 	select {
 	case sig := <-sigs:
@@ -96,4 +136,15 @@ func listen(opts ServeOptions) (net.Listener, string, error) {
 		return nil, "", err
 	}
 	return l, "nbd://" + l.Addr().String() + "/", nil
+}
+
+// describe says how the server treats TLS, for the log.
+func (t TLSOptions) describe() string {
+	switch {
+	case t.Mode == nbd.TLSOff:
+		return ""
+	case t.VerifyPeer:
+		return fmt.Sprintf(", TLS %s, client certificates verified against %s", t.Mode, t.CertDir)
+	}
+	return fmt.Sprintf(", TLS %s, no client certificates", t.Mode)
 }

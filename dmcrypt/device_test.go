@@ -12,70 +12,11 @@ import (
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/devtest"
 	"golang.org/x/crypto/xts"
 )
 
-// memDev is an in-memory backend. failWritesAfter < 0 never fails; otherwise
-// the write calls after that many successful ones fail without writing.
-type memDev struct {
-	mu              sync.Mutex
-	data            []byte
-	writes          int
-	failWritesAfter int
-	failReads       bool
-	yieldOnRead     bool // widen read-modify-write windows for race tests
-	trims           [][2]int64
-}
-
 var errInjected = errors.New("injected I/O error")
-
-func newMemDev(size int) *memDev {
-	d := &memDev{data: make([]byte, size), failWritesAfter: -1}
-	return d
-}
-
-func (m *memDev) ReadAt(p []byte, off int64) (int, error) {
-	m.mu.Lock()
-	if m.failReads {
-		m.mu.Unlock()
-		return 0, errInjected
-	}
-	n := copy(p, m.data[off:])
-	m.mu.Unlock()
-	if m.yieldOnRead {
-		// Hold the data just read a while before the caller goes on.
-		time.Sleep(time.Microsecond)
-	}
-	return n, nil
-}
-
-func (m *memDev) WriteAt(p []byte, off int64) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.failWritesAfter >= 0 && m.writes >= m.failWritesAfter {
-		return 0, errInjected
-	}
-	m.writes++
-	return copy(m.data[off:], p), nil
-}
-
-func (m *memDev) Trim(off, length int64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.trims = append(m.trims, [2]int64{off, length})
-	clear(m.data[off : off+length])
-	return nil
-}
-
-func (m *memDev) Size() int64  { return int64(len(m.data)) }
-func (m *memDev) Flush() error { return nil }
-func (m *memDev) Close() error { return nil }
-
-func (m *memDev) snapshot() []byte {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return bytes.Clone(m.data)
-}
 
 func randBytes(t testing.TB, n int) []byte {
 	b := make([]byte, n)
@@ -86,20 +27,28 @@ func randBytes(t testing.TB, n int) []byte {
 }
 
 // newTestDevice builds an aes-xts-plain64 crypt layer with a random key
-// over a fresh memDev and returns both with the key.
-func newTestDevice(t testing.TB, backendSize int, opts DeviceOptions) (*Device, *memDev, []byte) {
+// over a fresh in-memory backend and returns both with the key.
+func newTestDevice(t testing.TB, backendSize int, opts DeviceOptions) (*Device, *devtest.Mem, []byte) {
+	t.Helper()
+	m := devtest.NewMem(backendSize)
+	d, key := newCryptDevice(t, m, opts)
+	return d, m, key
+}
+
+// newCryptDevice builds an aes-xts-plain64 crypt layer with a random key
+// over backend.
+func newCryptDevice(t testing.TB, backend blockdev.Device, opts DeviceOptions) (*Device, []byte) {
 	t.Helper()
 	key := randBytes(t, 64)
 	c, err := New("aes-xts-plain64", key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newMemDev(backendSize)
-	d, err := NewDevice(m, c, opts)
+	d, err := NewDevice(backend, c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, m, key
+	return d, key
 }
 
 // independentDecrypt decrypts the data segment of ct with x/crypto/xts,
@@ -129,7 +78,7 @@ func TestDeviceMatchesIndependentXTS(t *testing.T) {
 				}
 				model := make([]byte, size)
 				// The backend starts as zero ciphertext; make the model match.
-				copy(model, independentDecrypt(t, key, m.snapshot(), segOff, size, ss, ivOff))
+				copy(model, independentDecrypt(t, key, m.Bytes(), segOff, size, ss, ivOff))
 				rng := mrand.New(mrand.NewPCG(1, uint64(ss)))
 				writes := [][2]int{
 					{0, size},          // whole, multi-chunk, parallel
@@ -155,7 +104,7 @@ func TestDeviceMatchesIndependentXTS(t *testing.T) {
 					}
 					copy(model[w[0]:], p)
 				}
-				ct := m.snapshot()
+				ct := m.Bytes()
 				if got := independentDecrypt(t, key, ct, segOff, size, ss, ivOff); !bytes.Equal(got, model) {
 					t.Fatalf("backend ciphertext does not decrypt (independently) to what was written")
 				}
@@ -213,7 +162,7 @@ func TestDeviceConcurrentSubSectorWrites(t *testing.T) {
 		}
 	}()
 	wg.Wait()
-	got := independentDecrypt(t, key, m.snapshot(), 0, sectors*ss, ss, 0)
+	got := independentDecrypt(t, key, m.Bytes(), 0, sectors*ss, ss, 0)
 	for s := range sectors {
 		for slot := range 8 {
 			want := bytes.Repeat([]byte{byte(slot*rounds + rounds - 1)}, 512)
@@ -233,12 +182,14 @@ func TestDeviceAlignedAndPartialWritesRace(t *testing.T) {
 	// end older than n.
 	const ss = 4096
 	const n = 200
-	d, m, key := newTestDevice(t, ss, DeviceOptions{SectorSize: ss})
+	// Reads hold the data a while before the caller goes on, to widen
+	// read-modify-write windows.
+	m := devtest.NewMem(ss)
+	d, key := newCryptDevice(t, devtest.NewSlow(m, time.Microsecond), DeviceOptions{SectorSize: ss})
 	// Generation 0 first: the fresh backend decrypts to noise.
 	if _, err := d.WriteAt(make([]byte, ss), 0); err != nil {
 		t.Fatal(err)
 	}
-	m.yieldOnRead = true
 	var wg sync.WaitGroup
 	done := make(chan struct{})
 	wg.Add(3)
@@ -281,7 +232,7 @@ func TestDeviceAlignedAndPartialWritesRace(t *testing.T) {
 		}
 	}()
 	wg.Wait()
-	got := independentDecrypt(t, key, m.snapshot(), 0, ss, ss, 0)
+	got := independentDecrypt(t, key, m.Bytes(), 0, ss, ss, 0)
 	got[100] = n
 	if !bytes.Equal(got, bytes.Repeat([]byte{n}, ss)) {
 		t.Fatalf("a partial write undid a whole-sector write (sector holds generation %d, want %d)", got[0], n)
@@ -291,23 +242,24 @@ func TestDeviceAlignedAndPartialWritesRace(t *testing.T) {
 func TestDeviceBackendFailure(t *testing.T) {
 	const ss = 4096
 	const size = 1 << 20
-	d, m, key := newTestDevice(t, size, DeviceOptions{SectorSize: ss})
+	m := devtest.NewMem(size)
+	cut := devtest.NewFailAfter(m)
+	reads := devtest.NewErring(cut)
+	d, key := newCryptDevice(t, reads, DeviceOptions{SectorSize: ss})
 	first := randBytes(t, size)
 	if _, err := d.WriteAt(first, 0); err != nil {
 		t.Fatal(err)
 	}
-	before := m.snapshot()
+	before := m.Bytes()
 
 	// A large write whose backend fails part-way returns the error.
-	m.mu.Lock()
-	m.failWritesAfter = m.writes + 3
-	m.mu.Unlock()
+	cut.Writes(3, errInjected)
 	second := randBytes(t, size)
 	if _, err := d.WriteAt(second, 0); !errors.Is(err, errInjected) {
 		t.Fatalf("WriteAt with a failing backend: err = %v, want the backend's error", err)
 	}
 	// Every chunk holds either the old or the new data, whole.
-	got := independentDecrypt(t, key, m.snapshot(), 0, size, ss, 0)
+	got := independentDecrypt(t, key, m.Bytes(), 0, size, ss, 0)
 	for c := 0; c < size; c += chunkSize {
 		if !bytes.Equal(got[c:c+chunkSize], first[c:c+chunkSize]) && !bytes.Equal(got[c:c+chunkSize], second[c:c+chunkSize]) {
 			t.Fatalf("chunk at %d is neither the old nor the new data", c)
@@ -315,22 +267,18 @@ func TestDeviceBackendFailure(t *testing.T) {
 	}
 
 	// A partial-sector write whose read fails writes nothing.
-	m.mu.Lock()
-	m.failWritesAfter = -1
-	m.mu.Unlock()
+	cut.Heal()
 	if _, err := d.WriteAt(first, 0); err != nil {
 		t.Fatal(err)
 	}
-	m.mu.Lock()
-	m.failReads = true
-	m.mu.Unlock()
+	reads.Fail(devtest.OpRead, errInjected)
 	if _, err := d.WriteAt([]byte("x"), 5000); !errors.Is(err, errInjected) {
 		t.Fatalf("partial write with failing reads: err = %v", err)
 	}
 	if _, err := d.ReadAt(make([]byte, 10), 0); !errors.Is(err, errInjected) {
 		t.Fatalf("read with failing backend: err = %v", err)
 	}
-	if !bytes.Equal(m.snapshot(), before) {
+	if !bytes.Equal(m.Bytes(), before) {
 		t.Fatalf("a failed read-modify-write changed the backend")
 	}
 }
@@ -357,19 +305,20 @@ func TestDeviceWriteZeroesAndTrim(t *testing.T) {
 	if !bytes.Equal(got[100:5100], make([]byte, 5000)) || bytes.Equal(got[:100], make([]byte, 100)) {
 		t.Fatal("WriteZeroes did not zero exactly its range")
 	}
-	if bytes.Equal(m.snapshot()[512:4608], make([]byte, 4096)) {
+	if bytes.Equal(m.Bytes()[512:4608], make([]byte, 4096)) {
 		t.Fatal("WriteZeroes left plaintext zeroes (a hole) in the backend instead of ciphertext")
 	}
 
-	d2, m2, _ := newTestDevice(t, 64<<10, DeviceOptions{SectorSize: 4096, AllowDiscards: true})
+	trims := devtest.NewDiscard(devtest.NewMem(64<<10), blockdev.Caps{Trim: true})
+	d2, _ := newCryptDevice(t, trims, DeviceOptions{SectorSize: 4096, AllowDiscards: true})
 	if !d2.Caps().Trim {
 		t.Fatal("Caps().Trim false with AllowDiscards over a trimming backend")
 	}
 	if err := d2.Trim(100, 3*4096); err != nil {
 		t.Fatal(err)
 	}
-	if len(m2.trims) != 1 || m2.trims[0] != [2]int64{4096, 2 * 4096} {
-		t.Fatalf("backend trims %v, want only the whole sectors [4096, +8192)", m2.trims)
+	if got := trims.Trims(); len(got) != 1 || got[0] != (devtest.Range{Off: 4096, Len: 2 * 4096}) {
+		t.Fatalf("backend trims %v, want only the whole sectors [4096, +8192)", got)
 	}
 }
 
@@ -396,7 +345,7 @@ func TestDeviceBoundsAndReadOnly(t *testing.T) {
 	}
 	c, _ := New("aes-xts-plain64", make([]byte, 64))
 	for _, o := range []DeviceOptions{{SectorSize: 1000}, {SectorSize: 512, Offset: 100}, {SectorSize: 512, Offset: 1 << 20}, {SectorSize: 4096, Size: 1 << 20}} {
-		if _, err := NewDevice(newMemDev(8192), c, o); err == nil {
+		if _, err := NewDevice(devtest.NewMem(8192), c, o); err == nil {
 			t.Errorf("NewDevice(%+v) accepted bad options", o)
 		}
 	}

@@ -9,12 +9,7 @@ import (
 
 func init() {
 	modes["cbc"] = modeInfo{
-		keySizes: func(c string) []int {
-			if c == "aes" {
-				return []int{16, 24, 32}
-			}
-			return nil
-		},
+		keySizes:  aesKeySizes(16, 24, 32),
 		newCipher: newCBC,
 	}
 }
@@ -38,43 +33,43 @@ func newCBC(sp Spec, key []byte, iv ivGenerator) (SectorCipher, error) {
 }
 
 func (c *cbcCipher) Encrypt(buf []byte, sector uint64, sectorSize int) {
-	step := uint64(sectorSize / 512)
-	sc := scratchPool.Get().(*ivScratch)
-	defer scratchPool.Put(sc)
-	for off := 0; off < len(buf); off += sectorSize {
-		sc.iv = [32]byte{}
-		c.iv.generate(sc.iv[:16], sector)
-		prev := sc.iv[:16]
-		s := buf[off : off+sectorSize]
+	c.sectors(buf, sector, sectorSize, func(s, iv []byte) {
+		prev := iv
 		for i := 0; i < len(s); i += 16 {
 			blk := s[i : i+16]
 			subtle.XORBytes(blk, blk, prev)
 			c.b.Encrypt(blk, blk)
 			prev = blk
 		}
-		sector += step
-	}
+	})
 }
 
 func (c *cbcCipher) Decrypt(buf []byte, sector uint64, sectorSize int) {
-	step := uint64(sectorSize / 512)
-	sc := scratchPool.Get().(*ivScratch)
-	defer scratchPool.Put(sc)
-	for off := 0; off < len(buf); off += sectorSize {
-		sc.iv = [32]byte{}
-		c.iv.generate(sc.iv[:16], sector)
-		s := buf[off : off+sectorSize]
+	c.sectors(buf, sector, sectorSize, func(s, iv []byte) {
 		// Decrypt back to front so each block's predecessor is still
 		// ciphertext when it is needed, without a copy per block.
 		for i := len(s) - 16; i >= 0; i -= 16 {
 			blk := s[i : i+16]
 			c.b.Decrypt(blk, blk)
 			if i == 0 {
-				subtle.XORBytes(blk, blk, sc.iv[:16])
+				subtle.XORBytes(blk, blk, iv)
 			} else {
 				subtle.XORBytes(blk, blk, s[i-16:i])
 			}
 		}
+	})
+}
+
+// sectors calls fn on each sector of buf with its IV; sector numbers
+// count 512-byte units from sector.
+func (c *cbcCipher) sectors(buf []byte, sector uint64, sectorSize int, fn func(s, iv []byte)) {
+	step := uint64(sectorSize / 512)
+	sc := scratchPool.Get().(*ivScratch)
+	defer scratchPool.Put(sc)
+	for off := 0; off < len(buf); off += sectorSize {
+		sc.iv = [32]byte{}
+		c.iv.generate(sc.iv[:16], sector)
+		fn(buf[off:off+sectorSize], sc.iv[:16])
 		sector += step
 	}
 }

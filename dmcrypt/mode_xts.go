@@ -9,12 +9,7 @@ import (
 
 func init() {
 	modes["xts"] = modeInfo{
-		keySizes: func(c string) []int {
-			if c == "aes" {
-				return []int{32, 48, 64}
-			}
-			return nil
-		},
+		keySizes:  aesKeySizes(32, 48, 64),
 		newCipher: newXTS,
 	}
 }
@@ -40,28 +35,34 @@ func newXTS(sp Spec, key []byte, iv ivGenerator) (SectorCipher, error) {
 }
 
 func (x *xtsCipher) Encrypt(buf []byte, sector uint64, sectorSize int) {
-	if _, ok := x.iv.(plain64IV); ok {
-		x.c.EncryptSectors(buf, sectorSize, sector, uint64(sectorSize/512))
-		return
-	}
-	for off := 0; off < len(buf); off += sectorSize {
-		s := buf[off : off+sectorSize]
-		t := x.tweak(s, sector)
-		x.c.Encrypt(s, s, &t)
-		sector += uint64(sectorSize / 512)
-	}
+	x.crypt(buf, sector, sectorSize, true)
 }
 
 func (x *xtsCipher) Decrypt(buf []byte, sector uint64, sectorSize int) {
+	x.crypt(buf, sector, sectorSize, false)
+}
+
+// crypt encrypts or decrypts buf's sectors in place. The direction is a
+// flag, not a function value, so that the per-sector call stays direct.
+func (x *xtsCipher) crypt(buf []byte, sector uint64, sectorSize int, encrypt bool) {
+	step := uint64(sectorSize / 512)
 	if _, ok := x.iv.(plain64IV); ok {
-		x.c.DecryptSectors(buf, sectorSize, sector, uint64(sectorSize/512))
+		if encrypt {
+			x.c.EncryptSectors(buf, sectorSize, sector, step)
+		} else {
+			x.c.DecryptSectors(buf, sectorSize, sector, step)
+		}
 		return
 	}
 	for off := 0; off < len(buf); off += sectorSize {
 		s := buf[off : off+sectorSize]
 		t := x.tweak(s, sector)
-		x.c.Decrypt(s, s, &t)
-		sector += uint64(sectorSize / 512)
+		if encrypt {
+			x.c.Encrypt(s, s, &t)
+		} else {
+			x.c.Decrypt(s, s, &t)
+		}
+		sector += step
 	}
 }
 

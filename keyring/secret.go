@@ -1,9 +1,10 @@
 // Package keyring is where luksd's keys come from — key files, standard
-// input, the terminal — and where they are kept: in memory locked against
-// swapping and wiped when no longer needed.
+// input, the terminal, the random generator — and where they are kept: in
+// memory locked against swapping and wiped when no longer needed.
 package keyring
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -12,6 +13,9 @@ import (
 
 	"golang.org/x/sys/unix"
 )
+
+// ErrNoMemory: no memory for a Secret (cryptsetup's exit 3).
+var ErrNoMemory = errors.New("keyring: cannot allocate secure memory")
 
 // Secret holds key material outside the Go heap, in an anonymous mapping
 // locked with mlock so it is never written to swap, and zeroed by Wipe.
@@ -37,7 +41,7 @@ func NewSecret(n int) (*Secret, error) {
 	}
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, fmt.Errorf("keyring: cannot allocate secure memory: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrNoMemory, err)
 	}
 	// Keep the pages out of core dumps as well; failure is harmless.
 	_ = unix.Madvise(mem, unix.MADV_DONTDUMP)

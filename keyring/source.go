@@ -1,8 +1,6 @@
 package keyring
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -15,11 +13,37 @@ import (
 // --keyfile-size (DEFAULT_KEYFILE_SIZE_MAXKB, 8 MiB).
 const MaxKeyFileSize = 8 << 20
 
-var (
+// A Message is an error whose text is cryptsetup's message, word for word:
+// capitalised and ending with a full stop, unlike a Go error string,
+// because the CLI prints it as it is and scripts match it.
+type Message string
+
+func (m Message) Error() string { return string(m) }
+
+// readError is a failed read or write of a passphrase: cryptsetup's words
+// for what failed, then why.
+type readError struct {
+	what Message
+	err  error
+}
+
+func (e *readError) Error() string { return string(e.what) + ": " + e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+const (
 	// ErrMismatch: the passphrase and its verification differ (cryptsetup exit 2).
-	ErrMismatch = errors.New("Passphrases do not match.")
+	ErrMismatch Message = "Passphrases do not match."
 	// ErrNoInput: the source was empty.
-	ErrNoInput = errors.New("Nothing to read on input.")
+	ErrNoInput Message = "Nothing to read on input."
+
+	errOpen     Message = "Failed to open key file."
+	errSeek     Message = "Cannot seek to requested keyfile offset."
+	errShort    Message = "Cannot read requested amount of data."
+	errNegative Message = "Negative keyfile offset or size."
+	errTooLarge Message = "Maximum keyfile size exceeded."
+	errReading  Message = "Error reading passphrase"
+	errTerminal Message = "Error reading passphrase from terminal"
+	errPrompt   Message = "Error writing prompt"
 )
 
 // Source describes where a passphrase comes from, with cryptsetup's rules:
@@ -76,16 +100,11 @@ func (s Source) Passphrase(prompt string, verify bool) (*Secret, error) {
 	}
 	f, err := os.Open(s.KeyFile)
 	if err != nil {
-		return nil, errors.New("Failed to open key file.")
+		return nil, errOpen
 	}
 	defer f.Close()
 	return s.read(f, false)
 }
-
-var (
-	errSeek  = errors.New("Cannot seek to requested keyfile offset.")
-	errShort = errors.New("Cannot read requested amount of data.")
-)
 
 // read applies --keyfile-offset and --keyfile-size to f, as cryptsetup's
 // keyfile reader does: line stops at a newline (piped passphrases); an
@@ -94,11 +113,11 @@ var (
 // redirected regular file.
 func (s Source) read(f *os.File, line bool) (*Secret, error) {
 	if s.Offset < 0 || s.Size < 0 {
-		return nil, errors.New("Negative keyfile offset or size.")
+		return nil, errNegative
 	}
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("Error reading passphrase: %v", err)
+		return nil, &readError{errReading, err}
 	}
 	regular := fi.Mode().IsRegular()
 	if s.Offset > 0 {
@@ -172,14 +191,14 @@ func readLimited(r io.Reader, exact, limit int64, line bool) (k *Secret, newline
 		n += m
 		if exact == 0 && int64(n) > limit {
 			k.Wipe()
-			return nil, false, errors.New("Maximum keyfile size exceeded.")
+			return nil, false, errTooLarge
 		}
 		if rerr == io.EOF {
 			break
 		}
 		if rerr != nil {
 			k.Wipe()
-			return nil, false, fmt.Errorf("Error reading passphrase: %v", rerr)
+			return nil, false, &readError{errReading, rerr}
 		}
 	}
 	k.truncate(n)
@@ -224,7 +243,7 @@ func readNoEcho(tty *os.File, out io.Writer, prompt string) (*Secret, error) {
 	fd := int(tty.Fd())
 	orig, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
-		return nil, fmt.Errorf("Error reading passphrase from terminal: %v", err)
+		return nil, &readError{errTerminal, err}
 	}
 	// Catch the signals before echo goes off: a ^C typed the moment the
 	// prompt appears must still find the handler that restores the terminal.
@@ -249,12 +268,12 @@ func readNoEcho(tty *os.File, out io.Writer, prompt string) (*Secret, error) {
 	noEcho.Lflag |= unix.ICANON
 	// TCSETSF: like TCSAFLUSH, drop input typed before the prompt.
 	if err := unix.IoctlSetTermios(fd, unix.TCSETSF, &noEcho); err != nil {
-		return nil, fmt.Errorf("Error reading passphrase from terminal: %v", err)
+		return nil, &readError{errTerminal, err}
 	}
 	// Prompt only once echo is off, so nothing typed after it is echoed.
 	if _, err := io.WriteString(out, prompt); err != nil {
 		_ = unix.IoctlSetTermios(fd, unix.TCSETS, orig)
-		return nil, fmt.Errorf("Error writing prompt: %v", err)
+		return nil, &readError{errPrompt, err}
 	}
 	k, newline, rerr := readLimited(tty, 0, MaxKeyFileSize, true)
 	if rerr == nil && k.Len() == 0 && !newline {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestAdiantumHeader: an Adiantum volume made by luksd passes cryptsetup's
@@ -12,7 +14,7 @@ import (
 func TestAdiantumHeader(t *testing.T) {
 	for _, cipher := range []string{"xchacha12,aes-adiantum-plain64", "xchacha20,aes-adiantum-plain64"} {
 		t.Run(cipher, func(t *testing.T) {
-			img := image(t, 20<<20)
+			img := testtool.Image(t, 20<<20)
 			f, size := openRW(t, img)
 			pass := []byte("adiantum")
 			h, vk, err := Format(f, size, FormatOptions{Cipher: cipher, PBKDF: cheapArgon2id}, pass)

@@ -7,17 +7,18 @@
 // Read loads a Header from a Device (an image file or block device).
 // Unlock opens a keyslot with a passphrase and returns the volume key;
 // Segment says where the data is and how it is encrypted. The edits
-// (AddKey, KillSlot, ChangeKey, ConvertKey, SetUUID, SetLabel,
-// SetPriority, the token methods) write the header in an order a power
-// cut tears at most one copy of; hold LockHeader's exclusive lock around
-// them, as cryptsetup does. Format makes a new volume, Backup and Restore
-// copy the header area, Dump prints luksDump's text. Errors are the Err
-// values and *Error types below; each says what cryptsetup reports.
+// (AddKey, KillSlot, ChangeKey, MoveKey, ReplaceKey, ConvertKey, SetUUID,
+// SetLabel, SetPriority, the token methods) write the header in an order a
+// power cut tears at most one copy of; hold LockHeader's exclusive lock
+// around them, as cryptsetup does (HeaderFile reads and edits an open file
+// under the locks). Format makes a new volume, Backup and Restore copy the
+// header area, Dump prints luksDump's text. Errors are the Err values and
+// *Error types below; each says what cryptsetup reports.
 //
 // Questions to ask before acting: MaxKeyslots, Header.KeyslotStatus,
 // BoundKeyslots and FreeKeyslot (keyslots); FormatLayout,
-// DefaultKeySize, DefaultSectorSize, ValidSectorSize, DataOffsetAligned
-// and ValidUUID (luksFormat); CheckPBKDF and Calibrate (key derivation);
+// DefaultKeySize, DefaultSectorSize, ValidSectorSize, DataOffsetAligned,
+// ValidUUID and AutoCipher (luksFormat); CheckPBKDF and Calibrate (key derivation);
 // LUKSSignatures and ForeignSignature (what else a device holds).
 //
 // Where things live: this file is the API; ondisk.go the interface both
@@ -31,7 +32,9 @@
 // (reading, unlocking, dump), luks1_edit.go and luks1_format.go. Both:
 // af.go (the AF splitter), pbkdf.go, calibrate.go, cputime.go, hash.go and
 // whirlpool.go (key derivation), layout.go (format defaults and layouts),
-// slotstatus.go, backup.go, restore.go, lock.go and signatures.go.
+// autocipher.go (--cipher auto), slotstatus.go, backup.go, restore.go,
+// lock.go, headerfile.go (reading and editing under the locks) and
+// signatures.go.
 package luks2
 
 import (
@@ -149,6 +152,9 @@ type FormatOptions struct {
 type DumpOptions struct {
 	VolumeKey []byte // non-nil: print it as --dump-volume-key does
 	Device    string // device path, printed where cryptsetup prints it
+	// KeyFile: the key went to this file (--volume-key-file); say so in
+	// place of the key, as cryptsetup does.
+	KeyFile string
 }
 
 // Header is a loaded and validated LUKS2 or LUKS1 header. Reading methods
@@ -355,9 +361,10 @@ func (h *Header) SetUUID(dev Device, uuid string) error {
 func (h *Header) Dump(w io.Writer, opts DumpOptions) error { return h.impl.dump(w, opts) }
 
 // DumpUnbound writes luksDump --unbound -S slot's text for key, the key
-// UnlockUnbound found in that unbound keyslot (device as cryptsetup names it).
-func (h *Header) DumpUnbound(w io.Writer, device string, slot int, key []byte) error {
-	return dumpUnbound(w, device, h.UUID(), slot, key)
+// UnlockUnbound found in that unbound keyslot (opts.Device as cryptsetup
+// names it; opts.VolumeKey is not used).
+func (h *Header) DumpUnbound(w io.Writer, slot int, key []byte, opts DumpOptions) error {
+	return dumpUnbound(w, h.UUID(), slot, key, opts)
 }
 
 // JSON returns the metadata exactly as luksDump --dump-json-metadata prints

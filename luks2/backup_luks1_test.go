@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestRestoreLUKS1FromCryptsetup: cryptsetup's LUKS1 backup ends at the
@@ -14,12 +16,12 @@ import (
 // refused.
 func TestRestoreLUKS1FromCryptsetup(t *testing.T) {
 	pass := []byte("restore luks1")
-	kf := keyFile(t, pass)
+	kf := testtool.KeyFile(t, pass)
 	img := formatWithCryptsetup(t, pass, "--type", "luks1")
 	bak := filepath.Join(t.TempDir(), "cs.bak")
 	cryptsetup(t, "luksHeaderBackup", img, "--header-backup-file", bak)
 	wipeStart(t, img, 4096)
-	if _, err := runCryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img); err == nil {
+	if _, err := testtool.Output(t, "cryptsetup", "open", "--test-passphrase", "--key-file", kf, img); err == nil {
 		t.Fatal("wiped LUKS1 header still opens")
 	}
 	b, err := os.Open(bak)
@@ -45,7 +47,7 @@ func TestRestoreLUKS1FromCryptsetup(t *testing.T) {
 // its header.
 func TestRestoreLUKS1OntoLUKS2(t *testing.T) {
 	pass := []byte("restore across versions")
-	kf := keyFile(t, pass)
+	kf := testtool.KeyFile(t, pass)
 	v1 := formatWithCryptsetup(t, pass, "--type", "luks1")
 	v2 := formatWithCryptsetup(t, pass)
 	f1, size1 := openRW(t, v1)

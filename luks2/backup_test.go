@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 func formatWithCryptsetup(t *testing.T, pass []byte, extra ...string) string {
 	t.Helper()
-	img := image(t, 20<<20)
-	args := append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", keyFile(t, pass)}, cryptsetupPBKDFArgs(cheapPBKDF2)...)
+	img := testtool.Image(t, 20<<20)
+	args := append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", testtool.KeyFile(t, pass)}, cryptsetupPBKDFArgs(cheapPBKDF2)...)
 	cryptsetup(t, append(append(args, extra...), img)...)
 	return img
 }
@@ -52,14 +54,14 @@ func TestBackupMatchesCryptsetup(t *testing.T) {
 // header with the other, and the volume opens again.
 func TestRestoreBothWays(t *testing.T) {
 	pass := []byte("restore")
-	kf := keyFile(t, pass)
+	kf := testtool.KeyFile(t, pass)
 
 	// cryptsetup backup, luksd restore.
 	img := formatWithCryptsetup(t, pass)
 	bak := filepath.Join(t.TempDir(), "cs.bak")
 	cryptsetup(t, "luksHeaderBackup", img, "--header-backup-file", bak)
 	wipeStart(t, img, 16<<20)
-	if _, err := runCryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img); err == nil {
+	if _, err := testtool.Output(t, "cryptsetup", "open", "--test-passphrase", "--key-file", kf, img); err == nil {
 		t.Fatal("wiped header still opens")
 	}
 	f, size := openRW(t, img)
@@ -105,7 +107,7 @@ func TestRestoreRefusesBadBackups(t *testing.T) {
 	if err := Backup(f, size, &buf); err != nil {
 		t.Fatal(err)
 	}
-	small := image(t, 8<<20)
+	small := testtool.Image(t, 8<<20)
 	fs, ssize := openRW(t, small)
 	if err := Restore(fs, ssize, bytes.NewReader(buf.Bytes()), int64(buf.Len())); err == nil {
 		t.Fatal("restored a 16 MiB header area onto an 8 MiB device")
@@ -128,7 +130,7 @@ func TestRestoreRefusesBadBackups(t *testing.T) {
 func TestSecondaryHeader(t *testing.T) {
 	pass := []byte("secondary")
 	for _, mda := range []int64{16 << 10, 256 << 10} {
-		img := image(t, 20<<20)
+		img := testtool.Image(t, 20<<20)
 		f, size := openRW(t, img)
 		if _, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, MetadataSize: mda}, pass); err != nil {
 			t.Fatal(err)
@@ -153,7 +155,7 @@ func TestSecondaryHeader(t *testing.T) {
 		if err != nil || bh.seqID != bh2.seqID || bh.label != label {
 			t.Fatalf("copies differ after repair: %+v %+v %v", bh, bh2, err)
 		}
-		cryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, pass), img)
+		cryptsetup(t, "open", "--test-passphrase", "--key-file", testtool.KeyFile(t, pass), img)
 	}
 }
 
@@ -161,7 +163,7 @@ func TestSecondaryHeader(t *testing.T) {
 // seqid is used.
 func TestNewerCopyWins(t *testing.T) {
 	pass := []byte("newer")
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	f, size := openRW(t, img)
 	h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2}, pass)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/luksd/luksd/blockdev/devtest"
 )
 
 // BenchmarkUnlockArgon2id times Header.Unlock of one argon2id keyslot.
@@ -36,7 +38,7 @@ func BenchmarkUnlockArgon2id(b *testing.B) {
 		if s := os.Getenv("LUKSD_BENCH_MEMORY_KIB"); s != "" {
 			mem, _ = strconv.Atoi(s)
 		}
-		m := &memDev{}
+		m := devtest.NewGrowing()
 		pass = []byte("bench")
 		var err error
 		if h, _, err = Format(m, 0, FormatOptions{DetachedData: true, PBKDF: PBKDF{Type: "argon2id", Iterations: 4, MemoryKiB: mem, Parallel: 4}}, pass); err != nil {

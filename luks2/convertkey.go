@@ -2,6 +2,7 @@ package luks2
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -168,4 +169,57 @@ func (h *header) rewrapThrough(dev Device, root *node, material func() error, k 
 		return err
 	}
 	return wipeDurably(dev, off, areaSize)
+}
+
+// MoveKey gives the volume key vk, which keyslot oldSlot holds, the new
+// passphrase pass as cryptsetup's LUKS1 luksChangeKey without --key-slot
+// does: the new passphrase goes to the first free keyslot and oldSlot is
+// wiped; with no free keyslot, oldSlot is rewritten in place. It returns
+// the keyslot now holding pass.
+func (h *Header) MoveKey(dev Device, vk, pass []byte, oldSlot int, p PBKDF) (int, error) {
+	if _, err := h.FreeKeyslot(); errors.Is(err, ErrNoFreeSlot) {
+		return h.ReplaceKey(dev, vk, pass, oldSlot, -1, p)
+	}
+	slot, err := h.AddKey(dev, vk, pass, -1, p)
+	if err != nil {
+		return 0, err
+	}
+	return slot, h.KillSlot(dev, oldSlot)
+}
+
+// ReplaceKey replaces the passphrase of oldSlot, which holds vk, with
+// pass, keeping its number as cryptsetup does for LUKS1 with --key-slot,
+// or moving it to newSlot >= 0 (--new-key-slot, LUKS1 and LUKS2; LUKS2
+// otherwise uses ChangeKey). The new passphrase is written to a free
+// keyslot before the old one is wiped, so an interruption never leaves the
+// volume without a working keyslot; to keep the number, that costs a
+// second key derivation. With every keyslot taken, the old one is wiped first and
+// rewritten, which is as far as cryptsetup's in-place rewrite goes too.
+func (h *Header) ReplaceKey(dev Device, vk, pass []byte, oldSlot, newSlot int, p PBKDF) (int, error) {
+	add := h.AddKey
+	if h.Unbound(oldSlot) {
+		// An unbound key (luksChangeKey -S N) stays unbound.
+		add = h.AddUnboundKey
+	}
+	tmp, err := add(dev, vk, pass, newSlot, p)
+	if errors.Is(err, ErrNoFreeSlot) && newSlot < 0 {
+		if err := h.KillSlot(dev, oldSlot); err != nil {
+			return 0, err
+		}
+		return add(dev, vk, pass, oldSlot, p)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := h.KillSlot(dev, oldSlot); err != nil {
+		return 0, err
+	}
+	if newSlot >= 0 {
+		return tmp, nil
+	}
+	if _, err := add(dev, vk, pass, oldSlot, p); err != nil {
+		// The new passphrase still opens keyslot tmp.
+		return 0, fmt.Errorf("new passphrase stored in key slot %d, not %d: %w", tmp, oldSlot, err)
+	}
+	return oldSlot, h.KillSlot(dev, tmp)
 }

@@ -3,23 +3,19 @@ package luks2
 import (
 	"errors"
 	"testing"
-)
 
-// stopAfter is a device whose writes stop (fail, writing nothing) after n
-// of them: a crash at that point.
-type stopAfter struct {
-	fileDev
-	n int
-}
+	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
+)
 
 var errStopped = errors.New("stopped")
 
-func (d *stopAfter) WriteAt(b []byte, off int64) (int, error) {
-	if d.n == 0 {
-		return 0, errStopped
-	}
-	d.n--
-	return d.File.WriteAt(b, off)
+// stopAfter is f whose writes stop (fail, writing nothing) after n of
+// them: a crash at that point.
+func stopAfter(f fileDev, n int) *devtest.FailAfter {
+	d := devtest.NewFailAfter(f)
+	d.Writes(n, errStopped)
+	return d
 }
 
 // TestConvertKeyCrashSafe stops ConvertKey after every write it makes, in
@@ -29,7 +25,7 @@ func TestConvertKeyCrashSafe(t *testing.T) {
 	pass := []byte("convert")
 	for _, inPlace := range []bool{true, false} {
 		for n := 0; ; n++ {
-			img := image(t, 20<<20)
+			img := testtool.Image(t, 20<<20)
 			f, size := openRW(t, img)
 			h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, pass)
 			if err != nil {
@@ -40,7 +36,7 @@ func TestConvertKeyCrashSafe(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = h.ConvertKey(&stopAfter{f, n}, slot, key, pass, cheapArgon2id, inPlace)
+			err = h.ConvertKey(stopAfter(f, n), slot, key, pass, cheapArgon2id, inPlace)
 			if err != nil && !errors.Is(err, errStopped) {
 				t.Fatalf("in place %v, stop after %d writes: %v", inPlace, n, err)
 			}
@@ -70,7 +66,7 @@ func TestConvertKeyCrashSafe(t *testing.T) {
 
 func TestConvertKeyRefusals(t *testing.T) {
 	pass := []byte("convert")
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	f, size := openRW(t, img)
 	h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, pass)
 	if err != nil {
@@ -97,7 +93,7 @@ func TestConvertKeyRefusals(t *testing.T) {
 func TestChangeKeyCrashSafe(t *testing.T) {
 	old, next := []byte("old passphrase"), []byte("new passphrase")
 	for n := 0; ; n++ {
-		img := image(t, 20<<20)
+		img := testtool.Image(t, 20<<20)
 		f, size := openRW(t, img)
 		h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, old)
 		if err != nil {
@@ -108,7 +104,7 @@ func TestChangeKeyCrashSafe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = h.ChangeKey(&stopAfter{f, n}, slot, key, next, cheapPBKDF2)
+		err = h.ChangeKey(stopAfter(f, n), slot, key, next, cheapPBKDF2)
 		if err != nil && !errors.Is(err, errStopped) {
 			t.Fatalf("stop after %d writes: %v", n, err)
 		}

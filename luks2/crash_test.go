@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // Crash points: every header-editing operation runs on a devtest.Recorder,
@@ -110,74 +111,80 @@ func mustNil(t *testing.T, err error) {
 const formattedUUID = "0badcafe-0000-4000-8000-00000000f0f0"
 
 func crashOps() []crashOp {
+	return append(append(versionCrashOps(2), versionCrashOps(1)...), luks2CrashOps()...)
+}
+
+// versionCrashOps are the operations both LUKS versions have.
+func versionCrashOps(version int) []crashOp {
 	newKey := bytes.Repeat([]byte{0x5a}, 32)
-	var ops []crashOp
-	for _, version := range []int{2, 1} {
-		ops = append(ops,
-			crashOp{name: "format", version: version, vanish: true,
-				run: func(t *testing.T, _ *Header, dev Device, _ map[string][]byte) map[string][]byte {
-					opts := crashFormat
-					opts.Version = version
-					opts.VolumeKey = newKey
-					opts.UUID = formattedUUID
-					if version == 1 {
-						opts.MetadataSize, opts.KeyslotsSize = 0, 0
-					}
-					_, vk, err := Format(dev, crashDevSize, opts, []byte("formatted"))
+	return []crashOp{
+		crashOp{name: "format", version: version, vanish: true,
+			run: func(t *testing.T, _ *Header, dev Device, _ map[string][]byte) map[string][]byte {
+				opts := crashFormat
+				opts.Version = version
+				opts.VolumeKey = newKey
+				opts.UUID = formattedUUID
+				if version == 1 {
+					opts.MetadataSize, opts.KeyslotsSize = 0, 0
+				}
+				_, vk, err := Format(dev, crashDevSize, opts, []byte("formatted"))
+				mustNil(t, err)
+				return map[string][]byte{"formatted": vk}
+			}},
+		crashOp{name: "add key", version: version,
+			run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
+				_, err := h.AddKey(dev, keys["first"], []byte("added"), -1, cheapPBKDF2)
+				mustNil(t, err)
+				return with(keys, "added", keys["first"])
+			}},
+		crashOp{name: "kill slot", version: version,
+			run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
+				mustNil(t, h.KillSlot(dev, 1))
+				return without(keys, "second")
+			}},
+		crashOp{name: "change key", version: version,
+			run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
+				if version == 2 {
+					mustNil(t, h.ChangeKey(dev, 1, keys["second"], []byte("changed"), cheapPBKDF2))
+				} else {
+					// cryptsetup's LUKS1 luksChangeKey (luksd's moveKey):
+					// the new passphrase in the first free slot, then the
+					// old slot killed.
+					_, err := h.AddKey(dev, keys["second"], []byte("changed"), -1, cheapPBKDF2)
 					mustNil(t, err)
-					return map[string][]byte{"formatted": vk}
-				}},
-			crashOp{name: "add key", version: version,
-				run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
-					_, err := h.AddKey(dev, keys["first"], []byte("added"), -1, cheapPBKDF2)
-					mustNil(t, err)
-					return with(keys, "added", keys["first"])
-				}},
-			crashOp{name: "kill slot", version: version,
-				run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
 					mustNil(t, h.KillSlot(dev, 1))
-					return without(keys, "second")
-				}},
-			crashOp{name: "change key", version: version,
-				run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
-					if version == 2 {
-						mustNil(t, h.ChangeKey(dev, 1, keys["second"], []byte("changed"), cheapPBKDF2))
-					} else {
-						// cryptsetup's LUKS1 luksChangeKey (luksd's moveKey):
-						// the new passphrase in the first free slot, then the
-						// old slot killed.
-						_, err := h.AddKey(dev, keys["second"], []byte("changed"), -1, cheapPBKDF2)
-						mustNil(t, err)
-						mustNil(t, h.KillSlot(dev, 1))
+				}
+				return with(without(keys, "second"), "changed", keys["second"])
+			}},
+		crashOp{name: "uuid", version: version,
+			run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
+				mustNil(t, h.SetUUID(dev, "12345678-9abc-def0-1234-56789abcdef0"))
+				return keys
+			}},
+		crashOp{name: "erase", version: version,
+			prepare: func(t *testing.T, v *crashVolume) {
+				if version == 2 {
+					key := bytes.Repeat([]byte{0x11}, 16)
+					_, err := v.h.AddUnboundKey(v.dev, key, []byte("unbound"), -1, cheapPBKDF2)
+					mustNil(t, err)
+					v.keys["unbound"] = key
+				}
+			},
+			run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
+				for _, s := range h.ActiveKeyslots() {
+					if !h.Unbound(s) {
+						mustNil(t, h.KillSlot(dev, s))
 					}
-					return with(without(keys, "second"), "changed", keys["second"])
-				}},
-			crashOp{name: "uuid", version: version,
-				run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
-					mustNil(t, h.SetUUID(dev, "12345678-9abc-def0-1234-56789abcdef0"))
-					return keys
-				}},
-			crashOp{name: "erase", version: version,
-				prepare: func(t *testing.T, v *crashVolume) {
-					if version == 2 {
-						key := bytes.Repeat([]byte{0x11}, 16)
-						_, err := v.h.AddUnboundKey(v.dev, key, []byte("unbound"), -1, cheapPBKDF2)
-						mustNil(t, err)
-						v.keys["unbound"] = key
-					}
-				},
-				run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
-					for _, s := range h.ActiveKeyslots() {
-						if !h.Unbound(s) {
-							mustNil(t, h.KillSlot(dev, s))
-						}
-					}
-					return without(keys, "first", "second")
-				}},
-			restoreOp(version),
-		)
+				}
+				return without(keys, "first", "second")
+			}},
+		restoreOp(version),
 	}
-	ops = append(ops,
+}
+
+// luks2CrashOps are the operations only LUKS2 has.
+func luks2CrashOps() []crashOp {
+	return []crashOp{
 		crashOp{name: "add unbound key", version: 2,
 			run: func(t *testing.T, h *Header, dev Device, keys map[string][]byte) map[string][]byte {
 				key := bytes.Repeat([]byte{0x22}, 24)
@@ -236,8 +243,7 @@ func crashOps() []crashOp {
 				mustNil(t, h.RemoveToken(dev, 1))
 				return keys
 			}},
-	)
-	return ops
+	}
 }
 
 // restoreOp restores a backup taken before "second" was changed to
@@ -407,7 +413,7 @@ func crossCheckCrashImages(t *testing.T, images []crashImage) {
 			t.Fatal(err)
 		}
 		for p := range union(ci.old, ci.new) {
-			_, err := runCryptsetup(t, "open", "--test-passphrase", "--disable-locks", "--key-file", keyFile(t, []byte(p)), img)
+			_, err := testtool.Output(t, "cryptsetup", "open", "--test-passphrase", "--disable-locks", "--key-file", testtool.KeyFile(t, []byte(p)), img)
 			cs := err == nil
 			if ci.luksdOpen == nil && cs || ci.luksdOpen != nil && ci.luksdOpen[p] != cs {
 				// Unbound keys do not open the volume in cryptsetup

@@ -32,7 +32,7 @@ func (h *header) dumpVolumeKey(b *strings.Builder, opts DumpOptions) {
 	fmt.Fprintf(b, "Cipher mode:   \t%s\n", mode)
 	fmt.Fprintf(b, "Payload offset:\t%d\n", offset)
 	fmt.Fprintf(b, "UUID:          \t%s\n", h.bin.uuid)
-	writeVolumeKey(b, opts.VolumeKey)
+	writeVolumeKey(b, opts.VolumeKey, opts.KeyFile)
 }
 
 func orDefault(s, def string) string {

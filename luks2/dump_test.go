@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestDumpMatchesCryptsetupForRareFields: persistent flags, mandatory
@@ -30,8 +32,8 @@ func TestDumpMatchesCryptsetupForRareFields(t *testing.T) {
 			d, root := freshImage(t)
 			tc.edit(root)
 			writeRawJSON(t, d, root.compact())
-			img := image(t, 0)
-			if err := os.WriteFile(img, d.b, 0o600); err != nil {
+			img := testtool.Image(t, 0)
+			if err := os.WriteFile(img, d.Bytes(), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			h, _ := readHdr(t, img)

@@ -5,30 +5,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/blockdev/devtest"
 )
-
-// memDev is an in-memory Device that grows on write.
-type memDev struct{ b []byte }
-
-func (m *memDev) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off >= int64(len(m.b)) {
-		return 0, io.EOF
-	}
-	n := copy(p, m.b[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-func (m *memDev) WriteAt(p []byte, off int64) (int, error) {
-	if end := off + int64(len(p)); end > int64(len(m.b)) {
-		m.b = append(m.b, make([]byte, end-int64(len(m.b)))...)
-	}
-	return copy(m.b[off:], p), nil
-}
-
-func (m *memDev) Flush() error { return nil }
 
 // FuzzReadHeader feeds arbitrary bytes as a device to Read. Whatever it
 // accepts must dump, serialize and re-parse without error; nothing panics.
@@ -93,7 +72,7 @@ func TestKeyslotRoundTripInMemory(t *testing.T) {
 		cipher string
 		size   int
 	}{{"aes-xts-plain64", 64}, {"aes-xts-plain64", 32}, {"aes-cbc-essiv:sha256", 32}, {"xchacha12,aes-adiantum-plain64", 32}} {
-		dev := &memDev{}
+		dev := devtest.NewGrowing()
 		vk := bytes.Repeat([]byte{0xa5}, c.size)
 		kp := kdfParams{typ: "argon2i", time: 4, memory: 32, cpus: 1, salt: []byte("0123456789abcdef0123456789abcdef")}
 		ks := keyslotParams{id: 0, areaOffset: 32768, areaSize: keyslotAreaSize(c.size),

@@ -1,11 +1,7 @@
 package luks2
 
 import (
-	"bytes"
-	"encoding/hex"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,62 +16,25 @@ var (
 )
 
 // cryptsetup runs the real cryptsetup and returns its stdout; a non-zero
-// exit fails the test unless wantFail.
+// exit fails the test.
 func cryptsetup(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := runCryptsetup(t, args...)
-	if err != nil {
-		t.Fatalf("cryptsetup %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return testtool.Run(t, "cryptsetup", args...)
 }
 
-func runCryptsetup(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	bin := testtool.Need(t, "cryptsetup")
-	cmd := exec.Command(bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
-		return stdout.String() + stderr.String(), err
-	}
-	return stdout.String(), nil
-}
-
-// keyFile writes secret into a file for --key-file (secrets never in argv).
-func keyFile(t *testing.T, secret []byte) string {
-	t.Helper()
-	f, err := os.CreateTemp(t.TempDir(), "key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(secret); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	return f.Name()
-}
-
-// image creates a sparse image file of size bytes.
-func image(t *testing.T, size int64) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "disk.img")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	return p
-}
-
-// fileDev is an image file as a Device: Flush is fsync.
+// fileDev is an image file as a Device: Flush is fsync. With Size it is a
+// blockdev.Device, for devtest's layers to stack on.
 type fileDev struct{ *os.File }
 
 func (f fileDev) Flush() error { return f.Sync() }
+
+func (f fileDev) Size() int64 {
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
 
 func openRW(t *testing.T, path string) (fileDev, int64) {
 	t.Helper()
@@ -106,29 +65,7 @@ func readHdr(t *testing.T, path string) (*Header, fileDev) {
 func cryptsetupVolumeKey(t *testing.T, img, keyfile string, extra ...string) []byte {
 	t.Helper()
 	args := append([]string{"luksDump", "-q", "--dump-volume-key", "--key-file", keyfile}, extra...)
-	out := cryptsetup(t, append(args, img)...)
-	return parseMKDump(t, out)
-}
-
-func parseMKDump(t *testing.T, out string) []byte {
-	t.Helper()
-	i := strings.Index(out, "MK dump:")
-	if i < 0 {
-		t.Fatalf("no MK dump in:\n%s", out)
-	}
-	var hexs strings.Builder
-	for _, line := range strings.Split(out[i+len("MK dump:"):], "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.Contains(line, ":") {
-			break
-		}
-		hexs.WriteString(strings.ReplaceAll(line, " ", ""))
-	}
-	vk, err := hex.DecodeString(hexs.String())
-	if err != nil {
-		t.Fatalf("bad MK dump %q: %v", hexs.String(), err)
-	}
-	return vk
+	return testtool.VolumeKey(t, cryptsetup(t, append(args, img)...))
 }
 
 func dumpText(t *testing.T, h *Header, opts DumpOptions) string {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 type interopCase struct {
@@ -41,7 +43,7 @@ func cryptsetupPBKDFArgs(p PBKDF) []string {
 func TestLuksdFormatCryptsetupOpens(t *testing.T) {
 	for _, tc := range interopCases {
 		t.Run(tc.name, func(t *testing.T) {
-			img := image(t, 20<<20)
+			img := testtool.Image(t, 20<<20)
 			f, size := openRW(t, img)
 			pass := []byte("luksd pass " + tc.name)
 			h, vk, err := Format(f, size, FormatOptions{Cipher: tc.cipher, KeySize: tc.keySize, SectorSize: tc.sector, PBKDF: tc.pbkdf, Label: "lbl", Subsystem: "sub"}, pass)
@@ -51,12 +53,12 @@ func TestLuksdFormatCryptsetupOpens(t *testing.T) {
 			if len(vk) != tc.keySize {
 				t.Fatalf("volume key has %d bytes, want %d", len(vk), tc.keySize)
 			}
-			kf := keyFile(t, pass)
+			kf := testtool.KeyFile(t, pass)
 			cryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img)
 			if got := cryptsetupVolumeKey(t, img, kf); !bytes.Equal(got, vk) {
 				t.Fatalf("cryptsetup's volume key %x, luksd's %x", got, vk)
 			}
-			if _, err := runCryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, []byte("wrong")), img); err == nil {
+			if _, err := testtool.Output(t, "cryptsetup", "open", "--test-passphrase", "--key-file", testtool.KeyFile(t, []byte("wrong")), img); err == nil {
 				t.Fatal("cryptsetup accepted a wrong passphrase")
 			}
 			sameLines(t, "luksDump", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
@@ -83,12 +85,12 @@ func TestLuksdFormatCryptsetupOpens(t *testing.T) {
 func TestCryptsetupFormatLuksdUnlocks(t *testing.T) {
 	for _, tc := range interopCases {
 		t.Run(tc.name, func(t *testing.T) {
-			img := image(t, 20<<20)
+			img := testtool.Image(t, 20<<20)
 			pass := []byte("cs pass " + tc.name)
 			vk := make([]byte, tc.keySize)
 			rand.Read(vk)
 			args := []string{"luksFormat", "-q", "--type", "luks2", "--cipher", tc.cipher, "--key-size", fmt.Sprint(tc.keySize * 8),
-				"--sector-size", fmt.Sprint(tc.sector), "--volume-key-file", keyFile(t, vk), "--key-file", keyFile(t, pass)}
+				"--sector-size", fmt.Sprint(tc.sector), "--volume-key-file", testtool.KeyFile(t, vk), "--key-file", testtool.KeyFile(t, pass)}
 			cryptsetup(t, append(append(args, cryptsetupPBKDFArgs(tc.pbkdf)...), img)...)
 			h, f := readHdr(t, img)
 			got, slot, err := h.Unlock(f, pass, -1)
@@ -113,9 +115,9 @@ func TestCryptsetupFormatLuksdUnlocks(t *testing.T) {
 // TestLuksdEditsCryptsetupHeader: add, kill, label and UUID changes made by
 // luksd on a cryptsetup header are accepted by cryptsetup, and the other way.
 func TestLuksdEditsCryptsetupHeader(t *testing.T) {
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	pass0, pass1 := []byte("zero"), []byte("one")
-	kf0, kf1 := keyFile(t, pass0), keyFile(t, pass1)
+	kf0, kf1 := testtool.KeyFile(t, pass0), testtool.KeyFile(t, pass1)
 	cryptsetup(t, append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", kf0}, append(cryptsetupPBKDFArgs(cheapPBKDF2), img)...)...)
 
 	h, f := readHdr(t, img)
@@ -140,7 +142,7 @@ func TestLuksdEditsCryptsetupHeader(t *testing.T) {
 	if err := h.KillSlot(f, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runCryptsetup(t, "open", "--test-passphrase", "--key-file", kf0, img); err == nil {
+	if _, err := testtool.Output(t, "cryptsetup", "open", "--test-passphrase", "--key-file", kf0, img); err == nil {
 		t.Fatal("cryptsetup still opens the killed keyslot")
 	}
 	cryptsetup(t, "open", "--test-passphrase", "--key-file", kf1, img)
@@ -163,7 +165,7 @@ func TestLuksdEditsCryptsetupHeader(t *testing.T) {
 	sameLines(t, "after edits", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
 
 	// cryptsetup edits after luksd; luksd reads the result.
-	kf2 := keyFile(t, []byte("two"))
+	kf2 := testtool.KeyFile(t, []byte("two"))
 	cryptsetup(t, append([]string{"luksAddKey", "-q", "--key-file", kf1}, append(cryptsetupPBKDFArgs(cheapArgon2i), img, kf2)...)...)
 	h2, f2 := readHdr(t, img)
 	if got := h2.ActiveKeyslots(); fmt.Sprint(got) != "[0 1]" {
@@ -181,9 +183,9 @@ func TestLuksdEditsCryptsetupHeader(t *testing.T) {
 // TestKeyslotPriority: preferred keyslots are tried first, ignored ones
 // only when named.
 func TestKeyslotPriority(t *testing.T) {
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	pass := []byte("same")
-	kf := keyFile(t, pass)
+	kf := testtool.KeyFile(t, pass)
 	cryptsetup(t, append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", kf}, append(cryptsetupPBKDFArgs(cheapPBKDF2), img)...)...)
 	cryptsetup(t, append([]string{"luksAddKey", "-q", "--key-file", kf}, append(cryptsetupPBKDFArgs(cheapPBKDF2), img, kf)...)...)
 	h, f := readHdr(t, img)
@@ -202,7 +204,7 @@ func TestKeyslotPriority(t *testing.T) {
 	if _, _, err := h.Unlock(f, pass, -1); err != ErrNoUsableKeyslot {
 		t.Fatalf("all slots ignored: %v, want ErrNoUsableKeyslot", err)
 	}
-	if out, err := runCryptsetup(t, "open", "--test-passphrase", "--key-file", kf, img); err == nil || !strings.Contains(out, "No usable keyslot is available.") {
+	if out, err := testtool.Output(t, "cryptsetup", "open", "--test-passphrase", "--key-file", kf, img); err == nil || !strings.Contains(out, "No usable keyslot is available.") {
 		t.Fatalf("cryptsetup with all slots ignored: %v %q", err, out)
 	}
 	if _, slot, err := h.Unlock(f, pass, 1); err != nil || slot != 1 {
@@ -241,9 +243,9 @@ func TestFormatLayoutMatchesCryptsetup(t *testing.T) {
 			if size == 0 {
 				size = 64 << 20
 			}
-			mine, theirs := image(t, size), image(t, size)
+			mine, theirs := testtool.Image(t, size), testtool.Image(t, size)
 			mineHdr, theirsHdr := mine, theirs
-			args := append([]string{"luksFormat", "-q", "--type", "luks2", "--pbkdf-force-iterations", "4", "--pbkdf-memory", "32", "--pbkdf-parallel", "2", "--key-file", keyFile(t, pass)}, tc.args...)
+			args := append([]string{"luksFormat", "-q", "--type", "luks2", "--pbkdf-force-iterations", "4", "--pbkdf-memory", "32", "--pbkdf-parallel", "2", "--key-file", testtool.KeyFile(t, pass)}, tc.args...)
 			if tc.opts.DetachedData {
 				mineHdr, theirsHdr = mine+".hdr", theirs+".hdr"
 				args = append(args, theirsHdr)
@@ -271,7 +273,7 @@ func TestFormatLayoutMatchesCryptsetup(t *testing.T) {
 					t.Fatalf("binary header at %d differs from cryptsetup's", off)
 				}
 			}
-			kf := keyFile(t, pass)
+			kf := testtool.KeyFile(t, pass)
 			open := []string{"open", "--test-passphrase", "--key-file", kf}
 			if tc.opts.DetachedData {
 				open = append(open, "--header", mineHdr)
@@ -303,11 +305,11 @@ func normalize(s string) string {
 // (20-byte digest, different key order) unlocks in luksd, and luksd's edit
 // keeps its metadata as cryptsetup wrote it.
 func TestConvertedLUKS1(t *testing.T) {
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	pass := []byte("converted")
 	vk := make([]byte, 64)
 	rand.Read(vk)
-	cryptsetup(t, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--volume-key-file", keyFile(t, vk), "--key-file", keyFile(t, pass), img)
+	cryptsetup(t, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--volume-key-file", testtool.KeyFile(t, vk), "--key-file", testtool.KeyFile(t, pass), img)
 	h1, f1 := readHdr(t, img)
 	if got, _, err := h1.Unlock(f1, pass, -1); err != nil || !bytes.Equal(got, vk) {
 		t.Fatalf("LUKS1 unlock: %v", err)
@@ -333,7 +335,7 @@ func TestConvertedLUKS1(t *testing.T) {
 	if !strings.Contains(string(h.JSON()), "\"key_size\":64,\n        \"offset\":\"32768\"") {
 		t.Fatalf("cryptsetup's key order was not kept:\n%s", h.JSON())
 	}
-	cryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, []byte("added")), img)
+	cryptsetup(t, "open", "--test-passphrase", "--key-file", testtool.KeyFile(t, []byte("added")), img)
 	sameLines(t, "converted dump", dumpText(t, h, DumpOptions{}), cryptsetup(t, "luksDump", img))
 }
 
@@ -341,9 +343,9 @@ func TestConvertedLUKS1(t *testing.T) {
 // luksd places keyslots where cryptsetup does (first free gap).
 func TestKeyslotPlacementMatchesCryptsetup(t *testing.T) {
 	pass := []byte("place")
-	kf := keyFile(t, pass)
+	kf := testtool.KeyFile(t, pass)
 	pb := cryptsetupPBKDFArgs(cheapPBKDF2)
-	mine, theirs := image(t, 20<<20), image(t, 20<<20)
+	mine, theirs := testtool.Image(t, 20<<20), testtool.Image(t, 20<<20)
 	for _, img := range []string{mine, theirs} {
 		cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", kf}, pb...), img)...)
 	}

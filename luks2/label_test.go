@@ -3,6 +3,8 @@ package luks2
 import (
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestLongLabelTruncatedLikeCryptsetup: cryptsetup cuts a label or
@@ -12,7 +14,7 @@ import (
 func TestLongLabelTruncatedLikeCryptsetup(t *testing.T) {
 	pass := []byte("label")
 	long := strings.Repeat("L", 60)
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	f, size := openRW(t, img)
 	h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Label: long, Subsystem: long}, pass)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestDefaultsLikeCryptsetup: for image files of a few sizes and options,
@@ -32,8 +33,8 @@ func TestDefaultsLikeCryptsetup(t *testing.T) {
 		{20 << 20, FormatOptions{Version: 1, PayloadAlign: 4096 * 512}, []string{"--type", "luks1", "--align-payload", "4096"}},
 	} {
 		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
-			img := image(t, tc.size)
-			args := append([]string{"luksFormat", "-q", "--key-file", keyFile(t, []byte("p"))}, cryptsetupPBKDFArgs(cheapPBKDF2)...)
+			img := testtool.Image(t, tc.size)
+			args := append([]string{"luksFormat", "-q", "--key-file", testtool.KeyFile(t, []byte("p"))}, cryptsetupPBKDFArgs(cheapPBKDF2)...)
 			cryptsetup(t, append(append(args, tc.args...), img)...)
 			dump := cryptsetup(t, "luksDump", img)
 			l, err := FormatLayout(tc.opts)

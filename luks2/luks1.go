@@ -277,10 +277,7 @@ func (h *luks1Header) dump(w io.Writer, opts DumpOptions) error {
 	fmt.Fprintf(&b, "MK bits:       \t%d\n", h.keyBytes*8)
 	b.WriteString("MK digest:     \t")
 	hexLine(&b, h.mkDigest[:], " ")
-	b.WriteString("\nMK salt:       \t")
-	hexLine(&b, h.mkDigestSalt[:16], " ")
-	b.WriteString("\n               \t")
-	hexLine(&b, h.mkDigestSalt[16:], " ")
+	hexHalves(&b, "\nMK salt:       \t", h.mkDigestSalt[:], "\n               \t")
 	fmt.Fprintf(&b, "\nMK iterations: \t%d\n", h.mkDigestIter)
 	fmt.Fprintf(&b, "UUID:          \t%s\n\n", h.uuidText)
 	for i, s := range h.slots {
@@ -290,10 +287,7 @@ func (h *luks1Header) dump(w io.Writer, opts DumpOptions) error {
 		}
 		fmt.Fprintf(&b, "Key Slot %d: ENABLED\n", i)
 		fmt.Fprintf(&b, "\tIterations:         \t%d\n", s.iterations)
-		b.WriteString("\tSalt:               \t")
-		hexLine(&b, s.salt[:16], " ")
-		b.WriteString("\n\t                      \t")
-		hexLine(&b, s.salt[16:], " ")
+		hexHalves(&b, "\tSalt:               \t", s.salt[:], "\n\t                      \t")
 		fmt.Fprintf(&b, "\n\tKey material offset:\t%d\n", s.offset)
 		fmt.Fprintf(&b, "\tAF stripes:            \t%d\n", s.stripes)
 	}
@@ -309,7 +303,7 @@ func (h *luks1Header) dumpVolumeKey(w io.Writer, opts DumpOptions) error {
 	fmt.Fprintf(&b, "Cipher mode:   \t%s\n", h.cipherMode)
 	fmt.Fprintf(&b, "Payload offset:\t%d\n", h.payloadOffset)
 	fmt.Fprintf(&b, "UUID:          \t%s\n", h.uuidText)
-	writeVolumeKey(&b, opts.VolumeKey)
+	writeVolumeKey(&b, opts.VolumeKey, opts.KeyFile)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -321,11 +315,31 @@ func hexLine(b *strings.Builder, data []byte, sep string) {
 	}
 }
 
-// writeVolumeKey prints the "MK bits" and "MK dump" lines.
-func writeVolumeKey(b *strings.Builder, vk []byte) {
+// hexHalves writes a 32-byte salt as luksDump does: label, the first 16
+// bytes in hex, then cont and the other 16.
+func hexHalves(b *strings.Builder, label string, salt []byte, cont string) {
+	b.WriteString(label)
+	hexLine(b, salt[:16], " ")
+	b.WriteString(cont)
+	hexLine(b, salt[16:], " ")
+}
+
+// writeVolumeKey prints the "MK bits" and "MK dump" lines (the latter
+// saying where the key went when keyFile is set).
+func writeVolumeKey(b *strings.Builder, vk []byte, keyFile string) {
 	fmt.Fprintf(b, "MK bits:       \t%d\n", len(vk)*8)
-	b.WriteString("MK dump:\t")
-	for i, c := range vk {
+	writeKey(b, "MK dump:\t", vk, keyFile)
+}
+
+// writeKey prints label and key in hex as luksDump does, 16 bytes a line,
+// or, when keyFile is set, cryptsetup's line saying the key went there.
+func writeKey(b *strings.Builder, label string, key []byte, keyFile string) {
+	if keyFile != "" {
+		fmt.Fprintf(b, "Key stored to file %s.\n", keyFile)
+		return
+	}
+	b.WriteString(label)
+	for i, c := range key {
 		if i > 0 && i%16 == 0 {
 			b.WriteString("\n\t\t")
 		}

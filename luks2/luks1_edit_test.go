@@ -11,13 +11,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // csFormatLUKS1 has cryptsetup format a LUKS1 image with pass in keyslot 0.
 func csFormatLUKS1(t *testing.T, pass []byte, extra ...string) string {
 	t.Helper()
-	img := image(t, 8<<20)
-	args := append([]string{"luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--key-file", keyFile(t, pass)}, extra...)
+	img := testtool.Image(t, 8<<20)
+	args := append([]string{"luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--key-file", testtool.KeyFile(t, pass)}, extra...)
 	cryptsetup(t, append(args, img)...)
 	return img
 }
@@ -25,7 +28,7 @@ func csFormatLUKS1(t *testing.T, pass []byte, extra ...string) string {
 // opensSlot reports which keyslot cryptsetup opens with pass (-1: none).
 func opensSlot(t *testing.T, img string, pass []byte) int {
 	t.Helper()
-	out, err := runCryptsetup(t, "open", "--test-passphrase", "-v", "--key-file", keyFile(t, pass), img)
+	out, err := testtool.Output(t, "cryptsetup", "open", "--test-passphrase", "-v", "--key-file", testtool.KeyFile(t, pass), img)
 	if err != nil {
 		if !strings.Contains(out, "No key available with this passphrase.") && !strings.Contains(out, "No usable keyslot is available.") {
 			t.Fatalf("cryptsetup open --test-passphrase: %v\n%s", err, out)
@@ -64,7 +67,7 @@ func TestLUKS1EditsCryptsetupAccepts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p0, p1, p2 := []byte("first"), []byte("second"), []byte("third")
 			img := csFormatLUKS1(t, p0, "--cipher", tc.cipher, "--hash", tc.hash, "--key-size", tc.bits)
-			want := cryptsetupVolumeKey(t, img, keyFile(t, p0))
+			want := cryptsetupVolumeKey(t, img, testtool.KeyFile(t, p0))
 			h, f := readHdr(t, img)
 			vk, _, err := h.Unlock(f, p0, -1)
 			if err != nil || !bytes.Equal(vk, want) {
@@ -78,7 +81,7 @@ func TestLUKS1EditsCryptsetupAccepts(t *testing.T) {
 			if s := opensSlot(t, img, p1); s != 1 {
 				t.Fatalf("cryptsetup opens the new passphrase in slot %d, want 1", s)
 			}
-			if got := cryptsetupVolumeKey(t, img, keyFile(t, p1)); !bytes.Equal(got, want) {
+			if got := cryptsetupVolumeKey(t, img, testtool.KeyFile(t, p1)); !bytes.Equal(got, want) {
 				t.Fatal("the new keyslot holds another volume key")
 			}
 			sameLines(t, "luksDump after AddKey", dumpText(t, h, DumpOptions{Device: img}), cryptsetup(t, "luksDump", img))
@@ -126,8 +129,8 @@ func TestLUKS1EditsCryptsetupAccepts(t *testing.T) {
 
 			// cryptsetup edits on top, luksd reads its work.
 			p3 := []byte("fourth")
-			cryptsetup(t, "luksAddKey", "-q", "--pbkdf-force-iterations", "1000", "--key-file", keyFile(t, p2), img, keyFile(t, p3))
-			cryptsetup(t, "luksKillSlot", "-q", "--key-file", keyFile(t, p3), img, "1")
+			cryptsetup(t, "luksAddKey", "-q", "--pbkdf-force-iterations", "1000", "--key-file", testtool.KeyFile(t, p2), img, testtool.KeyFile(t, p3))
+			cryptsetup(t, "luksKillSlot", "-q", "--key-file", testtool.KeyFile(t, p3), img, "1")
 			h2, f2 := readHdr(t, img)
 			if got, s, err := h2.Unlock(f2, p3, -1); err != nil || s != 0 || !bytes.Equal(got, want) {
 				t.Fatalf("cryptsetup's new keyslot: slot %d, %v", s, err)
@@ -234,35 +237,21 @@ func TestLUKS1CalibratedIterations(t *testing.T) {
 	}
 }
 
-// recordingDevice logs the writes and syncs reaching an image file (runs
-// of writes past the header as one, by their first offset), and fails
-// every write from the failAt-th on (a crash).
-type recordingDevice struct {
-	f      fileDev
-	log    []string
-	writes int
-	failAt int // 0: never
-}
-
-func (d *recordingDevice) ReadAt(p []byte, off int64) (int, error) { return d.f.ReadAt(p, off) }
-
-func (d *recordingDevice) WriteAt(p []byte, off int64) (int, error) {
-	d.writes++
-	if d.failAt > 0 && d.writes >= d.failAt {
-		return 0, errors.New("simulated crash")
+// writeLog renders recorded writes and flushes as "write OFF" and "sync",
+// a run of writes past the header as one, by its first offset.
+func writeLog(ops []devtest.Op) []string {
+	var log []string
+	for _, op := range ops {
+		if op.Flush {
+			log = append(log, "sync")
+			continue
+		}
+		if op.Off > 0 && len(log) > 0 && strings.HasPrefix(log[len(log)-1], "write ") && log[len(log)-1] != "write 0" {
+			continue // a write continuing the last one's range
+		}
+		log = append(log, fmt.Sprintf("write %d", op.Off))
 	}
-	what := fmt.Sprintf("write %d", off)
-	if off > 0 && len(d.log) > 0 && strings.HasPrefix(d.log[len(d.log)-1], "write ") && d.log[len(d.log)-1] != "write 0" {
-		what = d.log[len(d.log)-1] // a write continuing the last one's range
-		d.log = d.log[:len(d.log)-1]
-	}
-	d.log = append(d.log, what)
-	return d.f.WriteAt(p, off)
-}
-
-func (d *recordingDevice) Flush() error {
-	d.log = append(d.log, "sync")
-	return d.f.Sync()
+	return log
 }
 
 // TestLUKS1EditOrder: AddKey makes the key material durable before the
@@ -273,7 +262,7 @@ func TestLUKS1EditOrder(t *testing.T) {
 	pass := []byte("old")
 	img := csFormatLUKS1(t, pass)
 	f, size := openRW(t, img)
-	dev := &recordingDevice{f: f}
+	dev := devtest.NewRecorder(f)
 	h, err := Read(dev, size)
 	if err != nil {
 		t.Fatal(err)
@@ -287,16 +276,16 @@ func TestLUKS1EditOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{fmt.Sprintf("write %d", area), "sync", "write 0", "sync"}
-	if strings.Join(dev.log, ", ") != strings.Join(want, ", ") {
-		t.Fatalf("AddKey wrote %v, want %v", dev.log, want)
+	added := len(dev.Ops())
+	if got := writeLog(dev.Ops()); strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("AddKey wrote %v, want %v", got, want)
 	}
-	dev.log = nil
 	if err := h.KillSlot(dev, 1); err != nil {
 		t.Fatal(err)
 	}
 	want = []string{"sync", "write 0", "sync", fmt.Sprintf("write %d", area), "sync"}
-	if strings.Join(dev.log, ", ") != strings.Join(want, ", ") {
-		t.Fatalf("KillSlot wrote %v, want %v", dev.log, want)
+	if got := writeLog(dev.Ops()[added:]); strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("KillSlot wrote %v, want %v", got, want)
 	}
 
 	// Crash at each write of AddKey, then of KillSlot.
@@ -312,7 +301,8 @@ func TestLUKS1EditOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, op := range []string{"add", "kill"} {
-			dev := &recordingDevice{f: f, failAt: failAt}
+			dev := devtest.NewFailAfter(f) // a crash at write failAt
+			dev.Writes(failAt-1, errors.New("simulated crash"))
 			h, err := Read(dev, size)
 			if err != nil {
 				t.Fatal(err)
@@ -382,7 +372,7 @@ func TestPeerLUKS1ImagesEdited(t *testing.T) {
 			if opensSlot(t, img, key) != -1 {
 				t.Fatal("the killed keyslot still opens in cryptsetup")
 			}
-			if got := cryptsetupVolumeKey(t, img, keyFile(t, added)); !bytes.Equal(got, vk) {
+			if got := cryptsetupVolumeKey(t, img, testtool.KeyFile(t, added)); !bytes.Equal(got, vk) {
 				t.Fatal("volume key changed")
 			}
 			sameLines(t, "luksDump", dumpText(t, h, DumpOptions{Device: img}), cryptsetup(t, "luksDump", img))
@@ -424,10 +414,10 @@ func TestLUKS1KillWipesLikeCryptsetup(t *testing.T) {
 	for _, bits := range []string{"512", "256"} {
 		t.Run(bits, func(t *testing.T) {
 			pass := []byte("wipe")
-			kf := keyFile(t, pass)
+			kf := testtool.KeyFile(t, pass)
 			mine, theirs := csFormatLUKS1(t, pass, "--key-size", bits), csFormatLUKS1(t, pass, "--key-size", bits)
 			for _, img := range []string{mine, theirs} {
-				cryptsetup(t, "luksAddKey", "-q", "--pbkdf-force-iterations", "1000", "--key-file", kf, img, keyFile(t, []byte("one")))
+				cryptsetup(t, "luksAddKey", "-q", "--pbkdf-force-iterations", "1000", "--key-file", kf, img, testtool.KeyFile(t, []byte("one")))
 			}
 			h, f := readHdr(t, mine)
 			v1 := h.impl.(*luks1Header)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // normalizeLUKS1 blanks the random fields of a LUKS1 luksDump: UUID,
@@ -57,8 +59,8 @@ func TestFormatLUKS1LikeCryptsetup(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pass := []byte("luks1 " + tc.name)
-			kf := keyFile(t, pass)
-			mine, theirs := image(t, 8<<20), image(t, 8<<20)
+			kf := testtool.KeyFile(t, pass)
+			mine, theirs := testtool.Image(t, 8<<20), testtool.Image(t, 8<<20)
 			keySize := tc.opts.KeySize
 			if keySize == 0 {
 				keySize = 64
@@ -66,7 +68,7 @@ func TestFormatLUKS1LikeCryptsetup(t *testing.T) {
 			vk := make([]byte, keySize)
 			rand.Read(vk)
 			args := append([]string{"luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000",
-				"--volume-key-file", keyFile(t, vk), "--key-file", kf}, tc.args...)
+				"--volume-key-file", testtool.KeyFile(t, vk), "--key-file", kf}, tc.args...)
 			cryptsetup(t, append(args, theirs)...)
 
 			f, size := openRW(t, mine)
@@ -111,7 +113,7 @@ func TestFormatLUKS1LikeCryptsetup(t *testing.T) {
 			if got := cryptsetupVolumeKey(t, mine, kf); !bytes.Equal(got, vk) {
 				t.Fatal("cryptsetup finds another volume key")
 			}
-			cryptsetup(t, "luksAddKey", "-q", "--pbkdf-force-iterations", "1000", "--key-file", kf, mine, keyFile(t, []byte("more")))
+			cryptsetup(t, "luksAddKey", "-q", "--pbkdf-force-iterations", "1000", "--key-file", kf, mine, testtool.KeyFile(t, []byte("more")))
 		})
 	}
 }
@@ -129,7 +131,7 @@ func isZero(b []byte) bool {
 // the keyslot get at least LUKS1's 1000 iterations, from calibration.
 func TestFormatLUKS1Calibrated(t *testing.T) {
 	withModel(t, func(p kdfParams) time.Duration { return time.Duration(p.iterations) * time.Microsecond })
-	img := image(t, 8<<20)
+	img := testtool.Image(t, 8<<20)
 	f, size := openRW(t, img)
 	pass := []byte("calibrated")
 	h, _, err := Format(f, size, FormatOptions{Version: 1, PBKDF: PBKDF{IterTime: 5 * time.Millisecond}}, pass)
@@ -153,7 +155,7 @@ func TestFormatLUKS1Calibrated(t *testing.T) {
 // TestFormatLUKS1Refusals: what LUKS1 cannot hold is refused before the
 // device is written.
 func TestFormatLUKS1Refusals(t *testing.T) {
-	img := image(t, 8<<20)
+	img := testtool.Image(t, 8<<20)
 	f, size := openRW(t, img)
 	for i, opts := range []FormatOptions{
 		{PBKDF: cheapArgon2id},

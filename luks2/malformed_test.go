@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // writeRawJSON stores js as the metadata of both copies with valid
@@ -35,16 +38,16 @@ func writeRawJSON(t *testing.T, dev Device, js []byte) {
 
 var (
 	freshOnce sync.Once
-	freshDev  *memDev
+	freshDev  *devtest.Mem
 	freshRoot *node
 )
 
 // freshImage returns a copy of a small in-memory volume with two keyslots
 // (formatted once per test binary) and its metadata tree.
-func freshImage(t *testing.T) (*memDev, *node) {
+func freshImage(t *testing.T) (*devtest.Mem, *node) {
 	t.Helper()
 	freshOnce.Do(func() {
-		d := &memDev{}
+		d := devtest.NewGrowing()
 		h, vk, err := Format(d, 20<<20, FormatOptions{PBKDF: cheapPBKDF2}, []byte("malformed"))
 		if err != nil {
 			t.Fatal(err)
@@ -57,7 +60,7 @@ func freshImage(t *testing.T) (*memDev, *node) {
 	if freshDev == nil {
 		t.Fatal("formatting the shared test volume failed")
 	}
-	return &memDev{b: append([]byte(nil), freshDev.b...)}, freshRoot.clone()
+	return devtest.MemOf(freshDev.Bytes()), freshRoot.clone()
 }
 
 func mustOneLine(t *testing.T, err error) {
@@ -156,7 +159,7 @@ func TestMalformedMetadataRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f, root := freshImage(t)
 			writeRawJSON(t, f, tc.edit(root))
-			_, err := Read(f, int64(len(f.b)))
+			_, err := Read(f, f.Size())
 			mustOneLine(t, err)
 			t.Logf("refused: %v", err)
 		})
@@ -166,7 +169,7 @@ func TestMalformedMetadataRefused(t *testing.T) {
 func TestBadBinaryHeadersRefused(t *testing.T) {
 	t.Run("checksum", func(t *testing.T) {
 		f, _ := freshImage(t)
-		size := int64(len(f.b))
+		size := f.Size()
 		for _, off := range []int64{4096 + 10, 16384 + 4096 + 10} {
 			f.WriteAt([]byte{' '}, off) // JSON changed, checksums not
 		}
@@ -178,14 +181,14 @@ func TestBadBinaryHeadersRefused(t *testing.T) {
 	})
 	t.Run("hdr_size", func(t *testing.T) {
 		f, _ := freshImage(t)
-		size := int64(len(f.b))
+		size := f.Size()
 		f.WriteAt([]byte{0, 0, 0, 0, 0, 0, 0x50, 0}, offHdrSize) // 20480: not allowed
 		f.WriteAt(make([]byte, 4096), 16384)
 		_, err := Read(f, size)
 		mustOneLine(t, err)
 	})
 	t.Run("not LUKS", func(t *testing.T) {
-		img := image(t, 1<<20)
+		img := testtool.Image(t, 1<<20)
 		f, size := openRW(t, img)
 		if _, err := Read(f, size); !errors.Is(err, ErrNotLUKS) {
 			t.Fatalf("blank device: %v", err)
@@ -196,7 +199,7 @@ func TestBadBinaryHeadersRefused(t *testing.T) {
 	})
 	t.Run("truncated", func(t *testing.T) {
 		f, _ := freshImage(t)
-		f.b = f.b[:8192]
+		f = devtest.MemOf(f.Bytes()[:8192])
 		_, err := Read(f, 8192)
 		mustOneLine(t, err)
 	})
@@ -222,7 +225,7 @@ func TestOddKeyslotsRefusedWhenUsed(t *testing.T) {
 			f, root := freshImage(t)
 			tc.edit(root.get("keyslots").get("1"))
 			writeRawJSON(t, f, root.compact())
-			h, err := Read(f, int64(len(f.b)))
+			h, err := Read(f, f.Size())
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
@@ -268,7 +271,7 @@ func TestUnsupportedHeaders(t *testing.T) {
 			f, root := freshImage(t)
 			tc.edit(root)
 			writeRawJSON(t, f, root.compact())
-			h, err := Read(f, int64(len(f.b)))
+			h, err := Read(f, f.Size())
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
@@ -291,7 +294,7 @@ func TestUnsupportedHeaders(t *testing.T) {
 		f, root := freshImage(t)
 		root.get("keyslots").get("1").get("area").set("encryption", jString("cipher_null-ecb"))
 		writeRawJSON(t, f, root.compact())
-		h, err := Read(f, int64(len(f.b)))
+		h, err := Read(f, f.Size())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,8 +311,8 @@ func TestUnsupportedHeaders(t *testing.T) {
 // through luksd's edits, and cryptsetup still reads the result.
 func TestUnknownFieldsSurvive(t *testing.T) {
 	d, root := freshImage(t)
-	img := image(t, 0)
-	if err := os.WriteFile(img, d.b, 0o600); err != nil {
+	img := testtool.Image(t, 0)
+	if err := os.WriteFile(img, d.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f, size := openRW(t, img)

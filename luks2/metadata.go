@@ -3,6 +3,7 @@ package luks2
 import (
 	"encoding/base64"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -226,25 +227,19 @@ func addressableRefs(a *node) []int {
 
 // segmentDigest returns the digest bound to segment id.
 func (m *metadata) segmentDigest(id int) *digest {
-	for _, did := range sortedIDs(m.digests) {
-		d := m.digests[did]
-		for _, s := range d.segments {
-			if s == id {
-				return d
-			}
-		}
-	}
-	return nil
+	return m.digestNaming(id, func(d *digest) []int { return d.segments })
 }
 
 // keyslotDigest returns the digest bound to keyslot id.
 func (m *metadata) keyslotDigest(id int) *digest {
+	return m.digestNaming(id, func(d *digest) []int { return d.keyslots })
+}
+
+// digestNaming returns the first digest, by id, whose list names id.
+func (m *metadata) digestNaming(id int, list func(*digest) []int) *digest {
 	for _, did := range sortedIDs(m.digests) {
-		d := m.digests[did]
-		for _, k := range d.keyslots {
-			if k == id {
-				return d
-			}
+		if d := m.digests[did]; slices.Contains(list(d), id) {
+			return d
 		}
 	}
 	return nil

@@ -121,8 +121,8 @@ func TestPeerLUKS2MetadataSizes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cryptsetup(t, "open", "--test-passphrase", "-S", strconv.Itoa(slot), "--key-file", keyFile(t, []byte("added")), img)
-			cryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, pass), img)
+			cryptsetup(t, "open", "--test-passphrase", "-S", strconv.Itoa(slot), "--key-file", testtool.KeyFile(t, []byte("added")), img)
+			cryptsetup(t, "open", "--test-passphrase", "--key-file", testtool.KeyFile(t, pass), img)
 			h2, f2 := readHdr(t, img)
 			if vk2, s, err := h2.Unlock(f2, []byte("added"), -1); err != nil || s != slot || !bytes.Equal(vk2, vk) {
 				t.Fatalf("added key: slot %d, %v", s, err)
@@ -141,7 +141,7 @@ func TestPeerCompatImages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := cryptsetupVolumeKey(t, img, keyFile(t, []byte("compatkey"))); !bytes.Equal(vk, want) {
+			if want := cryptsetupVolumeKey(t, img, testtool.KeyFile(t, []byte("compatkey"))); !bytes.Equal(vk, want) {
 				t.Fatalf("volume key %x, cryptsetup says %x", vk, want)
 			}
 		})

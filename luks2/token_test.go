@@ -4,13 +4,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // formatTokenTest formats a LUKS2 image with keyslots 0 and 3 and returns
 // its header and device.
 func formatTokenTest(t *testing.T) (*Header, fileDev, string) {
 	t.Helper()
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	f, size := openRW(t, img)
 	pass := []byte("token")
 	h, vk, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, pass)
@@ -132,7 +134,7 @@ func TestTokenRefusals(t *testing.T) {
 }
 
 func TestTokensLUKS1(t *testing.T) {
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	f, size := openRW(t, img)
 	h, _, err := Format(f, size, FormatOptions{Version: 1, PBKDF: PBKDF{Type: "pbkdf2", Iterations: 1000}, Keyslot: -1}, []byte("p"))
 	if err != nil {

@@ -91,20 +91,13 @@ func (h *header) unboundDigest(key []byte) (*digest, error) {
 
 // dumpUnbound writes luksDump --unbound -S slot's text for the unbound key
 // that keyslot of volume uuid holds.
-func dumpUnbound(w io.Writer, device, uuid string, slot int, key []byte) error {
+func dumpUnbound(w io.Writer, uuid string, slot int, key []byte, opts DumpOptions) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "LUKS header information for %s\n", device)
+	fmt.Fprintf(&b, "LUKS header information for %s\n", opts.Device)
 	fmt.Fprintf(&b, "UUID:    \t%s\n", uuid)
 	fmt.Fprintf(&b, "Keyslot: \t%d\n", slot)
 	fmt.Fprintf(&b, "Key bits:\t%d\n", len(key)*8)
-	b.WriteString("Unbound Key:\t")
-	for i, c := range key {
-		if i > 0 && i%16 == 0 {
-			b.WriteString("\n\t\t")
-		}
-		fmt.Fprintf(&b, "%02x ", c)
-	}
-	b.WriteString("\n")
+	writeKey(&b, "Unbound Key:\t", key, opts.KeyFile)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -7,15 +7,17 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // twinLUKS2 has cryptsetup format two LUKS2 images with pass in keyslot 0:
 // one for luksd to edit, one for cryptsetup to edit the same way.
 func twinLUKS2(t *testing.T, pass []byte) (mine, theirs string) {
 	t.Helper()
-	mine, theirs = image(t, 20<<20), image(t, 20<<20)
+	mine, theirs = testtool.Image(t, 20<<20), testtool.Image(t, 20<<20)
 	for _, img := range []string{mine, theirs} {
-		cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", keyFile(t, pass)},
+		cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", testtool.KeyFile(t, pass)},
 			cryptsetupPBKDFArgs(cheapPBKDF2)...), img)...)
 	}
 	return mine, theirs
@@ -42,7 +44,7 @@ func TestUnboundKeyLikeCryptsetup(t *testing.T) {
 	pass, upass := []byte("bound"), []byte("unbound pass")
 	mine, theirs := twinLUKS2(t, pass)
 	pb := cryptsetupPBKDFArgs(cheapPBKDF2)
-	ukf := keyFile(t, upass)
+	ukf := testtool.KeyFile(t, upass)
 	cryptsetup(t, append(append([]string{"luksAddKey", "-q", "--unbound", "--key-size", "256"}, pb...), theirs, ukf)...)
 	cryptsetup(t, append(append([]string{"luksAddKey", "-q", "--unbound", "--key-size", "128"}, pb...), theirs, ukf)...)
 
@@ -66,7 +68,7 @@ func TestUnboundKeyLikeCryptsetup(t *testing.T) {
 		if _, _, err := h.Unlock(f, p, -1); !errors.Is(err, ErrNoUsableKeyslot) {
 			t.Fatalf("Unlock with %q: %v, want ErrNoUsableKeyslot", p, err)
 		}
-		if out, err := runCryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, p), mine); err == nil || !strings.Contains(out, "No usable keyslot is available.") {
+		if out, err := testtool.Output(t, "cryptsetup", "open", "--test-passphrase", "--key-file", testtool.KeyFile(t, p), mine); err == nil || !strings.Contains(out, "No usable keyslot is available.") {
 			t.Fatalf("cryptsetup open with %q: %v %q", p, err, out)
 		}
 	}
@@ -79,18 +81,18 @@ func TestUnboundKeyLikeCryptsetup(t *testing.T) {
 		t.Fatalf("cryptsetup's luksDump --unbound does not show the key:\n%s", out)
 	}
 	var dump strings.Builder
-	if err := h.DumpUnbound(&dump, mine, 1, key); err != nil {
+	if err := h.DumpUnbound(&dump, 1, key, DumpOptions{Device: mine}); err != nil {
 		t.Fatal(err)
 	}
 	sameLines(t, "luksDump --unbound", dump.String(), out)
 	dump.Reset()
-	if err := h.DumpUnbound(&dump, mine, 2, key[:16]); err != nil {
+	if err := h.DumpUnbound(&dump, 2, key[:16], DumpOptions{Device: mine}); err != nil {
 		t.Fatal(err)
 	}
 	sameLines(t, "luksDump --unbound 128 bits", dump.String(), cryptsetup(t, "luksDump", "--unbound", "-S", "2", "--key-file", ukf, mine))
 
 	// The bound keyslot is untouched, and the bound key still opens.
-	cryptsetup(t, "open", "--test-passphrase", "--key-file", keyFile(t, pass), mine)
+	cryptsetup(t, "open", "--test-passphrase", "--key-file", testtool.KeyFile(t, pass), mine)
 
 	// Kill the first unbound keyslot: its digest goes too.
 	if err := h.KillSlot(f, 1); err != nil {
@@ -118,7 +120,7 @@ func TestUnboundKeyLikeCryptsetup(t *testing.T) {
 func TestPriorityLikeCryptsetup(t *testing.T) {
 	pass := []byte("same passphrase")
 	mine, theirs := twinLUKS2(t, pass)
-	kf := keyFile(t, pass)
+	kf := testtool.KeyFile(t, pass)
 	pb := cryptsetupPBKDFArgs(cheapPBKDF2)
 	for _, img := range []string{mine, theirs} {
 		cryptsetup(t, append(append([]string{"luksAddKey", "-q", "--key-file", kf}, pb...), img, kf)...)
@@ -171,14 +173,14 @@ func TestPriorityLikeCryptsetup(t *testing.T) {
 // aes-xts-plain64 and a 512-bit key, whatever the segment cipher.
 func TestUnboundKeyWithoutBoundKeyslots(t *testing.T) {
 	pass := []byte("erased")
-	mine, theirs := image(t, 20<<20), image(t, 20<<20)
+	mine, theirs := testtool.Image(t, 20<<20), testtool.Image(t, 20<<20)
 	for _, img := range []string{mine, theirs} {
 		cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "--cipher", "aes-cbc-essiv:sha256", "--key-size", "256",
-			"--key-file", keyFile(t, pass)}, cryptsetupPBKDFArgs(cheapPBKDF2)...), img)...)
+			"--key-file", testtool.KeyFile(t, pass)}, cryptsetupPBKDFArgs(cheapPBKDF2)...), img)...)
 		cryptsetup(t, "erase", "-q", img)
 	}
 	upass := []byte("unbound")
-	cryptsetup(t, append(append([]string{"luksAddKey", "-q", "--unbound", "--key-size", "128"}, cryptsetupPBKDFArgs(cheapPBKDF2)...), theirs, keyFile(t, upass))...)
+	cryptsetup(t, append(append([]string{"luksAddKey", "-q", "--unbound", "--key-size", "128"}, cryptsetupPBKDFArgs(cheapPBKDF2)...), theirs, testtool.KeyFile(t, upass))...)
 	h, f := readHdr(t, mine)
 	key := make([]byte, 16)
 	rand.Read(key)
@@ -186,5 +188,5 @@ func TestUnboundKeyWithoutBoundKeyslots(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameEdits(t, "unbound on an erased volume", h, mine, theirs)
-	cryptsetup(t, "open", "--test-passphrase", "--unbound", "-S", "0", "--key-file", keyFile(t, upass), mine)
+	cryptsetup(t, "open", "--test-passphrase", "--unbound", "-S", "0", "--key-file", testtool.KeyFile(t, upass), mine)
 }

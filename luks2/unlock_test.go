@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestUnlockOrderLikeCryptsetup: keyslots are tried in the metadata's
@@ -13,12 +15,12 @@ import (
 // "no usable keyslot" exactly where cryptsetup says so (exit 2 or 1).
 func TestUnlockOrderLikeCryptsetup(t *testing.T) {
 	pass := []byte("same")
-	kf := keyFile(t, pass)
+	kf := testtool.KeyFile(t, pass)
 	pb := cryptsetupPBKDFArgs(cheapPBKDF2)
 
 	// Keyslot 1 made first, then 0 with the same passphrase: the metadata
 	// lists 1 before 0, and both tools open keyslot 1.
-	img := image(t, 20<<20)
+	img := testtool.Image(t, 20<<20)
 	cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "-S", "1", "--key-file", kf}, pb...), img)...)
 	cryptsetup(t, append(append([]string{"luksAddKey", "-q", "-S", "0", "--key-file", kf}, pb...), img, kf)...)
 	h, f := readHdr(t, img)
@@ -32,9 +34,9 @@ func TestUnlockOrderLikeCryptsetup(t *testing.T) {
 	// A bound keyslot 0 and an unbound keyslot 1 under each priority setting.
 	for _, prio := range [][2]string{{"", ""}, {"0", "prefer"}, {"1", "prefer"}, {"0", "ignore"}, {"1", "ignore"}} {
 		t.Run(prio[1]+prio[0], func(t *testing.T) {
-			img := image(t, 20<<20)
+			img := testtool.Image(t, 20<<20)
 			cryptsetup(t, append(append([]string{"luksFormat", "-q", "--type", "luks2", "--key-file", kf}, pb...), img)...)
-			cryptsetup(t, append(append([]string{"luksAddKey", "-q", "--unbound", "-s", "256"}, pb...), img, keyFile(t, []byte("unbound")))...)
+			cryptsetup(t, append(append([]string{"luksAddKey", "-q", "--unbound", "-s", "256"}, pb...), img, testtool.KeyFile(t, []byte("unbound")))...)
 			if prio[0] != "" {
 				cryptsetup(t, "config", "--priority", prio[1], "-S", prio[0], img)
 			}
@@ -58,7 +60,7 @@ func TestUnlockOrderLikeCryptsetup(t *testing.T) {
 				case err != nil:
 					t.Fatalf("%s: %v", p, err)
 				}
-				out, csErr := runCryptsetup(t, append(args, "--key-file", keyFile(t, []byte(p)), img)...)
+				out, csErr := testtool.Output(t, "cryptsetup", append(args, "--key-file", testtool.KeyFile(t, []byte(p)), img)...)
 				csCode := 0
 				var ee *exec.ExitError
 				if errors.As(csErr, &ee) {

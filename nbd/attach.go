@@ -60,6 +60,25 @@ type AttachConfig struct {
 	// Serve runs the NBD transmission phase on one kernel socket with the
 	// transmission flags Flags returns, until the kernel disconnects.
 	Serve func(conn net.Conn) error
+	// Netlink opens the generic netlink connection on which Attach, the
+	// reconnects and Detach speak to nbd.ko; nil opens the kernel's
+	// (genetlink.Dial). Tests hand in a genltest connection.
+	Netlink func() (*genetlink.Conn, error)
+
+	// waitNode waits for the device node to appear; nil waits up to 5 s
+	// (devtmpfs or udev). Tests without a kernel replace it.
+	waitNode func(path string) error
+}
+
+// kernelNetlink opens generic netlink in the kernel.
+func kernelNetlink() (*genetlink.Conn, error) { return genetlink.Dial(nil) }
+
+// netlink returns the Netlink opener, or the kernel's.
+func (c AttachConfig) netlink() func() (*genetlink.Conn, error) {
+	if c.Netlink != nil {
+		return c.Netlink
+	}
+	return kernelNetlink
 }
 
 // Flags returns the transmission flags the kernel is told the server has.
@@ -162,7 +181,7 @@ func Attach(cfg AttachConfig) (*Attachment, error) {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	if err := Available(); err != nil {
+	if err := available(cfg.netlink()); err != nil {
 		return nil, err
 	}
 
@@ -210,7 +229,7 @@ func Attach(cfg AttachConfig) (*Attachment, error) {
 		return nil, err
 	}
 
-	msgs, err := execute(op, cfg.Index, cmd, body)
+	msgs, err := execute(cfg.netlink(), op, cfg.Index, cmd, body)
 	if err != nil {
 		return fail(err)
 	}
@@ -229,7 +248,11 @@ func Attach(cfg AttachConfig) (*Attachment, error) {
 	if cfg.Reconfigure && !a.keepTaken() {
 		return fail(fmt.Errorf("nbd: %s had no dead connection to take over (is it still served?)", a.DevicePath()))
 	}
-	if err := waitForNode(a.DevicePath(), 5*time.Second); err != nil {
+	waitNode := cfg.waitNode
+	if waitNode == nil {
+		waitNode = func(path string) error { return waitForNode(path, 5*time.Second) }
+	}
+	if err := waitNode(a.DevicePath()); err != nil {
 		a.Detach()
 		return nil, err
 	}
@@ -336,7 +359,7 @@ func (a *Attachment) Detach() error {
 		if err := syncDevice(a.DevicePath()); err != nil {
 			errs = append(errs, err)
 		}
-		if err := Disconnect(a.index); err != nil {
+		if err := disconnect(a.cfg.netlink(), a.index); err != nil {
 			errs = append(errs, err)
 		}
 		select {
@@ -374,12 +397,14 @@ func syncDevice(path string) error {
 
 // Disconnect asks the kernel to disconnect /dev/nbd<index>: it sends
 // NBD_CMD_DISC to the server and shuts the sockets down.
-func Disconnect(index int) error {
+func Disconnect(index int) error { return disconnect(kernelNetlink, index) }
+
+func disconnect(open func() (*genetlink.Conn, error), index int) error {
 	body, err := encodeIndex(index)
 	if err != nil {
 		return err
 	}
-	_, err = execute("disconnect", index, genlCmdDisconnect, body)
+	_, err = execute(open, "disconnect", index, genlCmdDisconnect, body)
 	return err
 }
 
@@ -389,7 +414,7 @@ func Devices() ([]DeviceStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := execute("status", -1, genlCmdStatus, body)
+	msgs, err := execute(kernelNetlink, "status", -1, genlCmdStatus, body)
 	if err != nil {
 		return nil, err
 	}
@@ -406,8 +431,10 @@ func Devices() ([]DeviceStatus, error) {
 
 // Available reports whether the kernel's NBD driver can be used, loading
 // nbd.ko when it is missing.
-func Available() error {
-	c, _, err := dial()
+func Available() error { return available(kernelNetlink) }
+
+func available(open func() (*genetlink.Conn, error)) error {
+	c, _, err := dial(open)
 	if err != nil {
 		return err
 	}
@@ -415,9 +442,9 @@ func Available() error {
 }
 
 // execute sends one nbd netlink command, op on device index (for the
-// error), and returns the kernel's replies.
-func execute(op string, index int, cmd uint8, body []byte) ([]genetlink.Message, error) {
-	c, family, err := dial()
+// error), on a connection open makes, and returns the kernel's replies.
+func execute(open func() (*genetlink.Conn, error), op string, index int, cmd uint8, body []byte) ([]genetlink.Message, error) {
+	c, family, err := dial(open)
 	if err != nil {
 		return nil, err
 	}
@@ -435,10 +462,10 @@ func execute(op string, index int, cmd uint8, body []byte) ([]genetlink.Message,
 // ErrNoKernelNBD means the kernel has no NBD driver and none could be loaded.
 var ErrNoKernelNBD = errors.New("the kernel has no NBD support (nbd.ko)")
 
-// dial opens generic netlink and resolves the "nbd" family, running
-// `modprobe nbd` once when the family is unknown.
-func dial() (*genetlink.Conn, genetlink.Family, error) {
-	c, err := genetlink.Dial(nil)
+// dial opens generic netlink with open and resolves the "nbd" family,
+// running `modprobe nbd` once when the family is unknown.
+func dial(open func() (*genetlink.Conn, error)) (*genetlink.Conn, genetlink.Family, error) {
+	c, err := open()
 	if err != nil {
 		return nil, genetlink.Family{}, fmt.Errorf("nbd: cannot open generic netlink: %w", err)
 	}

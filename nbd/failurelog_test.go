@@ -1,10 +1,13 @@
 package nbd
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/luksd/luksd/blockdev/devtest"
 )
 
 // Backend failures are logged with the request and the cause, the first
@@ -17,7 +20,9 @@ func TestBackendFailuresLogged(t *testing.T) {
 		lines = append(lines, fmt.Sprintf(f, a...))
 		mu.Unlock()
 	}
-	dev := &memDevice{data: make([]byte, 1<<20), failIO: true}
+	dev := devtest.NewErring(devtest.NewMem(1 << 20))
+	dev.Fail(devtest.OpRead, errors.New("injected read failure"))
+	dev.Fail(devtest.OpWrite, errors.New("injected write failure"))
 	sock, _ := serveMem(t, dev, Config{Logf: logf})
 	c := dialGo(t, sock, "")
 	if _, code := c.read(t, 1<<20, 1); code != errInval {

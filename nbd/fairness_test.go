@@ -6,17 +6,9 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/luksd/luksd/blockdev/devtest"
 )
-
-// hollowDevice answers reads without touching the buffer, so tests can keep
-// hundreds of MiB of large requests in flight without the memory traffic.
-type hollowDevice struct{ size int64 }
-
-func (d hollowDevice) ReadAt(p []byte, off int64) (int, error)  { return len(p), nil }
-func (d hollowDevice) WriteAt(p []byte, off int64) (int, error) { return len(p), nil }
-func (d hollowDevice) Size() int64                              { return d.size }
-func (d hollowDevice) Flush() error                             { return nil }
-func (d hollowDevice) Close() error                             { return nil }
 
 // inUse is the server-wide payload budget taken.
 func (s *Server) inUse() int64 {
@@ -31,7 +23,7 @@ func (s *Server) inUse() int64 {
 // answered, while the eight are still connected (the write timeout is far
 // away): their own budgets stop them first.
 func TestStalledConnectionsDoNotStarveOthers(t *testing.T) {
-	sock, srv := serveMem(t, hollowDevice{size: 64 << 20}, Config{IOTimeout: 10 * time.Minute})
+	sock, srv := serveMem(t, devtest.Hollow(64<<20), Config{IOTimeout: 10 * time.Minute})
 	for range 8 {
 		deaf := dialGo(t, sock, "")
 		deaf.c.SetDeadline(time.Time{})
@@ -70,7 +62,7 @@ func TestStalledConnectionsDoNotStarveOthers(t *testing.T) {
 // the timeout, arrives whole although it takes several timeouts in all.
 func TestSlowReaderKeepsItsConnection(t *testing.T) {
 	const size = 16 << 20
-	sock, _ := serveMem(t, hollowDevice{size: size}, Config{IOTimeout: time.Second, MaxRequest: size})
+	sock, _ := serveMem(t, devtest.Hollow(size), Config{IOTimeout: time.Second, MaxRequest: size})
 	c := dialGo(t, sock, "")
 	c.c.SetDeadline(time.Time{})
 	c.send(t, requestBytes(cmdRead, 0, 7, 0, size))

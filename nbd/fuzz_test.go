@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"io"
 	"testing"
+
+	"github.com/luksd/luksd/blockdev/devtest"
 )
 
 // Seed corpora live in testdata/fuzz/<target>; `make fuzz` runs each
@@ -13,9 +15,9 @@ import (
 // FuzzHandshake feeds arbitrary client bytes to the option haggling.
 func FuzzHandshake(f *testing.F) {
 	f.Add(append([]byte{0, 0, 0, 3}, optionBytes(optGo, goData("", infoBlockSize))...))
-	srv := NewServer(&memDevice{data: make([]byte, 1<<16)}, Config{Name: "vol", Description: "fuzz"})
+	srv := NewServer(devtest.NewMem(1<<16), Config{Name: "vol", Description: "fuzz"})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		res, err := srv.handshake(bufio.NewReader(bytes.NewReader(in)), io.Discard)
+		res, err := srv.handshake(&handshakeConn{r: bufio.NewReader(bytes.NewReader(in)), w: io.Discard})
 		if err == nil && !srv.knows(res.export) {
 			t.Fatalf("handshake chose unknown export %q", res.export)
 		}
@@ -45,7 +47,7 @@ func FuzzTransmission(f *testing.F) {
 	f.Add(requestBytes(cmdRead, 0, 2, 0, 4096), true)
 	f.Add(requestBytes(cmdBlockStatus, 0, 3, 512, 4096), true)
 	f.Fuzz(func(t *testing.T, in []byte, structured bool) {
-		dev := &memDevice{data: make([]byte, 1<<16)}
+		dev := devtest.NewMem(1 << 16)
 		srv := NewServer(dev, Config{MaxRequest: 1 << 16, MaxInFlightBytes: 1 << 17})
 		ss := srv.newSession(bufio.NewReader(bytes.NewReader(in)), io.Discard, srv.Flags(), structured)
 		ss.allocation = structured

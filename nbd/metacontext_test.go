@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 func metaData(export string, queries ...string) []byte {
@@ -25,18 +28,7 @@ func (rc *rawClient) metaOption(t *testing.T, opt uint32, data []byte) (ids []ui
 	t.Helper()
 	rc.send(t, optionBytes(opt, data))
 	for {
-		var h [optReplyHeaderLen]byte
-		if _, err := io.ReadFull(rc.r, h[:]); err != nil {
-			t.Fatalf("reading reply to option %d: %v", opt, err)
-		}
-		if binary.BigEndian.Uint64(h[0:]) != magicOptReply || binary.BigEndian.Uint32(h[8:]) != opt {
-			t.Fatalf("bad option reply header % x", h)
-		}
-		typ := binary.BigEndian.Uint32(h[12:])
-		p := make([]byte, binary.BigEndian.Uint32(h[16:]))
-		if _, err := io.ReadFull(rc.r, p); err != nil {
-			t.Fatal(err)
-		}
+		typ, p := rc.optionReply(t, opt)
 		if typ != repMetaContext {
 			return ids, names, typ
 		}
@@ -49,7 +41,7 @@ func (rc *rawClient) metaOption(t *testing.T, opt uint32, data []byte) (ids []ui
 }
 
 func TestMetaContextNegotiation(t *testing.T) {
-	sock, _ := serveMem(t, &memDevice{data: make([]byte, 1<<20)}, Config{Name: "vol"})
+	sock, _ := serveMem(t, devtest.NewMem(1<<20), Config{Name: "vol"})
 	c := dialRaw(t, sock)
 	c.greet(t, flagCFixedNew|flagCNoZeroes)
 
@@ -111,7 +103,7 @@ func TestMetaContextNegotiation(t *testing.T) {
 // Without a selected context BLOCK_STATUS is refused, and the connection
 // goes on.
 func TestBlockStatusNeedsContext(t *testing.T) {
-	sock, _ := serveMem(t, &memDevice{data: make([]byte, 1<<20)}, Config{})
+	sock, _ := serveMem(t, devtest.NewMem(1<<20), Config{})
 	c := dialGo(t, sock, "")
 	if code := c.cmd(t, cmdBlockStatus, 0, 0, 4096); code != errInval {
 		t.Fatalf("BLOCK_STATUS without a context: error %d, want EINVAL", code)
@@ -122,7 +114,7 @@ func TestBlockStatusNeedsContext(t *testing.T) {
 // nbdinfo --map lists the crypt export as one allocated data extent.
 func TestNbdinfoMap(t *testing.T) {
 	e := startExport(t, 8<<20, 4096, Config{}, false)
-	out := run(t, "nbdinfo", "--map", e.uri())
+	out := testtool.Run(t, "nbdinfo", "--map", e.uri())
 	f := strings.Fields(out)
 	if len(f) != 4 || f[0] != "0" || f[1] != strconv.Itoa(8<<20) || f[2] != "0" || f[3] != "data" {
 		t.Fatalf("nbdinfo --map: %q, want one extent \"0 %d 0 data\"", out, 8<<20)

@@ -17,18 +17,19 @@ type handshakeResult struct {
 
 // handshake runs the fixed newstyle negotiation: the server's greeting,
 // the client's flags, then options until NBD_OPT_GO or NBD_OPT_EXPORT_NAME
-// selects the export. Every error ends the connection.
-func (s *Server) handshake(r *bufio.Reader, w io.Writer) (handshakeResult, error) {
+// selects the export. Every error ends the connection. After STARTTLS, hc
+// holds the TLS connection.
+func (s *Server) handshake(hc *handshakeConn) (handshakeResult, error) {
 	var res handshakeResult
 	var greet [18]byte
 	binary.BigEndian.PutUint64(greet[0:], magicInit)
 	binary.BigEndian.PutUint64(greet[8:], magicIHaveOpt)
 	binary.BigEndian.PutUint16(greet[16:], flagFixedNew|flagNoZeroes)
-	if _, err := w.Write(greet[:]); err != nil {
+	if _, err := hc.w.Write(greet[:]); err != nil {
 		return res, err
 	}
 	var cf [4]byte
-	if _, err := io.ReadFull(r, cf[:]); err != nil {
+	if _, err := io.ReadFull(hc.r, cf[:]); err != nil {
 		return res, fmt.Errorf("reading client flags: %w", err)
 	}
 	clientFlags := binary.BigEndian.Uint32(cf[:])
@@ -38,16 +39,24 @@ func (s *Server) handshake(r *bufio.Reader, w io.Writer) (handshakeResult, error
 	noZeroes := clientFlags&flagCNoZeroes != 0
 	buf := make([]byte, 0, 512)
 	for range maxOptions {
-		opt, data, err := readOption(r, buf)
+		opt, data, err := readOption(hc.r, buf)
 		if err != nil {
-			return res, err
+			return res, hc.explain(err)
 		}
-		done, err := s.handleOption(w, opt, data, noZeroes, &res)
+		var done bool
+		switch {
+		case s.tlsRequired(hc, opt):
+			err = s.refuseBeforeTLS(hc, opt)
+		case opt == optStartTLS:
+			err = s.startTLS(hc, data, &res)
+		default:
+			done, err = s.handleOption(hc.w, opt, data, noZeroes, &res)
+		}
 		if err != nil || done {
-			return res, err
+			return res, hc.explain(err)
 		}
 	}
-	return res, fmt.Errorf("more than %d options", maxOptions)
+	return res, hc.explain(fmt.Errorf("more than %d options", maxOptions))
 }
 
 // readOption reads one option request. Payloads over maxOptionLen end the
@@ -135,7 +144,7 @@ func (s *Server) handleOption(w io.Writer, opt uint32, data []byte, noZeroes boo
 	case optListMetaContext, optSetMetaContext:
 		return false, s.handleMetaContext(w, opt, data, res)
 	default:
-		// STARTTLS, extended headers and anything unknown.
+		// Extended headers and anything unknown.
 		return false, writeOptError(w, opt, repErrUnsup, "option not supported")
 	}
 }

@@ -121,7 +121,7 @@ func (a *Attachment) offerSocket() (net.Conn, error) {
 	req := connectRequest{Index: a.index, Sockets: []uint32{uint32(kfd)}, BackendID: a.cfg.Backend, reconfigureOnly: true}
 	body, err := req.encode()
 	if err == nil {
-		_, err = execute("reconfigure", a.index, genlCmdReconfigure, body)
+		_, err = execute(a.cfg.netlink(), "reconfigure", a.index, genlCmdReconfigure, body)
 	}
 	// Once this end is closed, the kernel's reference is the only one.
 	unix.Close(kfd)

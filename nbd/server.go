@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -41,8 +42,13 @@ type Config struct {
 	// this time with EIO; the device operation goes on, its result is
 	// dropped (0: wait as long as the device takes). See timeout.go.
 	RequestTimeout time.Duration
-	// HandshakeTimeout bounds the whole option haggling (default 10s).
+	// HandshakeTimeout bounds the whole option haggling, TLS handshake
+	// included (default 10s).
 	HandshakeTimeout time.Duration
+	// TLS, with TLSMode TLSOn or TLSRequire, lets clients upgrade with
+	// NBD_OPT_STARTTLS (see tls.go; LoadTLSDir reads nbdkit's files).
+	TLS     *tls.Config
+	TLSMode TLSMode
 	// MaxConns bounds simultaneous connections (default 1024); more are
 	// accepted and closed at once.
 	MaxConns int
@@ -238,15 +244,15 @@ func (s *Server) ServeConn(c net.Conn) error {
 func (s *Server) serveConn(c net.Conn) error {
 	id := s.nextID.Add(1)
 	who := describe(c, id)
-	br := bufio.NewReaderSize(c, 16<<10)
+	hc := &handshakeConn{conn: c, r: bufio.NewReaderSize(c, 16<<10), w: c, who: who}
 	c.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	hs, err := s.handshake(br, c)
+	hs, err := s.handshake(hc)
 	c.SetDeadline(time.Time{})
 	s.mu.Lock()
 	delete(s.conns, c)
 	s.mu.Unlock()
 	if err != nil {
-		c.Close()
+		hc.conn.Close()
 		s.wg.Done()
 		if !errors.Is(err, errAborted) && !s.isClosing() {
 			s.logf("nbd: %s: handshake failed: %v", who, err)
@@ -254,7 +260,7 @@ func (s *Server) serveConn(c net.Conn) error {
 		return err
 	}
 	flags := s.Flags()
-	return s.runSession(c, br, who, flags, hs)
+	return s.runSession(hc.conn, hc.r, who, flags, hs)
 }
 
 // ServeTransmission serves c, already past the handshake (the kernel NBD
@@ -296,7 +302,7 @@ func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint
 	grow := len(s.sessions) <= maxGrownSendBuffers
 	s.mu.Unlock()
 	if grow {
-		growSendBuffer(c)
+		growSendBuffer(rawConn(c))
 	}
 	err := ss.read()
 	reason := "client disconnected"

@@ -11,12 +11,11 @@ import (
 
 // rawClient speaks just enough NBD to test the server byte by byte.
 type rawClient struct {
-	c          net.Conn
-	r          *bufio.Reader
-	size       uint64
-	flags      uint16
-	cookie     uint64
-	structured bool
+	c      net.Conn
+	r      *bufio.Reader
+	size   uint64
+	flags  uint16
+	cookie uint64
 }
 
 func dialRaw(t testing.TB, sock string) *rawClient {
@@ -64,24 +63,30 @@ func (rc *rawClient) option(t testing.TB, opt uint32, data []byte) (types []uint
 	t.Helper()
 	rc.send(t, optionBytes(opt, data))
 	for {
-		var h [optReplyHeaderLen]byte
-		if _, err := io.ReadFull(rc.r, h[:]); err != nil {
-			t.Fatalf("reading reply to option %d: %v", opt, err)
-		}
-		if binary.BigEndian.Uint64(h[0:]) != magicOptReply || binary.BigEndian.Uint32(h[8:]) != opt {
-			t.Fatalf("bad option reply header % x", h)
-		}
-		typ := binary.BigEndian.Uint32(h[12:])
-		p := make([]byte, binary.BigEndian.Uint32(h[16:]))
-		if _, err := io.ReadFull(rc.r, p); err != nil {
-			t.Fatal(err)
-		}
+		typ, p := rc.optionReply(t, opt)
 		types = append(types, typ)
 		payloads = append(payloads, p)
 		if typ != repInfo && typ != repServer {
 			return types, payloads
 		}
 	}
+}
+
+// optionReply reads one reply to option opt: its type and payload.
+func (rc *rawClient) optionReply(t testing.TB, opt uint32) (uint32, []byte) {
+	t.Helper()
+	var h [optReplyHeaderLen]byte
+	if _, err := io.ReadFull(rc.r, h[:]); err != nil {
+		t.Fatalf("reading reply to option %d: %v", opt, err)
+	}
+	if binary.BigEndian.Uint64(h[0:]) != magicOptReply || binary.BigEndian.Uint32(h[8:]) != opt {
+		t.Fatalf("bad option reply header % x", h)
+	}
+	p := make([]byte, binary.BigEndian.Uint32(h[16:]))
+	if _, err := io.ReadFull(rc.r, p); err != nil {
+		t.Fatal(err)
+	}
+	return binary.BigEndian.Uint32(h[12:]), p
 }
 
 func goData(name string, infos ...uint16) []byte {

@@ -8,67 +8,24 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/devtest"
 )
 
-// memDevice is a plaintext in-memory device with switchable failures and a
-// gate that holds reads at offset 0.
-type memDevice struct {
-	mu        sync.Mutex
-	data      []byte
-	failIO    bool
-	gate      chan struct{} // reads at offset 0 wait for it to close
-	entered   chan struct{} // if set, receives when a read waits at the gate
-	flushes   int
-	zeroCalls int
+// serveHeld serves a 1 MiB device whose reads at offset 0 wait until the
+// returned Hold is released, while the others pass.
+func serveHeld(t *testing.T) (*devtest.Hold, string, *Server) {
+	t.Helper()
+	dev := devtest.NewHold(devtest.NewMem(1 << 20))
+	dev.StallIf(func(op devtest.ErringOp, off int64) bool { return op == devtest.OpRead && off == 0 })
+	sock, srv := serveMem(t, dev, Config{})
+	return dev, sock, srv
 }
-
-func (m *memDevice) ReadAt(p []byte, off int64) (int, error) {
-	if off == 0 && m.gate != nil {
-		if m.entered != nil {
-			m.entered <- struct{}{}
-		}
-		<-m.gate
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.failIO {
-		return 0, errors.New("injected read failure")
-	}
-	return copy(p, m.data[off:]), nil
-}
-
-func (m *memDevice) WriteAt(p []byte, off int64) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.failIO {
-		return 0, errors.New("injected write failure")
-	}
-	return copy(m.data[off:], p), nil
-}
-
-func (m *memDevice) WriteZeroes(off, n int64) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.zeroCalls++
-	clear(m.data[off : off+n])
-	return nil
-}
-
-func (m *memDevice) Size() int64 { return int64(len(m.data)) }
-func (m *memDevice) Flush() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.flushes++
-	return nil
-}
-func (m *memDevice) Close() error { return nil }
 
 // serveMem serves dev on a fresh unix socket and returns the socket path.
 func serveMem(t *testing.T, dev blockdev.Device, cfg Config) (string, *Server) {
@@ -98,7 +55,9 @@ func stillServes(t *testing.T, sock string) {
 }
 
 func TestProtocolErrorCodes(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	mem := devtest.NewMem(1 << 20)
+	errs := devtest.NewErring(mem)
+	dev := devtest.NewDiscard(errs, blockdev.Caps{WriteZeroes: true})
 	sock, _ := serveMem(t, dev, Config{Name: "x", MaxRequest: 1 << 20})
 	c := dialGo(t, sock, "x")
 	if c.size != 1<<20 || c.flags&FlagSendTrim != 0 || c.flags&FlagCanMultiConn == 0 {
@@ -129,18 +88,15 @@ func TestProtocolErrorCodes(t *testing.T) {
 			t.Errorf("%s: error %d, want %d", tc.name, tc.got, tc.want)
 		}
 	}
-	dev.mu.Lock()
-	flushes, zeroCalls := dev.flushes, dev.zeroCalls
-	dev.mu.Unlock()
+	flushes, zeroCalls := mem.Flushes(), len(dev.Zeroed())
 	if flushes != 2 || zeroCalls != 1 {
 		t.Errorf("flushes %d (want 2: FUA and FLUSH), zero calls %d (want 1)", flushes, zeroCalls)
 	}
 	if b, code := c.read(t, 0, 103); code != 0 || !bytes.Equal(b, append(make([]byte, 100), "fua"...)) {
 		t.Fatalf("data after zeroes and FUA write: %q %d", b, code)
 	}
-	dev.mu.Lock()
-	dev.failIO = true
-	dev.mu.Unlock()
+	errs.Fail(devtest.OpRead, errors.New("injected read failure"))
+	errs.Fail(devtest.OpWrite, errors.New("injected write failure"))
 	if _, code := c.read(t, 0, 10); code != errIO {
 		t.Errorf("failing read: error %d, want EIO", code)
 	}
@@ -154,7 +110,7 @@ func TestProtocolErrorCodes(t *testing.T) {
 }
 
 func TestStructuredReadReplies(t *testing.T) {
-	dev := &memDevice{data: bytes.Repeat([]byte("0123456789abcdef"), 1<<12)}
+	dev := devtest.MemOf(bytes.Repeat([]byte("0123456789abcdef"), 1<<12))
 	sock, _ := serveMem(t, dev, Config{})
 	c := dialRaw(t, sock)
 	c.greet(t, flagCFixedNew|flagCNoZeroes)
@@ -195,8 +151,7 @@ func TestStructuredReadReplies(t *testing.T) {
 }
 
 func TestRepliesOutOfOrder(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20), gate: make(chan struct{})}
-	sock, _ := serveMem(t, dev, Config{})
+	dev, sock, _ := serveHeld(t)
 	c := dialGo(t, sock, "")
 	// The read at offset 0 blocks in the device; the one after it must be
 	// answered first.
@@ -207,14 +162,35 @@ func TestRepliesOutOfOrder(t *testing.T) {
 		t.Fatalf("first reply: cookie %d error %d, want the second request's", cookie, code)
 	}
 	io.ReadFull(c.r, make([]byte, 512))
-	close(dev.gate)
+	dev.Release()
 	if code, cookie := c.simpleReply(t); code != 0 || cookie != 1 {
 		t.Fatalf("second reply: cookie %d error %d", cookie, code)
 	}
 }
 
+// recoverableOptions are option errors the client can recover from: the
+// server answers each with an error reply and goes on.
+var recoverableOptions = []struct {
+	name string
+	opt  uint32
+	data []byte
+	want uint32
+}{
+	{"info with a name longer than the option", optInfo, []byte{0, 0, 1, 0, 'v', 0, 0}, repErrInvalid},
+	{"info with a wrong request count", optInfo, append(goData("vol"), 0, 1), repErrInvalid},
+	{"info too short", optInfo, []byte{0, 0}, repErrInvalid},
+	{"info for an unknown export", optInfo, goData("other"), repErrUnknown},
+	{"list with data", optList, []byte("x"), repErrInvalid},
+	{"structured reply with data", optStructuredReply, []byte("x"), repErrInvalid},
+	{"starttls", optStartTLS, nil, repErrUnsup},
+	{"meta context without structured replies", optSetMetaContext, metaData("vol", baseAllocation), repErrInvalid},
+	{"meta context garbage", optListMetaContext, []byte("0000base:allocation"), repErrInvalid},
+	{"extended headers", optExtendedHeaders, nil, repErrUnsup},
+	{"unknown option", 0x7777, bytes.Repeat([]byte("z"), 1000), repErrUnsup},
+}
+
 func TestHostileHandshakes(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	dev := devtest.NewMem(1 << 20)
 	sock, _ := serveMem(t, dev, Config{Name: "vol"})
 	closedAfter := func(name string, fn func(c *rawClient)) {
 		t.Helper()
@@ -267,24 +243,7 @@ func TestHostileHandshakes(t *testing.T) {
 	// Errors the client can recover from: the server answers and goes on.
 	c := dialRaw(t, sock)
 	c.greet(t, flagCFixedNew)
-	for _, tc := range []struct {
-		name string
-		opt  uint32
-		data []byte
-		want uint32
-	}{
-		{"info with a name longer than the option", optInfo, []byte{0, 0, 1, 0, 'v', 0, 0}, repErrInvalid},
-		{"info with a wrong request count", optInfo, append(goData("vol"), 0, 1), repErrInvalid},
-		{"info too short", optInfo, []byte{0, 0}, repErrInvalid},
-		{"info for an unknown export", optInfo, goData("other"), repErrUnknown},
-		{"list with data", optList, []byte("x"), repErrInvalid},
-		{"structured reply with data", optStructuredReply, []byte("x"), repErrInvalid},
-		{"starttls", optStartTLS, nil, repErrUnsup},
-		{"meta context without structured replies", optSetMetaContext, metaData("vol", baseAllocation), repErrInvalid},
-		{"meta context garbage", optListMetaContext, []byte("0000base:allocation"), repErrInvalid},
-		{"extended headers", optExtendedHeaders, nil, repErrUnsup},
-		{"unknown option", 0x7777, bytes.Repeat([]byte("z"), 1000), repErrUnsup},
-	} {
+	for _, tc := range recoverableOptions {
 		types, _ := c.option(t, tc.opt, tc.data)
 		if len(types) != 1 || types[0] != tc.want {
 			t.Errorf("%s: replies %#x, want %#x", tc.name, types, tc.want)
@@ -319,7 +278,7 @@ func TestHostileHandshakes(t *testing.T) {
 }
 
 func TestHostileTransmission(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	dev := devtest.NewMem(1 << 20)
 	sock, _ := serveMem(t, dev, Config{MaxRequest: 64 << 10})
 	c := dialGo(t, sock, "")
 	c.send(t, requestBytes(cmdWrite, 0, 1, 0, 64<<10+1))
@@ -363,7 +322,7 @@ func TestHostileTransmission(t *testing.T) {
 }
 
 func TestIdleConnectionsTimeOut(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	dev := devtest.NewMem(1 << 20)
 	sock, _ := serveMem(t, dev, Config{HandshakeTimeout: 3 * time.Second, MaxConns: 400})
 	var idle []net.Conn
 	for range 300 {
@@ -385,7 +344,7 @@ func TestIdleConnectionsTimeOut(t *testing.T) {
 }
 
 func TestServeTransmissionSocketpair(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20)}
+	dev := devtest.NewMem(1 << 20)
 	srv := NewServer(dev, Config{})
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	if err != nil {
@@ -423,7 +382,7 @@ func TestServeTransmissionSocketpair(t *testing.T) {
 // NBD_CMD_DISC (the kernel dropping a connection it timed out) is
 // ErrConnectionLost, which an Attachment replaces; NBD_CMD_DISC is nil.
 func TestServeTransmissionTellsLostFromDisconnect(t *testing.T) {
-	srv := NewServer(&memDevice{data: make([]byte, 1<<20)}, Config{})
+	srv := NewServer(devtest.NewMem(1<<20), Config{})
 	defer srv.Close()
 	for _, disc := range []bool{false, true} {
 		server, client := net.Pipe()
@@ -444,11 +403,10 @@ func TestServeTransmissionTellsLostFromDisconnect(t *testing.T) {
 }
 
 func TestCloseAnswersInFlight(t *testing.T) {
-	dev := &memDevice{data: make([]byte, 1<<20), gate: make(chan struct{}), entered: make(chan struct{}, 1)}
-	sock, srv := serveMem(t, dev, Config{})
+	dev, sock, srv := serveHeld(t)
 	c := dialGo(t, sock, "")
 	c.send(t, requestBytes(cmdRead, 0, 1, 0, 512))
-	<-dev.entered
+	<-dev.Entered()
 	closed := make(chan struct{})
 	go func() { srv.Close(); close(closed) }()
 	select {
@@ -456,7 +414,7 @@ func TestCloseAnswersInFlight(t *testing.T) {
 		t.Fatal("Close returned with a request in flight")
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(dev.gate)
+	dev.Release()
 	if code, cookie := c.simpleReply(t); code != 0 || cookie != 1 {
 		t.Fatalf("in-flight request: cookie %d error %d", cookie, code)
 	}
@@ -469,7 +427,7 @@ func TestCloseAnswersInFlight(t *testing.T) {
 func TestStalledClientsLoseTheirBuffers(t *testing.T) {
 	// One connection's budget is the whole server's: a client that stalls
 	// mid-payload, or never reads its replies, must not keep it for ever.
-	dev := &memDevice{data: make([]byte, 4<<20)}
+	dev := devtest.NewMem(4 << 20)
 	cfg := Config{MaxRequest: 1 << 20, MaxInFlightBytes: 2 << 20, MaxTotalInFlightBytes: 2 << 20, IOTimeout: 300 * time.Millisecond}
 	sock, _ := serveMem(t, dev, cfg)
 

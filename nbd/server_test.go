@@ -116,16 +116,6 @@ func (e *testExport) plaintext(t testing.TB) []byte {
 	return b
 }
 
-func run(t testing.TB, name string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(testtool.Need(t, name), args...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 func TestNbdinfo(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -155,7 +145,7 @@ func TestNbdinfo(t *testing.T) {
 				} `json:"exports"`
 				Structured bool `json:"structured"`
 			}
-			out := run(t, "nbdinfo", "--json", e.uri())
+			out := testtool.Run(t, "nbdinfo", "--json", e.uri())
 			if err := json.Unmarshal([]byte(out), &info); err != nil || len(info.Exports) != 1 {
 				t.Fatalf("nbdinfo --json: %v\n%s", err, out)
 			}
@@ -166,14 +156,14 @@ func TestNbdinfo(t *testing.T) {
 				t.Fatalf("nbdinfo reports %+v (structured %v)", x, info.Structured)
 			}
 			// The export answers to its name as well as to "".
-			if out := run(t, "nbdinfo", "--size", "nbd+unix:///vol?socket="+e.sock); strings.TrimSpace(out) != "8388608" {
+			if out := testtool.Run(t, "nbdinfo", "--size", "nbd+unix:///vol?socket="+e.sock); strings.TrimSpace(out) != "8388608" {
 				t.Fatalf("nbdinfo --size of export \"vol\": %q", out)
 			}
 			cmd := exec.Command("nbdinfo", "--size", "nbd+unix:///other?socket="+e.sock)
 			if out, err := cmd.CombinedOutput(); err == nil {
 				t.Fatalf("an unknown export name was accepted: %s", out)
 			}
-			if out := run(t, "nbdinfo", "--list", "--json", e.uri()); !strings.Contains(out, `"vol"`) {
+			if out := testtool.Run(t, "nbdinfo", "--list", "--json", e.uri()); !strings.Contains(out, `"vol"`) {
 				t.Fatalf("nbdinfo --list does not show the export: %s", out)
 			}
 		})
@@ -186,12 +176,12 @@ func TestQemuIOPatterns(t *testing.T) {
 			e := startExport(t, 4<<20, sector, Config{}, true)
 			// Unaligned 512-byte writes on 4096-byte sectors are
 			// read-modify-write in the crypt layer.
-			run(t, "qemu-io", "--image-opts", "-c", "write -P 0xa5 0 1M",
+			testtool.Run(t, "qemu-io", "--image-opts", "-c", "write -P 0xa5 0 1M",
 				"-c", "write -P 0x5a 512 512", "-c", "write -P 0x11 4608 7680",
 				"-c", "write -z 1048576 3584", "-c", "aio_write -P 0x22 2M 64k", "-c", "aio_flush",
 				"-c", "discard 3M 64k", "-c", "flush",
 				"driver=nbd,server.type=unix,server.path="+e.sock)
-			out := run(t, "qemu-io", "--image-opts", "-c", "read -P 0xa5 0 512",
+			out := testtool.Run(t, "qemu-io", "--image-opts", "-c", "read -P 0xa5 0 512",
 				"-c", "read -P 0x5a 512 512", "-c", "read -P 0xa5 1024 3584",
 				"-c", "read -P 0x11 4608 7680", "-c", "read -P 0xa5 12288 1036288",
 				"-c", "read -P 0 1048576 3584", "-c", "read -P 0x22 2M 64k",
@@ -219,13 +209,13 @@ func TestQemuImgConvert(t *testing.T) {
 	data := make([]byte, 4<<20)
 	rand.Read(data[:3<<20])
 	os.WriteFile(src, data, 0o600)
-	out := run(t, "qemu-img", "info", "--output=json", "--image-opts", "driver=nbd,server.type=unix,export=vol,server.path="+e.sock)
+	out := testtool.Run(t, "qemu-img", "info", "--output=json", "--image-opts", "driver=nbd,server.type=unix,export=vol,server.path="+e.sock)
 	if !strings.Contains(out, `"virtual-size": 4194304`) {
 		t.Fatalf("qemu-img info: %s", out)
 	}
-	run(t, "qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", src, e.uri())
+	testtool.Run(t, "qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", src, e.uri())
 	back := filepath.Join(dir, "back.raw")
-	run(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", e.uri(), back)
+	testtool.Run(t, "qemu-img", "convert", "-f", "raw", "-O", "raw", e.uri(), back)
 	got, _ := os.ReadFile(back)
 	if !bytes.Equal(got, data) {
 		t.Fatal("qemu-img convert round trip differs")
@@ -243,9 +233,9 @@ func TestNbdcopyMultiConn(t *testing.T) {
 	data := make([]byte, 16<<20)
 	rand.Read(data)
 	os.WriteFile(src, data, 0o600)
-	run(t, "nbdcopy", "--connections=4", "--requests=16", "--flush", src, e.uri())
+	testtool.Run(t, "nbdcopy", "--connections=4", "--requests=16", "--flush", src, e.uri())
 	dst := filepath.Join(dir, "dst")
-	run(t, "nbdcopy", "--connections=4", "--requests=16", e.uri(), dst)
+	testtool.Run(t, "nbdcopy", "--connections=4", "--requests=16", e.uri(), dst)
 	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
 		t.Fatal("nbdcopy round trip differs")
 	}
@@ -256,7 +246,7 @@ func TestNbdcopyMultiConn(t *testing.T) {
 	}
 	e.serve(t, Config{})
 	os.Remove(dst)
-	run(t, "nbdcopy", e.uri(), dst)
+	testtool.Run(t, "nbdcopy", e.uri(), dst)
 	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
 		t.Fatal("data read after a server restart differs")
 	}

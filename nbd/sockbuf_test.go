@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/blockdev/devtest"
 )
 
 // sendBuffer reads a connection's SO_SNDBUF.
@@ -29,7 +31,7 @@ func sendBuffer(t *testing.T, c net.Conn) int {
 
 // Only the first maxGrownSendBuffers sessions get the large buffer.
 func TestGrownSendBuffersCapped(t *testing.T) {
-	sock, srv := serveMem(t, &memDevice{data: make([]byte, 1<<20)}, Config{})
+	sock, srv := serveMem(t, devtest.NewMem(1<<20), Config{})
 	for range maxGrownSendBuffers + 3 {
 		c := dialGo(t, sock, "")
 		defer c.c.Close()

@@ -150,12 +150,12 @@ func (ss *session) dispatch(req request) error {
 			return fmt.Errorf("%w: write of %d bytes exceeds the maximum %d", errProtocol, req.length, srv.cfg.MaxRequest)
 		}
 		ss.acquire(int64(req.length))
-		buf := getBuffer(int(req.length))
+		buf := blockdev.GetBuffer(int(req.length))
 		ss.setReadDeadline(time.Now().Add(srv.cfg.IOTimeout))
 		_, err := io.ReadFull(ss.r, buf)
 		ss.setReadDeadline(time.Time{})
 		if err != nil {
-			putBuffer(buf)
+			blockdev.PutBuffer(buf)
 			ss.release(int64(req.length))
 			return fmt.Errorf("reading write payload: %w", err)
 		}
@@ -169,7 +169,7 @@ func (ss *session) dispatch(req request) error {
 		}
 		ss.run(req, int64(req.length), func() {
 			code := ss.doWrite(req, buf)
-			putBuffer(buf)
+			blockdev.PutBuffer(buf)
 			ss.reply(req, code)
 		})
 	case cmdFlush:
@@ -210,7 +210,7 @@ func (ss *session) dispatch(req request) error {
 }
 
 func (ss *session) dropPayload(buf []byte, req request) {
-	putBuffer(buf)
+	blockdev.PutBuffer(buf)
 	ss.release(int64(req.length))
 }
 
@@ -314,8 +314,8 @@ func (ss *session) then(req request, do func(request) uint32) func() {
 
 // doRead reads into a pooled buffer and sends it.
 func (ss *session) doRead(req request) {
-	buf := getBuffer(int(req.length))
-	defer putBuffer(buf)
+	buf := blockdev.GetBuffer(int(req.length))
+	defer blockdev.PutBuffer(buf)
 	if len(buf) > 0 {
 		if _, err := ss.srv.dev.ReadAt(buf, int64(req.offset)); err != nil && !(errors.Is(err, io.EOF)) {
 			ss.reply(req, ss.failure(req, err, errInval))

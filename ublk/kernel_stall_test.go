@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // slowDevice answers every read after a delay (as dm-delay does) and
@@ -45,7 +46,7 @@ func (d *slowDevice) resetMax() int {
 // on workers, side by side, instead of one after the other on the thread.
 func TestKernelStalledQueueServesOnWorkers(t *testing.T) {
 	needKernel(t)
-	dev := &slowDevice{Device: &trimDevice{memDevice: memDevice{data: make([]byte, 8<<20)}}, delay: time.Second}
+	dev := &slowDevice{Device: newKernelDev(8 << 20), delay: time.Second}
 	d, err := New(dev, Options{ID: -1, Queues: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestKernelStalledQueueServesOnWorkers(t *testing.T) {
 	}
 	defer unix.Close(fd)
 	read := func(off int64) {
-		if _, err := unix.Pread(fd, alignedBuf(4096), off); err != nil {
+		if _, err := unix.Pread(fd, testtool.AlignedBuffer(4096), off); err != nil {
 			t.Errorf("pread at %d: %v", off, err)
 		}
 	}

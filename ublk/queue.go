@@ -3,13 +3,14 @@ package ublk
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/blockdev"
 )
 
 // inlineMaxBytes is the largest request a queue thread serves itself;
@@ -36,7 +37,6 @@ type queue struct {
 	inline   bool // serve small requests on the queue thread, not on workers
 	timeout  time.Duration
 	h        *handler
-	pool     *bufferPool
 	affinity *unix.CPUSet
 
 	ring    *ring
@@ -53,6 +53,7 @@ type queue struct {
 	closed   int            // tags the kernel aborted
 	stopping atomic.Bool
 	err      error
+	tid      int // the thread run runs on
 }
 
 type finished struct {
@@ -86,6 +87,10 @@ func (q *queue) setup(maxIO int) error {
 	return nil
 }
 
+// holdsCommands reports whether the kernel may still hold commands of the
+// queue's ring: run returned before the kernel aborted every tag.
+func (q *queue) holdsCommands() bool { return q.ring != nil && q.closed < q.depth }
+
 // release frees what the queue holds; run must have returned, or never run.
 func (q *queue) release() {
 	if q.ring != nil {
@@ -105,11 +110,11 @@ func (q *queue) release() {
 }
 
 // run serves the queue until the kernel aborts every tag (the device is
-// stopped) or stop is called. ready receives the outcome of fetching.
+// stopped) or stop is called. ready receives the outcome of fetching. It
+// runs on a thread of its own (goLockedThread): the queue's task for the
+// kernel, which ends when run returns.
 func (q *queue) run(ready chan<- error) error {
-	runtime.LockOSThread()
-	// Never unlocked: the thread is this queue's task for the kernel and
-	// ends with the goroutine.
+	q.tid = unix.Gettid()
 	if q.affinity != nil {
 		unix.SchedSetaffinity(0, q.affinity)
 	}
@@ -283,14 +288,15 @@ func (p copyPayload) store([]byte) error  { return nil }
 func (p copyPayload) release([]byte)      {}
 
 // userCopyPayload moves data with pread/pwrite on /dev/ublkcN at the tag's
-// offset (UBLK_F_USER_COPY); buffers come from the pool.
+// offset (UBLK_F_USER_COPY); buffers come from blockdev's locked pool:
+// they hold plaintext.
 type userCopyPayload struct {
 	q   *queue
 	tag int
 }
 
-func (p *userCopyPayload) buffer(n int) []byte { return p.q.pool.get(n) }
-func (p *userCopyPayload) release(b []byte)    { p.q.pool.put(b) }
+func (p *userCopyPayload) buffer(n int) []byte { return blockdev.GetBuffer(n) }
+func (p *userCopyPayload) release(b []byte)    { blockdev.PutBuffer(b) }
 
 func (p *userCopyPayload) load(buf []byte) error {
 	off := userCopyOffset(p.q.id, p.tag)

@@ -3,7 +3,6 @@ package ublk
 import (
 	"errors"
 	"io"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -190,49 +189,4 @@ func errno(err error) int32 {
 // operation at all.
 func notSupported(err error) bool {
 	return errors.Is(err, blockdev.ErrNotSupported) || errors.Is(err, syscall.EOPNOTSUPP)
-}
-
-// bufferPool hands out request buffers in power-of-two size classes from
-// 4 KiB up to the largest request, so memory follows what is in flight.
-type bufferPool struct {
-	classes []sync.Pool
-}
-
-const minBufferShift = 12
-
-func newBufferPool(maxBytes int) *bufferPool {
-	p := &bufferPool{}
-	for s := minBufferShift; 1<<s < maxBytes*2; s++ {
-		size := 1 << s
-		p.classes = append(p.classes, sync.Pool{New: func() any {
-			b := make([]byte, size)
-			return &b
-		}})
-	}
-	return p
-}
-
-func (p *bufferPool) get(n int) []byte {
-	c := sizeClass(n)
-	if c >= len(p.classes) {
-		return make([]byte, n)
-	}
-	return (*p.classes[c].Get().(*[]byte))[:n]
-}
-
-func (p *bufferPool) put(b []byte) {
-	c := sizeClass(cap(b))
-	if c < len(p.classes) && cap(b) == 1<<(c+minBufferShift) {
-		b = b[:cap(b)]
-		p.classes[c].Put(&b)
-	}
-}
-
-// sizeClass returns the index of the smallest class holding n bytes.
-func sizeClass(n int) int {
-	c := 0
-	for 1<<(c+minBufferShift) < n {
-		c++
-	}
-	return c
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/luksd/luksd/blockdev"
 )
 
 // With Options.RequestTimeout set, a request the device has not carried
@@ -28,7 +30,6 @@ var errTimedOut = errors.New("ublk: the request timed out")
 type timedPayload struct {
 	inner  payload
 	tagBuf []byte // copy mode: the tag's buffer; nil with user copy
-	pool   *bufferPool
 
 	mu       sync.Mutex
 	expired  bool // the timeout completed the request
@@ -37,14 +38,14 @@ type timedPayload struct {
 
 func (p *timedPayload) buffer(n int) []byte {
 	if p.tagBuf != nil {
-		return p.pool.get(n)
+		return blockdev.GetBuffer(n)
 	}
 	return p.inner.buffer(n)
 }
 
 func (p *timedPayload) release(b []byte) {
 	if p.tagBuf != nil {
-		p.pool.put(b)
+		blockdev.PutBuffer(b)
 		return
 	}
 	p.inner.release(b)
@@ -92,7 +93,7 @@ func (p *timedPayload) claim(b *bool) bool {
 
 // serveTimed serves a request that times out after q.timeout.
 func (q *queue) serveTimed(tag int, d ioDesc) {
-	p := &timedPayload{inner: q.payload(tag), pool: q.pool}
+	p := &timedPayload{inner: q.payload(tag)}
 	if !q.userCopy {
 		p.tagBuf = q.bufs[tag]
 	}

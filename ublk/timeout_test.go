@@ -18,7 +18,6 @@ func timeoutQueue(t *testing.T, hold *devtest.Hold, timeout time.Duration) *queu
 		depth:   1,
 		timeout: timeout,
 		h:       newHandler(hold, false, false, nil),
-		pool:    newBufferPool(1 << 20),
 		bufs:    [][]byte{make([]byte, 64<<10)},
 		wakeFD:  -1,
 	}

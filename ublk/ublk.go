@@ -260,7 +260,6 @@ func (d *Device) startQueues() error {
 	}
 	d.charFD = fd
 	n := int(d.info.nrHWQueues)
-	pool := newBufferPool(int(d.info.maxIOBufBytes))
 	ready := make(chan error, n)
 	results := make(chan error, n)
 	for i := 0; i < n; i++ {
@@ -273,7 +272,6 @@ func (d *Device) startQueues() error {
 			inline:   d.inline,
 			timeout:  d.timeout,
 			h:        d.h,
-			pool:     pool,
 			wakeFD:   -1,
 		}
 		if set, err := d.ctrl.queueAffinity(d.info.devID, i); err == nil && set.Count() > 0 {
@@ -286,7 +284,7 @@ func (d *Device) startQueues() error {
 	}
 	d.running = true
 	for _, q := range d.queues {
-		go func() { results <- q.run(ready) }()
+		goLockedThread(func() { results <- q.run(ready) })
 	}
 	if d.inline {
 		go watchStalls(d.queues, d.done, d.h.logf)
@@ -338,6 +336,9 @@ func (d *Device) abort() {
 
 // stopQueues makes the queues return, waiting up to grace for the kernel to
 // abort their commands first, then releases them and the character device.
+// A ring the kernel may still hold commands of closes only once its
+// queue's thread has ended (see thread.go); should the thread not end, the
+// queue is left to the kernel, which releases it when the process exits.
 func (d *Device) stopQueues(grace time.Duration) {
 	if len(d.queues) > 0 {
 		if d.running {
@@ -351,6 +352,12 @@ func (d *Device) stopQueues(grace time.Duration) {
 			}
 		}
 		for _, q := range d.queues {
+			if q.holdsCommands() && !waitThreadGone(q.tid, 5*time.Second) {
+				if d.h.logf != nil {
+					d.h.logf("ublk queue %d: thread %d did not end; its ring stays open until the process exits", q.id, q.tid)
+				}
+				continue
+			}
 			q.release()
 		}
 		d.queues = nil

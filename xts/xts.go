@@ -73,14 +73,14 @@ func newCipher(key []byte, im impl) (*Cipher, error) {
 // len(src) must be a positive multiple of 16.
 func (c *Cipher) Encrypt(dst, src []byte, tweak *[16]byte) {
 	checkUnit(dst, src)
-	c.encryptUnit(dst, src, tweak)
+	c.unit(dst, src, tweak, false)
 }
 
 // Decrypt decrypts one data unit from src into dst with the 16-byte tweak.
 // The same rules as for Encrypt apply.
 func (c *Cipher) Decrypt(dst, src []byte, tweak *[16]byte) {
 	checkUnit(dst, src)
-	c.decryptUnit(dst, src, tweak)
+	c.unit(dst, src, tweak, true)
 }
 
 // EncryptSectors encrypts buf in place as consecutive data units of

@@ -40,6 +40,19 @@ func (e *Erring) Fail(op ErringOp, err error) {
 	e.errs[op] = err
 }
 
+// FailAll makes every operation fail with err from now on; nil heals them.
+func (e *Erring) FailAll(err error) {
+	for _, op := range []ErringOp{OpRead, OpWrite, OpFlush, OpTrim, OpWriteZeroes} {
+		e.Fail(op, err)
+	}
+}
+
+// AsOpError wraps err as blockdev.File reports a failed request, so that a
+// test sees an error mapping look through the wrapper.
+func AsOpError(err error) error {
+	return &blockdev.OpError{Op: "write", Path: "/dev/sdz", Off: 4096, Len: 512, Err: err}
+}
+
 func (e *Erring) failure(op ErringOp) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -96,11 +109,13 @@ func (e *Erring) WriteZeroes(off, length int64) error {
 }
 
 // Hold passes every call to the device below, but while held, reads,
-// writes and flushes wait until Release: a backend that stalls.
+// writes and flushes (all of them, or those StallIf picks) wait until
+// Release: a backend that stalls.
 type Hold struct {
 	blockdev.Device
 	mu      sync.Mutex
 	gate    chan struct{} // nil: not held
+	match   func(op ErringOp, off int64) bool
 	entered chan struct{}
 }
 
@@ -110,12 +125,18 @@ func NewHold(dev blockdev.Device) *Hold {
 }
 
 // Stall makes calls from now on wait until Release.
-func (h *Hold) Stall() {
+func (h *Hold) Stall() { h.StallIf(nil) }
+
+// StallIf makes the calls from now on for which match(op, off) is true
+// wait until Release (OpRead, OpWrite or OpFlush, whose off is 0); a nil
+// match holds them all.
+func (h *Hold) StallIf(match func(op ErringOp, off int64) bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.gate == nil {
 		h.gate = make(chan struct{})
 	}
+	h.match = match
 }
 
 // Release lets every waiting and later call through.
@@ -131,11 +152,11 @@ func (h *Hold) Release() {
 // Entered receives once for every call that started waiting.
 func (h *Hold) Entered() <-chan struct{} { return h.entered }
 
-func (h *Hold) wait() {
+func (h *Hold) wait(op ErringOp, off int64) {
 	h.mu.Lock()
-	g := h.gate
+	g, match := h.gate, h.match
 	h.mu.Unlock()
-	if g == nil {
+	if g == nil || match != nil && !match(op, off) {
 		return
 	}
 	select {
@@ -147,18 +168,18 @@ func (h *Hold) wait() {
 
 // ReadAt waits while held, then reads below.
 func (h *Hold) ReadAt(p []byte, off int64) (int, error) {
-	h.wait()
+	h.wait(OpRead, off)
 	return h.Device.ReadAt(p, off)
 }
 
 // WriteAt waits while held, then writes below.
 func (h *Hold) WriteAt(p []byte, off int64) (int, error) {
-	h.wait()
+	h.wait(OpWrite, off)
 	return h.Device.WriteAt(p, off)
 }
 
 // Flush waits while held, then flushes below.
 func (h *Hold) Flush() error {
-	h.wait()
+	h.wait(OpFlush, 0)
 	return h.Device.Flush()
 }

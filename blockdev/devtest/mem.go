@@ -12,11 +12,13 @@ import (
 	"github.com/luksd/luksd/blockdev"
 )
 
-// Mem is an in-memory blockdev.Device of a fixed size. It is safe for
+// Mem is an in-memory blockdev.Device of a fixed size (or one that grows,
+// NewGrowing). It is safe for
 // concurrent use and counts flushes.
 type Mem struct {
 	mu      sync.Mutex
 	data    []byte
+	grow    bool // writes past the end extend it, as on a regular file
 	flushes int
 	closed  bool
 }
@@ -28,6 +30,11 @@ func NewMem(size int) *Mem { return &Mem{data: make([]byte, size)} }
 
 // MemOf returns a device holding a copy of b.
 func MemOf(b []byte) *Mem { return &Mem{data: append([]byte(nil), b...)} }
+
+// NewGrowing returns an empty device that grows on write, as a fresh
+// regular file does: a write past the end extends it with zeroes in
+// between. Its Size is what was written so far.
+func NewGrowing() *Mem { return &Mem{grow: true} }
 
 // ReadAt reads as a file does: io.EOF past the end.
 func (m *Mem) ReadAt(p []byte, off int64) (int, error) {
@@ -46,12 +53,16 @@ func (m *Mem) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// WriteAt refuses writes that reach past the end (blockdev.ErrOutOfRange).
+// WriteAt refuses writes that reach past the end (blockdev.ErrOutOfRange),
+// unless the device grows.
 func (m *Mem) WriteAt(p []byte, off int64) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return 0, os.ErrClosed
+	}
+	if end := off + int64(len(p)); m.grow && off >= 0 && end > int64(len(m.data)) {
+		m.data = append(m.data, make([]byte, end-int64(len(m.data)))...)
 	}
 	if off < 0 || off > int64(len(m.data)) || int64(len(p)) > int64(len(m.data))-off {
 		return 0, blockdev.ErrOutOfRange
@@ -59,8 +70,12 @@ func (m *Mem) WriteAt(p []byte, off int64) (int, error) {
 	return copy(m.data[off:], p), nil
 }
 
-// Size is the fixed size.
-func (m *Mem) Size() int64 { return int64(len(m.data)) }
+// Size is the fixed size (what was written so far, if it grows).
+func (m *Mem) Size() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(len(m.data))
+}
 
 // Flush counts the call.
 func (m *Mem) Flush() error {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/luksd/luksd/blockdev"
@@ -40,10 +39,7 @@ func TestParseLocation(t *testing.T) {
 // sources (here the environment) alone.
 func TestOpenByLocation(t *testing.T) {
 	srv := s3test.Start(t)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	srv.Setenv(t)
 	loc := "s3://" + srv.Bucket() + "/by/location"
 	if _, err := blockdev.Open(loc, blockdev.OpenOptions{}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("open before create: %v, want ErrNotExist", err)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/luksd/luksd/dmcrypt"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
@@ -82,7 +83,7 @@ func runBenchmark(c *cli.Context) error {
 	fmt.Println("#     Algorithm |       Key |      Encryption |      Decryption")
 	for _, r := range benchCiphers {
 		name := r.cipher + "-" + r.mode
-		enc, dec, err := cipherSpeed(name+"-"+r.iv, r.keyBits/8, ss, benchBufferSize, benchTime)
+		enc, dec, err := dmcrypt.Speed(name+"-"+r.iv, r.keyBits/8, ss, benchBufferSize, benchTime)
 		if err != nil {
 			fmt.Printf("%15s  %9db %17s %17s\n", name, r.keyBits, "N/A", "N/A")
 			continue
@@ -103,7 +104,7 @@ func benchOneCipher(spec string, keyBits, sectorSize int) error {
 	if len(parts) == 3 {
 		iv = parts[2]
 	}
-	enc, dec, err := cipherSpeed(cipher+"-"+mode+"-"+iv, keyBits/8, sectorSize, benchBufferSize, benchTime)
+	enc, dec, err := dmcrypt.Speed(cipher+"-"+mode+"-"+iv, keyBits/8, sectorSize, benchBufferSize, benchTime)
 	if err != nil {
 		return exitf(exitParams, "Cipher %s (with %d bits key) is not available.", spec, keyBits)
 	}

@@ -13,16 +13,11 @@ import (
 var benchHashes = []string{"sha1", "sha256", "sha512", "ripemd160", "whirlpool"}
 
 // benchPBKDFs prints cryptsetup benchmark's PBKDF lines: all of them, or the
-// one --pbkdf / --hash selects.
+// one --pbkdf / --hash selects (runBenchmark has checked --pbkdf).
 func benchPBKDFs(c *cli.Context, keyBits int) error {
 	kind := c.String("pbkdf")
 	if kind == "" && c.IsSet("hash") {
 		kind = "pbkdf2"
-	}
-	switch kind {
-	case "", "pbkdf2", "argon2i", "argon2id":
-	default:
-		return usageErrorf("Password-based key derivation function (PBKDF) can be only pbkdf2 or argon2i/argon2id.")
 	}
 	if kind == "" || kind == "pbkdf2" {
 		hashes := benchHashes

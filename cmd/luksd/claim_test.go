@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,12 +15,9 @@ import (
 func claimFixture(t *testing.T) (cs, img, pass string) {
 	t.Helper()
 	cs = testtool.Need(t, "cryptsetup")
-	dir := t.TempDir()
-	img = zeroFile(t, dir, "img", 20<<20)
-	pass = filepath.Join(dir, "pass")
-	os.WriteFile(pass, []byte("passphrase"), 0o600)
-	runTool(t, nil, cs, "luksFormat", "-q", "--type", "luks2", "--pbkdf", "pbkdf2",
-		"--pbkdf-force-iterations", "1000", "--key-file", pass, img).expect(t, 0, "")
+	img = testtool.Image(t, 20<<20)
+	pass = testtool.KeyFile(t, []byte("passphrase"))
+	testtool.CryptsetupFormat(t, img, pass, "--type", "luks2")
 	return cs, img, pass
 }
 
@@ -31,33 +27,8 @@ func runFakeVolume(t *testing.T, cs, image, header, pass, name string) chan erro
 	t.Helper()
 	dump := runTool(t, nil, cs, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, header)
 	fe := fakeFrontend()
-	v := imageVolume(t, image, header, volumeKeyOf(t, dump.stdout))
+	v := imageVolume(t, image, header, testtool.VolumeKey(t, dump.stdout))
 	return startDaemon(t, v.spec(name, daemon.Options{Frontend: fe.Name()}), v.Key)
-}
-
-// volumeKeyOf reads the hex key out of luksDump --dump-volume-key.
-func volumeKeyOf(t *testing.T, dump string) []byte {
-	t.Helper()
-	i := strings.Index(dump, "MK dump:")
-	if i < 0 {
-		t.Fatalf("no key in %q", dump)
-	}
-	var hex strings.Builder
-	for _, f := range strings.Fields(dump[i+len("MK dump:"):]) {
-		if len(f) != 2 {
-			break
-		}
-		hex.WriteString(f)
-	}
-	var key []byte
-	for i := 0; i+1 < hex.Len(); i += 2 {
-		var b byte
-		for _, c := range hex.String()[i : i+2] {
-			b = b<<4 | byte(strings.IndexRune("0123456789abcdef", c))
-		}
-		key = append(key, b)
-	}
-	return key
 }
 
 // An open volume holds its image: another luksd cannot open or format it
@@ -100,17 +71,11 @@ func TestOpenImageIsClaimed(t *testing.T) {
 		}
 	}
 	// cryptsetup's metadata lock is a flock: a key can still be added.
-	newPass := filepath.Join(t.TempDir(), "new")
-	os.WriteFile(newPass, []byte("second passphrase"), 0o600)
+	newPass := testtool.KeyFile(t, []byte("second passphrase"))
 	runTool(t, nil, cs, "luksAddKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
 		"--key-file", pass, img, newPass).expect(t, 0, "")
 
-	if err := closeVolume("held"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "held", done)
 	// Released with the daemon.
 	done = runFakeVolume(t, cs, link, link, newPass, "again")
 	closeVolume("again")
@@ -127,7 +92,7 @@ func TestDaemonRefusesClaimedImage(t *testing.T) {
 	defer func() { closeVolume("first"); waitDaemon(t, done) }()
 
 	dump := runTool(t, nil, cs, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, img)
-	v := imageVolume(t, img, img, volumeKeyOf(t, dump.stdout))
+	v := imageVolume(t, img, img, testtool.VolumeKey(t, dump.stdout))
 	err := daemon.Run(v.spec("second", daemon.Options{Frontend: "fake"}), v.Key, daemon.RunOptions{})
 	if exitCodeOf(err) != exitBusy || err.Error() != "Cannot use device "+img+" which is in use (already mapped or mounted)." {
 		t.Fatalf("second daemon on the image: %v (exit %d)", err, exitCodeOf(err))

@@ -63,23 +63,9 @@ func (r result) expect(t *testing.T, code int, want string) {
 	}
 }
 
-func zeroFile(t *testing.T, dir, name string, size int64) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	return p
-}
-
 func TestCLIErrorsAndExitCodes(t *testing.T) {
 	dir := t.TempDir()
-	plain := zeroFile(t, dir, "plain.img", 1<<20)
+	plain := testtool.ImageAt(t, dir, "plain.img", 1<<20)
 	missing := filepath.Join(dir, "missing.img")
 	key := filepath.Join(dir, "key")
 	os.WriteFile(key, []byte("pw"), 0o600)
@@ -131,7 +117,7 @@ func TestCLIErrorsAndExitCodes(t *testing.T) {
 
 func TestOptionsAnywhere(t *testing.T) {
 	dir := t.TempDir()
-	plain := zeroFile(t, dir, "plain.img", 1<<20)
+	plain := testtool.ImageAt(t, dir, "plain.img", 1<<20)
 	backup := filepath.Join(dir, "hdr")
 	// The option is seen before the verb and after the device alike:
 	// both runs get as far as checking the device, not the option.
@@ -188,7 +174,7 @@ func TestPoptReordersEveryVerb(t *testing.T) {
 }
 
 func TestCombinedShortOptions(t *testing.T) {
-	plain := zeroFile(t, t.TempDir(), "plain.img", 1<<20)
+	plain := testtool.ImageAt(t, t.TempDir(), "plain.img", 1<<20)
 	r := luksd(t, nil, "isLuks", "-qv", plain)
 	r.expect(t, 1, "")
 	if !strings.Contains(r.stdout, "Command failed with code -1") {

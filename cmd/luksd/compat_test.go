@@ -15,7 +15,9 @@ import (
 )
 
 // compatCase is one command line run through cryptsetup and luksd.
-// Placeholders in args are replaced per tool: NEW is a new 20 MiB image,
+// {img}, {key} and {plain} in args are the test's LUKS2 image, its key
+// file and a file that is not LUKS. Placeholders in args are replaced
+// per tool: NEW is a new 20 MiB image,
 // SMALL a 1 MiB one, COPY a copy of the LUKS2 image (luksFormat writes
 // to its own file per tool).
 type compatCase struct {
@@ -27,6 +29,138 @@ type compatCase struct {
 	layout   bool // compare the formatted images' layout in luksDump
 }
 
+// compatUUID is the UUID the luksFormat cases ask for.
+const compatUUID = "12345678-9abc-def0-1234-56789abcdef0"
+
+// compatFormat is luksFormat with a cheap PBKDF and extra.
+func compatFormat(extra ...string) []string {
+	return append(append([]string{"luksFormat"}, cheapPBKDF("pbkdf2")...), extra...)
+}
+
+// compatCases are the command lines TestCLILikeCryptsetup compares.
+var compatCases = []compatCase{
+	// No action, unknown ones, unknown and malformed options.
+	{args: []string{}},
+	{args: []string{"frobnicate", "{img}"}},
+	{args: []string{"--frobnicate"}},
+	{args: []string{"luksDump", "--frobnicate", "{img}"}},
+	{args: []string{"luksDump", "--verb", "{img}"}}, // no prefix matching
+	{args: []string{"luksDump", "-Z", "{img}"}},
+	{args: []string{"luksDump", "-qZ", "{img}"}},
+	{args: []string{"luksDump", "-h"}},
+	{args: []string{"luksDump", "{img}", "--header"}},
+	{args: []string{"luksDump", "{img}", "-d"}},
+	{args: []string{"luksDump", "--batch-mode=1", "{img}"}},
+	{args: []string{"luksDump", "-S", "abc", "{img}"}},
+	{args: []string{"luksDump", "--key-slot=1x", "{img}"}},
+	{args: []string{"luksDump", "--timeout", "-5", "{img}"}},
+	// Missing arguments are counted before options are judged.
+	{args: []string{"luksDump"}},
+	{args: []string{"luksDump", "--label", "x"}},
+	{args: []string{"-v", "isLuks"}},
+	{args: []string{"luksKillSlot", "{img}"}},
+	{args: []string{"luksFormat"}},
+	{args: []string{"luksErase"}},
+	{args: []string{"open"}},
+	{args: []string{"luksOpen", "{img}"}},
+	{args: []string{"close"}},
+	{args: []string{"status"}},
+	{args: []string{"open", "--type", "luks3", "{img}", "n"}},
+	// Options an action refuses, under the action's own name.
+	{args: []string{"luksDump", "--uuid", compatUUID, "{img}"}},
+	{args: []string{"luksDump", "-s", "256", "{img}"}},
+	{args: []string{"luksOpen", "--label", "x", "{img}", "n"}},
+	{args: []string{"isLuks", "--offset", "5", "{img}"}},
+	{args: []string{"luksErase", "--label", "x", "{img}"}},
+	{args: []string{"luksDump", "--allow-discards", "{img}"}},
+	{args: []string{"luksUUID", "-i", "100", "{img}"}},
+	// cryptsetup refuses these although luksd's verb shares the flag.
+	{args: []string{"luksKillSlot", "-S", "0", "-q", "{img}", "0"}},
+	{args: []string{"luksRemoveKey", "-S", "0", "-d", "{key}", "{img}"}},
+	{args: []string{"luksChangeKey", "--new-keyfile", "{key}", "-d", "{key}", "{img}"}},
+	// open --test-passphrase and --type.
+	{args: []string{"open", "--test-passphrase", "--type", "plain", "-d", "{key}", "{img}"}},
+	{args: []string{"open", "--test-passphrase", "--type", "LUKS2", "-d", "{key}", "{img}"}},
+	{args: []string{"open", "--test-passphrase", "--type", "luks3", "-d", "{key}", "{img}"}},
+	{args: []string{"luksOpen", "--test-passphrase", "-M", "luks2", "-v", "-d", "{key}", "{img}"}, stdout: true},
+	{args: []string{"open", "--test-passphrase", "--offset", "8", "-d", "{key}", "{img}"}},
+	{args: []string{"open", "--test-passphrase", "-r", "--key-file={key}", "-S0", "{img}"}, stdout: true},
+	// Options an action accepts and ignores, as scripts pass them.
+	{args: []string{"luksDump", "--disable-locks", "{img}"}, stdout: true},
+	{args: []string{"luksDump", "--disable-external-tokens", "--disable-keyring", "{img}"}, stdout: true},
+	{args: []string{"--debug-json", "isLuks", "{img}"}}, // cryptsetup debugs on stdout
+	{args: []string{"luksDump", "-r", "--timeout", "5", "-T", "2", "{img}"}, stdout: true},
+	{args: []string{"luksDump", "-h", "sha256", "-c", "aes", "{img}"}, stdout: true},
+	{args: []string{"luksUUID", "-d", "{key}", "{img}"}, stdout: true},
+	{args: []string{"isLuks", "-y", "--cipher", "aes", "-v", "{img}"}, stdout: true},
+	{args: []string{"-q", "--disable-locks", "--perf-same_cpu_crypt", "isLuks", "{img}"}, stdout: true},
+	{args: []string{"luksDump", "-qv", "{img}"}, stdout: true},
+	// Old option names.
+	{args: []string{"luksDump", "--dump-master-key", "-q", "-d", "{key}", "{img}"}, stdout: true},
+	{args: []string{"luksDump", "--dump-master-key", "-d", "{key}", "-q", "-S0", "{img}"}, stdout: true},
+	// isLuks and luksUUID on something else: exit 1 and no message.
+	{args: []string{"isLuks", "-v", "{plain}"}, stdout: true},
+	{args: []string{"luksUUID", "{plain}"}, stdout: true},
+	{args: []string{"luksUUID", "--type", "luks1", "{img}"}, stdout: true},
+	{args: []string{"--test-args", "luksDump", "{img}"}, stdout: true},
+	// benchmark of a hash that is not there.
+	{args: []string{"benchmark", "-h", "sha999"}, stdout: true},
+	// luksFormat: checks, refusals and what it prints.
+	{args: compatFormat("-q", "--key-slot", "32", "NEW", "{key}")},
+	{args: compatFormat("-q", "--key-slot", "-2", "NEW", "{key}")},
+	{args: compatFormat("-q", "--offset", "32769", "NEW", "{key}")},
+	{args: compatFormat("-q", "--align-payload", "8", "--offset", "32768", "NEW", "{key}")},
+	{args: compatFormat("-q", "-i", "100", "NEW", "{key}")},
+	{args: compatFormat("-q", "--uuid", compatUUID, "--use-random", "NEW", "{key}"), layout: true},
+	{args: compatFormat("-q", "--uuid", compatUUID, "--use-urandom", "-y", "NEW", "{key}"), layout: true},
+	{args: compatFormat("-q", "--uuid", compatUUID, "--align-payload", "40000", "NEW", "{key}"), layout: true},
+	{args: compatFormat("-q", "--uuid", compatUUID, "--align-payload=65536", "NEW", "{key}"), layout: true},
+	{args: compatFormat("--uuid", compatUUID, "COPY", "{key}"), stdout: true, layout: true},
+	{args: compatFormat("-q", "--uuid", compatUUID, "SMALL", "{key}"), stdout: true, layout: true},
+	{args: compatFormat("-q", "--integrity", "hmac-sha256", "NEW", "{key}"), codeOnly: true},
+	// A volume key file too short for the key, or missing.
+	{args: compatFormat("-q", "--volume-key-file", "{key}", "NEW", "{key}")},
+	{args: compatFormat("-q", "--type", "luks1", "--volume-key-file", "{key}", "NEW", "{key}")},
+	{args: compatFormat("-q", "--volume-key-file", "{key}.missing", "NEW", "{key}")},
+	// Arguments past the ones an action takes are ignored, but by isLuks.
+	{args: []string{"luksDump", "{img}", "extra"}, stdout: true},
+	{args: []string{"-v", "luksUUID", "{img}", "extra", "more"}, stdout: true},
+	{args: []string{"-v", "luksKillSlot", "-q", "{img}", "5", "extra"}, stdout: true},
+	{args: []string{"-v", "isLuks", "{img}", "extra"}, stdout: true},
+	{args: []string{"isLuks", "{plain}.missing", "extra"}, stdout: true},
+	// Usage errors: cryptsetup's usage() exits before -v's status
+	// line; other failures end with "Command failed with code -1".
+	{args: []string{"-v", "luksAddKey", "--unbound", "-d", "{key}", "{img}", "{key}"}, stdout: true},
+	{args: []string{"-v", "luksAddKey", "-s", "100", "-d", "{key}", "{img}", "{key}"}, stdout: true},
+	{args: []string{"-v", "luksAddKey", "--pbkdf", "scrypt", "-d", "{key}", "{img}", "{key}"}, stdout: true},
+	{args: []string{"-v", "luksChangeKey", "-i", "100", "--pbkdf-force-iterations", "1000", "-d", "{key}", "{img}", "{key}"}, stdout: true},
+	{args: []string{"-v", "config", "--priority", "foo", "-S", "0", "{img}"}, stdout: true},
+	{args: []string{"-v", "config", "--priority", "normal", "{img}"}, stdout: true},
+	{args: []string{"-v", "config", "{img}"}, stdout: true},
+	{args: []string{"-v", "luksDump", "-S", "-1", "{img}"}, stdout: true},
+	{args: []string{"-v", "luksDump", "--key-slot=-2"}, stdout: true},
+	{args: []string{"-S", "-1", "--frobnicate", "luksDump"}, stdout: true},
+	{args: []string{"-v", "luksKillSlot", "-S", "-1", "{img}", "0"}, stdout: true},
+	{args: []string{"-v", "luksDump", "--unbound", "{img}"}, stdout: true},
+	{args: []string{"-v", "open", "--unbound", "-d", "{key}", "{img}", "n"}, stdout: true},
+	{args: []string{"-v", "open", "--unbound", "-d", "{key}", "{img}"}, stdout: true},
+	{args: []string{"-v", "open", "--unbound", "--type", "plain", "-d", "{key}", "{img}", "n"}, stdout: true},
+	{args: []string{"-v", "open", "--unbound", "--test-passphrase", "--type", "tcrypt", "-d", "{key}", "{img}"}, stdout: true},
+	{args: []string{"-v", "open", "--unbound", "--test-passphrase", "--type", "plain", "-d", "{key}", "{img}"}, stdout: true},
+	{args: []string{"-v", "open", "--unbound", "--test-passphrase", "--type", "luks3", "-d", "{key}", "{img}"}, stdout: true},
+	{args: []string{"-v", "benchmark", "--pbkdf", "scrypt"}, stdout: true},
+	{args: []string{"-v", "benchmark", "-s", "100"}, stdout: true},
+	{args: compatFormat("-v", "-q", "-s", "100", "NEW", "{key}"), stdout: true},
+	{args: compatFormat("-v", "-q", "--sector-size", "1000", "NEW", "{key}"), stdout: true},
+	{args: compatFormat("-v", "-q", "--type", "luks1", "--sector-size", "4096", "NEW", "{key}"), stdout: true},
+	{args: compatFormat("-v", "-q", "--type", "luks1", "--luks2-metadata-size", "65536", "NEW", "{key}"), stdout: true},
+	{args: compatFormat("-v", "-q", "--align-payload", "8", "--offset", "32768", "NEW", "{key}"), stdout: true},
+	// (luksFormat -v -S 32 is left out: cryptsetup wipes the device's
+	// signatures, and says so, before it refuses the slot.)
+	{args: []string{"-v", "luksFormat", "-q", "--pbkdf", "scrypt", "NEW", "{key}"}, stdout: true},
+	{args: []string{"-v", "luksFormat", "-q", "--pbkdf-force-iterations", "1000", "-i", "100", "NEW", "{key}"}, stdout: true},
+}
+
 // TestCLILikeCryptsetup runs command lines a script may type through both
 // tools: exit code, the last line of stderr (cryptsetup prefixes some with
 // "cryptsetup: ", so luksd's must be its tail), and stdout where asked.
@@ -34,191 +168,73 @@ func TestCLILikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	img, key := w.image("vol.img"), w.key("key", "pw")
 	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
-	plain := zeroFile(t, w.dir, "plain.img", 1<<20)
-	const uuid = "12345678-9abc-def0-1234-56789abcdef0"
-	pb := cheapPBKDF("pbkdf2")
-	format := func(extra ...string) []string {
-		return append(append([]string{"luksFormat"}, pb...), extra...)
-	}
-	cases := []compatCase{
-		// No action, unknown ones, unknown and malformed options.
-		{args: []string{}},
-		{args: []string{"frobnicate", img}},
-		{args: []string{"--frobnicate"}},
-		{args: []string{"luksDump", "--frobnicate", img}},
-		{args: []string{"luksDump", "--verb", img}}, // no prefix matching
-		{args: []string{"luksDump", "-Z", img}},
-		{args: []string{"luksDump", "-qZ", img}},
-		{args: []string{"luksDump", "-h"}},
-		{args: []string{"luksDump", img, "--header"}},
-		{args: []string{"luksDump", img, "-d"}},
-		{args: []string{"luksDump", "--batch-mode=1", img}},
-		{args: []string{"luksDump", "-S", "abc", img}},
-		{args: []string{"luksDump", "--key-slot=1x", img}},
-		{args: []string{"luksDump", "--timeout", "-5", img}},
-		// Missing arguments are counted before options are judged.
-		{args: []string{"luksDump"}},
-		{args: []string{"luksDump", "--label", "x"}},
-		{args: []string{"-v", "isLuks"}},
-		{args: []string{"luksKillSlot", img}},
-		{args: []string{"luksFormat"}},
-		{args: []string{"luksErase"}},
-		{args: []string{"open"}},
-		{args: []string{"luksOpen", img}},
-		{args: []string{"close"}},
-		{args: []string{"status"}},
-		{args: []string{"open", "--type", "luks3", img, "n"}},
-		// Options an action refuses, under the action's own name.
-		{args: []string{"luksDump", "--uuid", uuid, img}},
-		{args: []string{"luksDump", "-s", "256", img}},
-		{args: []string{"luksOpen", "--label", "x", img, "n"}},
-		{args: []string{"isLuks", "--offset", "5", img}},
-		{args: []string{"luksErase", "--label", "x", img}},
-		{args: []string{"luksDump", "--allow-discards", img}},
-		{args: []string{"luksUUID", "-i", "100", img}},
-		// cryptsetup refuses these although luksd's verb shares the flag.
-		{args: []string{"luksKillSlot", "-S", "0", "-q", img, "0"}},
-		{args: []string{"luksRemoveKey", "-S", "0", "-d", key, img}},
-		{args: []string{"luksChangeKey", "--new-keyfile", key, "-d", key, img}},
-		// open --test-passphrase and --type.
-		{args: []string{"open", "--test-passphrase", "--type", "plain", "-d", key, img}},
-		{args: []string{"open", "--test-passphrase", "--type", "LUKS2", "-d", key, img}},
-		{args: []string{"open", "--test-passphrase", "--type", "luks3", "-d", key, img}},
-		{args: []string{"luksOpen", "--test-passphrase", "-M", "luks2", "-v", "-d", key, img}, stdout: true},
-		{args: []string{"open", "--test-passphrase", "--offset", "8", "-d", key, img}},
-		{args: []string{"open", "--test-passphrase", "-r", "--key-file=" + key, "-S0", img}, stdout: true},
-		// Options an action accepts and ignores, as scripts pass them.
-		{args: []string{"luksDump", "--disable-locks", img}, stdout: true},
-		{args: []string{"luksDump", "--disable-external-tokens", "--disable-keyring", img}, stdout: true},
-		{args: []string{"--debug-json", "isLuks", img}}, // cryptsetup debugs on stdout
-		{args: []string{"luksDump", "-r", "--timeout", "5", "-T", "2", img}, stdout: true},
-		{args: []string{"luksDump", "-h", "sha256", "-c", "aes", img}, stdout: true},
-		{args: []string{"luksUUID", "-d", key, img}, stdout: true},
-		{args: []string{"isLuks", "-y", "--cipher", "aes", "-v", img}, stdout: true},
-		{args: []string{"-q", "--disable-locks", "--perf-same_cpu_crypt", "isLuks", img}, stdout: true},
-		{args: []string{"luksDump", "-qv", img}, stdout: true},
-		// Old option names.
-		{args: []string{"luksDump", "--dump-master-key", "-q", "-d", key, img}, stdout: true},
-		{args: []string{"luksDump", "--dump-master-key", "-d", key, "-q", "-S0", img}, stdout: true},
-		// isLuks and luksUUID on something else: exit 1 and no message.
-		{args: []string{"isLuks", "-v", plain}, stdout: true},
-		{args: []string{"luksUUID", plain}, stdout: true},
-		{args: []string{"luksUUID", "--type", "luks1", img}, stdout: true},
-		{args: []string{"--test-args", "luksDump", img}, stdout: true},
-		// benchmark of a hash that is not there.
-		{args: []string{"benchmark", "-h", "sha999"}, stdout: true},
-		// luksFormat: checks, refusals and what it prints.
-		{args: format("-q", "--key-slot", "32", "NEW", key)},
-		{args: format("-q", "--key-slot", "-2", "NEW", key)},
-		{args: format("-q", "--offset", "32769", "NEW", key)},
-		{args: format("-q", "--align-payload", "8", "--offset", "32768", "NEW", key)},
-		{args: format("-q", "-i", "100", "NEW", key)},
-		{args: format("-q", "--uuid", uuid, "--use-random", "NEW", key), layout: true},
-		{args: format("-q", "--uuid", uuid, "--use-urandom", "-y", "NEW", key), layout: true},
-		{args: format("-q", "--uuid", uuid, "--align-payload", "40000", "NEW", key), layout: true},
-		{args: format("-q", "--uuid", uuid, "--align-payload=65536", "NEW", key), layout: true},
-		{args: format("--uuid", uuid, "COPY", key), stdout: true, layout: true},
-		{args: format("-q", "--uuid", uuid, "SMALL", key), stdout: true, layout: true},
-		{args: format("-q", "--integrity", "hmac-sha256", "NEW", key), codeOnly: true},
-		// A volume key file too short for the key, or missing.
-		{args: format("-q", "--volume-key-file", key, "NEW", key)},
-		{args: format("-q", "--type", "luks1", "--volume-key-file", key, "NEW", key)},
-		{args: format("-q", "--volume-key-file", key+".missing", "NEW", key)},
-		// Arguments past the ones an action takes are ignored, but by isLuks.
-		{args: []string{"luksDump", img, "extra"}, stdout: true},
-		{args: []string{"-v", "luksUUID", img, "extra", "more"}, stdout: true},
-		{args: []string{"-v", "luksKillSlot", "-q", img, "5", "extra"}, stdout: true},
-		{args: []string{"-v", "isLuks", img, "extra"}, stdout: true},
-		{args: []string{"isLuks", plain + ".missing", "extra"}, stdout: true},
-		// Usage errors: cryptsetup's usage() exits before -v's status
-		// line; other failures end with "Command failed with code -1".
-		{args: []string{"-v", "luksAddKey", "--unbound", "-d", key, img, key}, stdout: true},
-		{args: []string{"-v", "luksAddKey", "-s", "100", "-d", key, img, key}, stdout: true},
-		{args: []string{"-v", "luksAddKey", "--pbkdf", "scrypt", "-d", key, img, key}, stdout: true},
-		{args: []string{"-v", "luksChangeKey", "-i", "100", "--pbkdf-force-iterations", "1000", "-d", key, img, key}, stdout: true},
-		{args: []string{"-v", "config", "--priority", "foo", "-S", "0", img}, stdout: true},
-		{args: []string{"-v", "config", "--priority", "normal", img}, stdout: true},
-		{args: []string{"-v", "config", img}, stdout: true},
-		{args: []string{"-v", "luksDump", "-S", "-1", img}, stdout: true},
-		{args: []string{"-v", "luksDump", "--key-slot=-2"}, stdout: true},
-		{args: []string{"-S", "-1", "--frobnicate", "luksDump"}, stdout: true},
-		{args: []string{"-v", "luksKillSlot", "-S", "-1", img, "0"}, stdout: true},
-		{args: []string{"-v", "luksDump", "--unbound", img}, stdout: true},
-		{args: []string{"-v", "open", "--unbound", "-d", key, img, "n"}, stdout: true},
-		{args: []string{"-v", "open", "--unbound", "-d", key, img}, stdout: true},
-		{args: []string{"-v", "open", "--unbound", "--type", "plain", "-d", key, img, "n"}, stdout: true},
-		{args: []string{"-v", "open", "--unbound", "--test-passphrase", "--type", "tcrypt", "-d", key, img}, stdout: true},
-		{args: []string{"-v", "open", "--unbound", "--test-passphrase", "--type", "plain", "-d", key, img}, stdout: true},
-		{args: []string{"-v", "open", "--unbound", "--test-passphrase", "--type", "luks3", "-d", key, img}, stdout: true},
-		{args: []string{"-v", "benchmark", "--pbkdf", "scrypt"}, stdout: true},
-		{args: []string{"-v", "benchmark", "-s", "100"}, stdout: true},
-		{args: format("-v", "-q", "-s", "100", "NEW", key), stdout: true},
-		{args: format("-v", "-q", "--sector-size", "1000", "NEW", key), stdout: true},
-		{args: format("-v", "-q", "--type", "luks1", "--sector-size", "4096", "NEW", key), stdout: true},
-		{args: format("-v", "-q", "--type", "luks1", "--luks2-metadata-size", "65536", "NEW", key), stdout: true},
-		{args: format("-v", "-q", "--align-payload", "8", "--offset", "32768", "NEW", key), stdout: true},
-		// (luksFormat -v -S 32 is left out: cryptsetup wipes the device's
-		// signatures, and says so, before it refuses the slot.)
-		{args: []string{"-v", "luksFormat", "-q", "--pbkdf", "scrypt", "NEW", key}, stdout: true},
-		{args: []string{"-v", "luksFormat", "-q", "--pbkdf-force-iterations", "1000", "-i", "100", "NEW", key}, stdout: true},
-	}
+	plain := testtool.ImageAt(t, w.dir, "plain.img", 1<<20)
 	orig, err := os.ReadFile(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, c := range cases {
-		results := map[string]result{}
-		made := map[string]string{}
-		for _, tool := range []string{"cs", "luksd"} {
-			args := append([]string(nil), c.args...)
-			for j, a := range args {
-				var p string
-				switch a {
-				case "NEW":
-					p = zeroFile(t, w.dir, tool+"-new.img", 20<<20)
-				case "SMALL":
-					p = zeroFile(t, w.dir, tool+"-small.img", 1<<20)
-				case "COPY":
-					p = filepath.Join(w.dir, tool+"-copy.img")
-					if err := os.WriteFile(p, orig, 0o600); err != nil {
-						t.Fatal(err)
-					}
-				default:
-					continue
+	fill := strings.NewReplacer("{img}", img, "{key}", key, "{plain}", plain)
+	for i, c := range compatCases {
+		compareCompat(t, w, i, c, orig, fill)
+	}
+}
+
+// compareCompat runs case i through both tools, args filled in by fill
+// and NEW, SMALL and COPY made per tool, and compares what they did.
+func compareCompat(t *testing.T, w *workspace, i int, c compatCase, orig []byte, fill *strings.Replacer) {
+	t.Helper()
+	results := map[string]result{}
+	made := map[string]string{}
+	for _, tool := range []string{"cs", "luksd"} {
+		args := append([]string(nil), c.args...)
+		for j, a := range args {
+			args[j] = fill.Replace(a)
+			var p string
+			switch a {
+			case "NEW":
+				p = testtool.ImageAt(t, w.dir, tool+"-new.img", 20<<20)
+			case "SMALL":
+				p = testtool.ImageAt(t, w.dir, tool+"-small.img", 1<<20)
+			case "COPY":
+				p = filepath.Join(w.dir, tool+"-copy.img")
+				if err := os.WriteFile(p, orig, 0o600); err != nil {
+					t.Fatal(err)
 				}
-				args[j], made[tool] = p, p
+			default:
+				continue
 			}
-			if tool == "cs" {
-				results[tool] = w.cs(nil, args...)
-			} else {
-				results[tool] = w.luksd(nil, args...)
-			}
+			args[j], made[tool] = p, p
 		}
-		want, got := results["cs"], results["luksd"]
-		name := strings.Join(c.args, " ")
-		if got.code != want.code {
-			t.Errorf("%d %q: luksd exit %d (%q), cryptsetup exit %d (%q)", i, name, got.code, lastLine(got.stderr), want.code, lastLine(want.stderr))
-			continue
+		if tool == "cs" {
+			results[tool] = w.cs(nil, args...)
+		} else {
+			results[tool] = w.luksd(nil, args...)
 		}
-		if c.codeOnly {
-			continue
+	}
+	want, got := results["cs"], results["luksd"]
+	name := strings.Join(c.args, " ")
+	if got.code != want.code {
+		t.Errorf("%d %q: luksd exit %d (%q), cryptsetup exit %d (%q)", i, name, got.code, lastLine(got.stderr), want.code, lastLine(want.stderr))
+		return
+	}
+	if c.codeOnly {
+		return
+	}
+	ws, gs := lastLine(want.stderr), lastLine(got.stderr)
+	if (ws == "") != (gs == "") || !strings.HasSuffix(ws, gs) {
+		t.Errorf("%d %q: luksd says %q, cryptsetup %q", i, name, gs, ws)
+	}
+	if c.stdout {
+		a := strings.ReplaceAll(want.stdout, made["cs"], "IMG")
+		b := strings.ReplaceAll(got.stdout, made["luksd"], "IMG")
+		if a != b {
+			t.Errorf("%d %q: stdout differs:\n--- cryptsetup\n%s--- luksd\n%s", i, name, a, b)
 		}
-		ws, gs := lastLine(want.stderr), lastLine(got.stderr)
-		if (ws == "") != (gs == "") || !strings.HasSuffix(ws, gs) {
-			t.Errorf("%d %q: luksd says %q, cryptsetup %q", i, name, gs, ws)
-		}
-		if c.stdout {
-			a := strings.ReplaceAll(want.stdout, made["cs"], "IMG")
-			b := strings.ReplaceAll(got.stdout, made["luksd"], "IMG")
-			if a != b {
-				t.Errorf("%d %q: stdout differs:\n--- cryptsetup\n%s--- luksd\n%s", i, name, a, b)
-			}
-		}
-		if c.layout && want.code == 0 {
-			a, b := layoutOf(t, w, made["cs"]), layoutOf(t, w, made["luksd"])
-			if a != b {
-				t.Errorf("%d %q: layouts differ:\n--- cryptsetup\n%s\n--- luksd\n%s", i, name, a, b)
-			}
+	}
+	if c.layout && want.code == 0 {
+		a, b := layoutOf(t, w, made["cs"]), layoutOf(t, w, made["luksd"])
+		if a != b {
+			t.Errorf("%d %q: layouts differ:\n--- cryptsetup\n%s\n--- luksd\n%s", i, name, a, b)
 		}
 	}
 }
@@ -294,12 +310,7 @@ func TestFormatRefusesBusyDevice(t *testing.T) {
 		t.Fatal(st, err)
 	}
 	w.luksd(nil, append([]string{"luksFormat", "-q", st.Image, key}, pb...)...).expect(t, exitBusy, "Cannot use device "+st.Image+" which is in use (already mapped or mounted).")
-	if err := closeVolume("fmtbusy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "fmtbusy", done)
 
 	// A loop device held exclusively, as a mount holds it.
 	if os.Geteuid() != 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/luksd/luksd/blockdev/s3/s3test"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // luksd copy moves a cryptsetup volume into the store and back: the
@@ -21,7 +22,7 @@ import (
 // decrypts (its key, an independent XTS) to what was written.
 func TestCopyToS3AndBack(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv)
+	srv.Setenv(t)
 	dir := t.TempDir()
 	img, key := serveFormat(t, dir, 40<<20, "--type", "luks2")
 	bucket := srv.Bucket()
@@ -49,7 +50,7 @@ func TestCopyToS3AndBack(t *testing.T) {
 	rand.Read(data)
 	src := filepath.Join(dir, "src")
 	os.WriteFile(src, data, 0o600)
-	serveRun(t, "nbdcopy", "--flush", src, p.uri())
+	testtool.Run(t, "nbdcopy", "--flush", src, p.uri())
 	p.stop(t)
 
 	back := filepath.Join(dir, "back.img")
@@ -72,6 +73,6 @@ func TestCopyToS3AndBack(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Fatal("copy over an existing image differs")
 	}
-	luksd(t, nil, "copy", "-q", back, zeroFile(t, dir, "small", 1<<20)).expect(t, exitDevice, "too small")
+	luksd(t, nil, "copy", "-q", back, testtool.ImageAt(t, dir, "small", 1<<20)).expect(t, exitDevice, "too small")
 	luksd(t, nil, "copy", filepath.Join(dir, "none"), back).expect(t, exitDevice, "does not exist")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/daemon/daemontest"
 	"github.com/luksd/luksd/daemon/frontend"
+	"github.com/luksd/luksd/internal/testtool"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
 )
@@ -46,7 +47,7 @@ func startDaemon(t *testing.T, spec daemon.Spec, key *keyring.Secret) chan error
 func startFake(t *testing.T, name string) (*daemontest.Fake, chan error) {
 	t.Helper()
 	fe := fakeFrontend()
-	img := zeroFile(t, t.TempDir(), name+".img", 17<<20)
+	img := testtool.ImageAt(t, t.TempDir(), name+".img", 17<<20)
 	vk := make([]byte, 64)
 	rand.Read(vk)
 	key, err := keyring.FromBytes(vk)
@@ -84,3 +85,9 @@ func imageVolume(t *testing.T, image, header string, vk []byte) *volume {
 }
 
 func waitDaemon(t *testing.T, done chan error) error { return daemontest.Wait(t, done) }
+
+// stopVolume closes volume name and waits until its daemon ends.
+func stopVolume(t *testing.T, name string, done chan error) {
+	t.Helper()
+	daemontest.Stop(t, func() error { return closeVolume(name) }, done)
+}

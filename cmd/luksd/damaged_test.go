@@ -217,7 +217,7 @@ func TestAmbiguousSignatureLikeCryptsetup(t *testing.T) {
 	mkfs := testtool.Need(t, "mkfs.ext4")
 	img, key := w.image("amb.img"), w.key("key", "pw")
 	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
-	fs := zeroFile(t, w.dir, "fs.img", 8<<20)
+	fs := testtool.ImageAt(t, w.dir, "fs.img", 8<<20)
 	if out, err := exec.Command(mkfs, "-q", "-F", fs).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v: %s", err, out)
 	}

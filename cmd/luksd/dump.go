@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 
+	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
@@ -31,7 +31,7 @@ func init() {
 			ArgsUsage: "<device>",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "require `TYPE` luks1 or luks2"},
-				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+				headerFlag,
 			},
 			Action: isLuks,
 		},
@@ -41,7 +41,7 @@ func init() {
 			ArgsUsage: "<device>",
 			Flags: flagSet(typeFlags, []cli.Flag{
 				&cli.StringFlag{Name: "uuid", Usage: "new `UUID`"},
-				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+				headerFlag,
 			}),
 			Action: luksUUID,
 		},
@@ -53,6 +53,10 @@ func init() {
 var typeFlags = []cli.Flag{
 	&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "device `TYPE`: luks, luks1 or luks2"},
 }
+
+// headerFlag is --header, the detached header file of the verbs that read
+// or edit a header.
+var headerFlag = &cli.StringFlag{Name: "header", Usage: "detached header `FILE`"}
 
 // requiresArgs is cryptsetup's error for missing positional arguments.
 func requiresArgs(c *cli.Context, args string) error {
@@ -116,25 +120,21 @@ func luksDump(c *cli.Context) error {
 		return err
 	}
 	defer v.Close()
-	if p := c.String("volume-key-file"); p != "" {
-		if err := writeKeyFile(p, v.Key.Bytes()); err != nil {
-			return err
-		}
-		// cryptsetup prints the dump up to the key, then where it went.
-		var b bytes.Buffer
-		err := h.Dump(&b, luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: headerPath(c, dev)})
-		text := b.Bytes()
-		if i := bytes.Index(text, []byte("MK dump:")); i >= 0 {
-			os.Stdout.Write(text[:i])
-		}
-		clear(text)
-		if err != nil {
-			return withCode(exitParams, err)
-		}
-		fmt.Printf("Key stored to file %s.\n", p)
+	opts := luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: headerPath(c, dev)}
+	if err := writeKeyFile(c, &opts, v.Key.Bytes()); err != nil {
+		return err
+	}
+	return withCode(exitParams, h.Dump(os.Stdout, opts))
+}
+
+// writeKeyFile writes key to --volume-key-file, if given, and notes it in
+// opts: the dump then says where the key went instead of printing it.
+func writeKeyFile(c *cli.Context, opts *luks2.DumpOptions, key []byte) error {
+	opts.KeyFile = c.String("volume-key-file")
+	if opts.KeyFile == "" {
 		return nil
 	}
-	return withCode(exitParams, h.Dump(os.Stdout, luks2.DumpOptions{VolumeKey: v.Key.Bytes(), Device: headerPath(c, dev)}))
+	return withCode(exitParams, keyring.WriteKeyFile(opts.KeyFile, key))
 }
 
 // luksDumpUnbound is luksDump --unbound -S N: the unbound key keyslot N
@@ -161,44 +161,11 @@ func luksDumpUnbound(c *cli.Context, dev string) error {
 	}
 	defer key.Wipe()
 	verbosef(c, "Key slot %d unlocked.", slot)
-	hp := headerPath(c, dev)
-	p := c.String("volume-key-file")
-	if p == "" {
-		return withCode(exitParams, h.DumpUnbound(os.Stdout, hp, slot, key.Bytes()))
-	}
-	if err := writeKeyFile(p, key.Bytes()); err != nil {
+	opts := luks2.DumpOptions{Device: headerPath(c, dev)}
+	if err := writeKeyFile(c, &opts, key.Bytes()); err != nil {
 		return err
 	}
-	// The lines before the key, then where it went.
-	var b bytes.Buffer
-	if err := h.DumpUnbound(&b, hp, slot, key.Bytes()); err != nil {
-		return withCode(exitParams, err)
-	}
-	text := b.Bytes()
-	if i := bytes.Index(text, []byte("Unbound Key:")); i >= 0 {
-		os.Stdout.Write(text[:i])
-	}
-	clear(text)
-	fmt.Printf("Key stored to file %s.\n", p)
-	return nil
-}
-
-// writeKeyFile creates path (which must not exist) holding key, readable
-// by its owner only.
-func writeKeyFile(path string, key []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o400)
-	if err != nil {
-		return exitf(exitParams, "Cannot open keyfile %s for write.", path)
-	}
-	_, err = f.Write(key)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return exitf(exitParams, "Cannot write to keyfile %s.", path)
-	}
-	return nil
+	return withCode(exitParams, h.DumpUnbound(os.Stdout, slot, key.Bytes(), opts))
 }
 
 func isLuks(c *cli.Context) error {

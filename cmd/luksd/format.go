@@ -126,7 +126,7 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	// Sizes and sector sizes were checked as popt read them (options.go).
 	opts.KeySize = c.Int("key-size") / 8
 	if opts.Cipher == "auto" {
-		spec, sector, reason := autoCipher()
+		spec, sector, reason := luks2.AutoCipher()
 		if c.Bool("verbose") {
 			fmt.Printf("Cipher %s chosen: %s.\n", spec, reason)
 		}
@@ -184,7 +184,7 @@ func luks1FormatOptions(c *cli.Context, opts *luks2.FormatOptions) error {
 // smaller than the data offset (the file grows, as any write past its end
 // does) and only warns that no space is left for data. A block device
 // cannot grow; luks2.Format refuses it.
-func growsToHeader(f headerFile, size int64, opts luks2.FormatOptions, l luks2.Layout) bool {
+func growsToHeader(f luks2.File, size int64, opts luks2.FormatOptions, l luks2.Layout) bool {
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 && opts.DataOffset == 0 {
 		return false
@@ -289,13 +289,13 @@ func openFormatTarget(c *cli.Context, dev string) (hd *headerDevice, release fun
 // anything is overwritten, and names the signatures the format wipes.
 func confirmFormat(c *cli.Context, hd *headerDevice) error {
 	if luks2.IsLUKS(hd.File) && !c.Bool("batch-mode") {
-		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hd.path)
+		fmt.Printf("WARNING: Device %s already contains a 'crypto_LUKS' superblock signature.\n", hd.Path)
 	}
-	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hd.path)) {
+	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", hd.Path)) {
 		return errAborted(exitParams, "Operation aborted.")
 	}
 	for range luks2.LUKSSignatures(hd.File) {
-		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hd.path)
+		verbosef(c, "Existing 'crypto_LUKS' superblock signature on device %s will be wiped.", hd.Path)
 	}
 	return nil
 }
@@ -310,9 +310,9 @@ func formatVolumeKey(c *cli.Context, opts *luks2.FormatOptions) (*keyring.Secret
 	if opts.KeySize == 0 {
 		opts.KeySize = luks2.DefaultKeySize(opts.Cipher)
 	}
-	vk, err := readAddKeyVolumeKey(p, opts.KeySize)
+	vk, err := keyring.ReadKeyFile(p, opts.KeySize)
 	if err != nil {
-		return nil, err
+		return nil, keyError(err)
 	}
 	opts.VolumeKey = vk.Bytes()
 	return vk, nil
@@ -344,16 +344,16 @@ type formatPlan struct {
 // passes on cryptsetup's warning about a small keyslots area. Options
 // luks2 refuses give no layout: Format then says why.
 func planFormat(hd *headerDevice, opts *luks2.FormatOptions) formatPlan {
-	plan := formatPlan{size: hd.size}
+	plan := formatPlan{size: hd.Size}
 	layout, err := luks2.FormatLayout(*opts)
 	if err != nil {
 		return plan
 	}
 	plan.layout = layout
-	if plan.grows = growsToHeader(hd.File, hd.size, *opts, layout); plan.grows {
+	if plan.grows = growsToHeader(hd.File, hd.Size, *opts, layout); plan.grows {
 		plan.size = 0
 		if opts.SectorSize == 0 {
-			opts.SectorSize = luks2.DefaultSectorSize(hd.size, *opts)
+			opts.SectorSize = luks2.DefaultSectorSize(hd.Size, *opts)
 		}
 	}
 	if layout.SmallKeyslotsArea() {
@@ -366,13 +366,13 @@ func planFormat(hd *headerDevice, opts *luks2.FormatOptions) formatPlan {
 // the header durable, and with -v names the new keyslot.
 func finishFormat(c *cli.Context, hd *headerDevice, h *luks2.Header, plan formatPlan) error {
 	if plan.grows {
-		if err := hd.File.Truncate(plan.layout.DataOffset); err != nil {
-			return exitf(exitDevice, "Cannot write header to %s: %v", hd.path, err)
+		if err := hd.Truncate(plan.layout.DataOffset); err != nil {
+			return exitf(exitDevice, "Cannot write header to %s: %v", hd.Path, err)
 		}
-		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hd.path)
+		fmt.Printf("Device %s is too small for activation, there is no remaining space for data.\n", hd.Path)
 	}
-	if err := hd.File.Sync(); err != nil {
-		return exitf(exitDevice, "Cannot write header to %s: %v", hd.path, err)
+	if err := hd.Sync(); err != nil {
+		return exitf(exitDevice, "Cannot write header to %s: %v", hd.Path, err)
 	}
 	if c.Bool("verbose") {
 		if slots := h.ActiveKeyslots(); len(slots) > 0 {

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // luks1DumpRandom are the lines of a LUKS1 luksDump that differ between
@@ -32,6 +34,63 @@ func normalizeLUKS1Dump(dump, img string, calibrated bool) string {
 	return dump
 }
 
+// luks1Format is luksFormat of a LUKS1 volume with extra.
+func luks1Format(extra ...string) []string {
+	return append([]string{"luksFormat", "-q", "--type", "luks1"}, extra...)
+}
+
+// luks1Forced is luks1Format with 1000 PBKDF2 iterations forced.
+func luks1Forced(extra ...string) []string {
+	return luks1Format(append([]string{"--pbkdf-force-iterations", "1000"}, extra...)...)
+}
+
+// luks1FormatCases are the luksFormat lines TestLuksFormatLUKS1LikeCryptsetup
+// compares.
+var luks1FormatCases = []struct {
+	args       []string
+	size       int64
+	calibrated bool // iteration counts are measured, not compared
+}{
+	// cryptsetup's LUKS1 defaults: aes-xts-plain64, 512 bits, sha256, PBKDF2.
+	{args: luks1Forced("--uuid", compatUUID)},
+	{args: luks1Forced("--pbkdf", "pbkdf2", "-v")},
+	{args: luks1Forced("--type", "LUKS1")},
+	{args: luks1Forced("-c", "aes-cbc-essiv:sha256")},
+	{args: luks1Forced("-c", "aes-xts-plain64", "-s", "256", "-h", "sha512")},
+	// A label and a subsystem are dropped without a word; 512-byte
+	// sectors are LUKS1's, others are refused.
+	{args: luks1Forced("--label", "L", "--subsystem", "S", "-v")},
+	{args: luks1Forced("--sector-size", "512")},
+	{args: luks1Forced("--sector-size", "4096")},
+	{args: luks1Forced("--luks2-metadata-size", "65536")},
+	{args: luks1Forced("--luks2-keyslots-size", "1048576")},
+	// Keyslots 0..7.
+	{args: luks1Forced("-S", "7", "-v")},
+	{args: luks1Forced("-S", "8")},
+	// The payload: aligned after the keyslot areas, or where told.
+	{args: luks1Forced("--align-payload", "1", "-s", "256")},
+	{args: luks1Forced("--align-payload", "3000")},
+	{args: luks1Forced("--offset", "5000")},
+	{args: luks1Forced("--offset", "100")},
+	{args: luks1Forced("--offset", "2048")},
+	{args: luks1Forced("--offset", "4040")},
+	{args: luks1Forced("-s", "256", "--offset", "2056")},
+	// A detached header (HDR): --align-payload is the payload offset.
+	{args: luks1Forced("--header", "HDR")},
+	{args: luks1Forced("--header", "HDR", "-s", "256")},
+	{args: luks1Forced("--header", "HDR", "--offset", "8")},
+	{args: luks1Forced("--header", "HDR", "--align-payload", "4036")},
+	{args: luks1Forced("--header", "HDR", "--align-payload", "4040")},
+	// An image smaller than the header grows to the payload offset.
+	{args: luks1Forced(), size: 1 << 20},
+	// PBKDF2 only, at least 1000 iterations.
+	{args: luks1Format("--pbkdf-force-iterations", "999")},
+	{args: luks1Format("--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "999")},
+	// argon2 is reported, and PBKDF2 with its defaults (calibrated to
+	// 2 s, whatever was forced) formats the volume; the hash stays.
+	{args: luks1Format("--pbkdf", "argon2id", "--pbkdf-force-iterations", "4", "-h", "sha512"), calibrated: true},
+}
+
 // TestLuksFormatLUKS1LikeCryptsetup runs luksFormat --type luks1 command lines
 // through cryptsetup and luksd on twin images: the same exit code, stdout,
 // last line of stderr, header (cryptsetup's luksDump but for random
@@ -39,63 +98,14 @@ func normalizeLUKS1Dump(dump, img string, calibrated bool) string {
 func TestLuksFormatLUKS1LikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	key := w.key("key", "luks1 pass")
-	const uuid = "12345678-9abc-def0-1234-56789abcdef0"
-	forced := []string{"--pbkdf-force-iterations", "1000"}
-	f1 := func(extra ...string) []string {
-		return append([]string{"luksFormat", "-q", "--type", "luks1"}, extra...)
-	}
-	cases := []struct {
-		args       []string
-		size       int64
-		calibrated bool // iteration counts are measured, not compared
-	}{
-		// cryptsetup's LUKS1 defaults: aes-xts-plain64, 512 bits, sha256, PBKDF2.
-		{args: f1(append(forced, "--uuid", uuid)...)},
-		{args: f1(append(forced, "--pbkdf", "pbkdf2", "-v")...)},
-		{args: f1(append(forced, "--type", "LUKS1")...)},
-		{args: f1(append(forced, "-c", "aes-cbc-essiv:sha256")...)},
-		{args: f1(append(forced, "-c", "aes-xts-plain64", "-s", "256", "-h", "sha512")...)},
-		// A label and a subsystem are dropped without a word; 512-byte
-		// sectors are LUKS1's, others are refused.
-		{args: f1(append(forced, "--label", "L", "--subsystem", "S", "-v")...)},
-		{args: f1(append(forced, "--sector-size", "512")...)},
-		{args: f1(append(forced, "--sector-size", "4096")...)},
-		{args: f1(append(forced, "--luks2-metadata-size", "65536")...)},
-		{args: f1(append(forced, "--luks2-keyslots-size", "1048576")...)},
-		// Keyslots 0..7.
-		{args: f1(append(forced, "-S", "7", "-v")...)},
-		{args: f1(append(forced, "-S", "8")...)},
-		// The payload: aligned after the keyslot areas, or where told.
-		{args: f1(append(forced, "--align-payload", "1", "-s", "256")...)},
-		{args: f1(append(forced, "--align-payload", "3000")...)},
-		{args: f1(append(forced, "--offset", "5000")...)},
-		{args: f1(append(forced, "--offset", "100")...)},
-		{args: f1(append(forced, "--offset", "2048")...)},
-		{args: f1(append(forced, "--offset", "4040")...)},
-		{args: f1(append(forced, "-s", "256", "--offset", "2056")...)},
-		// A detached header (HDR): --align-payload is the payload offset.
-		{args: f1(append(forced, "--header", "HDR")...)},
-		{args: f1(append(forced, "--header", "HDR", "-s", "256")...)},
-		{args: f1(append(forced, "--header", "HDR", "--offset", "8")...)},
-		{args: f1(append(forced, "--header", "HDR", "--align-payload", "4036")...)},
-		{args: f1(append(forced, "--header", "HDR", "--align-payload", "4040")...)},
-		// An image smaller than the header grows to the payload offset.
-		{args: f1(forced...), size: 1 << 20},
-		// PBKDF2 only, at least 1000 iterations.
-		{args: f1("--pbkdf-force-iterations", "999")},
-		{args: f1("--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "999")},
-		// argon2 is reported, and PBKDF2 with its defaults (calibrated to
-		// 2 s, whatever was forced) formats the volume; the hash stays.
-		{args: f1("--pbkdf", "argon2id", "--pbkdf-force-iterations", "4", "-h", "sha512"), calibrated: true},
-	}
-	for i, c := range cases {
+	for i, c := range luks1FormatCases {
 		name := strings.Join(c.args, " ")
 		size := c.size
 		if size == 0 {
 			size = 20 << 20
 		}
-		cs := zeroFile(t, w.dir, "cs.img", size)
-		mine := zeroFile(t, w.dir, "luksd.img", size)
+		cs := testtool.ImageAt(t, w.dir, "cs.img", size)
+		mine := testtool.ImageAt(t, w.dir, "luksd.img", size)
 		// With --header, the header file is what is compared.
 		csHdr, myHdr := w.path("cs.hdr"), w.path("luksd.hdr")
 		os.Remove(csHdr)
@@ -162,7 +172,7 @@ func TestLuksFormatLUKS1LikeCryptsetup(t *testing.T) {
 func TestLuksFormatLUKS1OpensAndServes(t *testing.T) {
 	w := newWorkspace(t)
 	key := w.key("key", "luks1 served")
-	img := zeroFile(t, w.dir, "vol.img", 8<<20)
+	img := testtool.ImageAt(t, w.dir, "vol.img", 8<<20)
 	w.luksd(nil, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", img, key).ok(t)
 	w.cs(nil, "open", "--test-passphrase", "-d", key, img).ok(t)
 	w.cs(nil, "isLuks", "--type", "luks1", img).ok(t)
@@ -175,7 +185,7 @@ func TestLuksFormatLUKS1OpensAndServes(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serveRun(t, "nbdcopy", src, p.uri())
+	testtool.Run(t, "nbdcopy", src, p.uri())
 	p.stop(t)
 
 	vk, off := serveVolumeKey(t, img, key)

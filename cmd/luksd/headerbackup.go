@@ -11,7 +11,7 @@ import (
 
 var headerBackupFlags = []cli.Flag{
 	&cli.StringFlag{Name: "header-backup-file", Usage: "header backup `FILE`"},
-	&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+	headerFlag,
 	&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "device `TYPE` (accepted for cryptsetup compatibility)"},
 }
 
@@ -34,21 +34,20 @@ func init() {
 	)
 }
 
-// backupFile returns --header-backup-file or cryptsetup's error.
-func backupFile(c *cli.Context) (string, error) {
-	p := c.String("header-backup-file")
-	if p == "" {
-		return "", exitf(exitParams, "Option --header-backup-file is required.")
+// backupArgs returns the device and --header-backup-file, or cryptsetup's
+// error.
+func backupArgs(c *cli.Context) (dev, path string, err error) {
+	if dev, err = oneDevice(c); err != nil {
+		return "", "", err
 	}
-	return p, nil
+	if path = c.String("header-backup-file"); path == "" {
+		return "", "", exitf(exitParams, "Option --header-backup-file is required.")
+	}
+	return dev, path, nil
 }
 
 func luksHeaderBackup(c *cli.Context) error {
-	dev, err := oneDevice(c)
-	if err != nil {
-		return err
-	}
-	path, err := backupFile(c)
+	dev, path, err := backupArgs(c)
 	if err != nil {
 		return err
 	}
@@ -66,7 +65,7 @@ func luksHeaderBackup(c *cli.Context) error {
 	if err != nil {
 		return exitf(exitParams, "Cannot create header backup file %s.", path)
 	}
-	err = f.locked(false, func() error { return luks2.Backup(f, f.size, out) })
+	err = f.locked(false, func() error { return luks2.Backup(f, f.Size, out) })
 	if err == nil {
 		err = out.Sync()
 	}
@@ -81,11 +80,7 @@ func luksHeaderBackup(c *cli.Context) error {
 }
 
 func luksHeaderRestore(c *cli.Context) error {
-	dev, err := oneDevice(c)
-	if err != nil {
-		return err
-	}
-	path, err := backupFile(c)
+	dev, path, err := backupArgs(c)
 	if err != nil {
 		return err
 	}
@@ -103,7 +98,7 @@ func luksHeaderRestore(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
-	check, err := luks2.CheckRestore(f, f.size, b, bsize)
+	check, err := luks2.CheckRestore(f, f.Size, b, bsize)
 	if check.OtherVersion != 0 {
 		// cryptsetup reads the device as LUKS1 and says why it is not.
 		fmt.Fprintf(os.Stderr, "Unsupported LUKS version %d.\n", check.OtherVersion)
@@ -115,7 +110,7 @@ func luksHeaderRestore(c *cli.Context) error {
 		return errAborted(exitParams, "")
 	}
 	err = f.edit(func() error {
-		if err := luks2.Restore(f, f.size, b, bsize); err != nil {
+		if err := luks2.Restore(f, f.Size, b, bsize); err != nil {
 			return restoreError(hp, path, check.Version, err)
 		}
 		return nil

@@ -2,10 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -57,7 +57,7 @@ func newWorkspace(t *testing.T) *workspace {
 
 // image returns a new 20 MiB sparse image file.
 func (w *workspace) image(name string) string {
-	return zeroFile(w.t, w.dir, name, 20<<20)
+	return testtool.ImageAt(w.t, w.dir, name, 20<<20)
 }
 
 // key writes a key file holding pass.
@@ -90,16 +90,10 @@ func (r result) ok(t *testing.T) result {
 	return r
 }
 
-var mkDump = regexp.MustCompile(`(?s)MK dump:\s*((?:[0-9a-f]{2}\s+)+)`)
-
-// volumeKey extracts the key from luksDump --dump-volume-key output.
+// volumeKey is the key in luksDump --dump-volume-key output, in hex.
 func volumeKey(t *testing.T, dump string) string {
 	t.Helper()
-	m := mkDump.FindStringSubmatch(dump)
-	if m == nil {
-		t.Fatalf("no MK dump in:\n%s", dump)
-	}
-	return strings.Join(strings.Fields(m[1]), "")
+	return hex.EncodeToString(testtool.VolumeKey(t, dump))
 }
 
 // sameVolumeKey checks that cryptsetup and luksd unlock img with keyFile
@@ -611,7 +605,7 @@ func TestInteropErrorsLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	img, key, bad := w.image("vol.img"), w.key("key", "pw"), w.key("bad", "nope")
 	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
-	plain := zeroFile(t, w.dir, "plain.img", 1<<20)
+	plain := testtool.ImageAt(t, w.dir, "plain.img", 1<<20)
 	missing := w.path("missing")
 	exists := w.key("exists", "x")
 	empty := w.image("empty.img") // a LUKS2 header without keyslots

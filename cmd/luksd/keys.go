@@ -1,11 +1,9 @@
 package main
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,7 +57,7 @@ func init() {
 			Usage:     "wipe every keyslot",
 			ArgsUsage: "<device>",
 			Flags: flagSet(typeFlags, []cli.Flag{
-				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+				headerFlag,
 			}),
 			Action: erase,
 		},
@@ -81,6 +79,16 @@ func keyDevice(c *cli.Context) (dev, arg string, err error) {
 	}
 	// Further arguments are ignored, as by cryptsetup.
 	return dev, c.Args().Get(1), nil
+}
+
+// newKeyArgs returns the device, the optional new key file and the PBKDF
+// the flags ask for (luksAddKey, luksChangeKey).
+func newKeyArgs(c *cli.Context) (dev, newFile string, p luks2.PBKDF, err error) {
+	if dev, newFile, err = keyDevice(c); err != nil {
+		return "", "", p, err
+	}
+	p, err = pbkdfFromFlags(c)
+	return dev, newFile, p, err
 }
 
 // newKeySource is where a new passphrase comes from: --new-keyfile or the
@@ -138,11 +146,7 @@ func sentence(err error) string {
 }
 
 func luksAddKey(c *cli.Context) error {
-	dev, newFile, err := keyDevice(c)
-	if err != nil {
-		return err
-	}
-	p, err := pbkdfFromFlags(c)
+	dev, newFile, p, err := newKeyArgs(c)
 	if err != nil {
 		return err
 	}
@@ -211,17 +215,11 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*
 	if c.Bool("unbound") {
 		if path := c.String("volume-key-file"); path != "" {
 			// cryptsetup: the unbound key is the file's, as it is.
-			return readAddKeyVolumeKey(path, bits/8)
+			vk, err := keyring.ReadKeyFile(path, bits/8)
+			return vk, keyError(err)
 		}
-		k, err := keyring.NewSecret(bits / 8)
-		if err != nil {
-			return nil, withCode(exitMemory, err)
-		}
-		if _, err := rand.Read(k.Bytes()); err != nil {
-			k.Wipe()
-			return nil, err
-		}
-		return k, nil
+		k, err := keyring.Random(bits / 8)
+		return k, keyError(err)
 	}
 	if path := c.String("volume-key-file"); path != "" {
 		n := 0
@@ -235,9 +233,9 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*
 		if n == 0 {
 			return nil, exitf(exitParams, "Cannot determine volume key size for LUKS without keyslots, please use --key-size option.")
 		}
-		vk, err := readAddKeyVolumeKey(path, n)
+		vk, err := keyring.ReadKeyFile(path, n)
 		if err != nil {
-			return nil, err
+			return nil, keyError(err)
 		}
 		if err := h.VerifyVolumeKey(vk.Bytes()); err != nil {
 			vk.Wipe()
@@ -257,23 +255,13 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*
 	return vk, err
 }
 
-// readAddKeyVolumeKey reads the first n bytes of a volume key file, with
-// cryptsetup's messages (luksAddKey and luksFormat --volume-key-file).
-func readAddKeyVolumeKey(path string, n int) (*keyring.Secret, error) {
-	kf, err := os.Open(path)
-	if err != nil {
-		return nil, exitf(exitParams, "Cannot read keyfile %s.", path)
+// keyError gives a key source's failure cryptsetup's exit code: 3 for
+// memory, 1 for the rest (their messages are cryptsetup's).
+func keyError(err error) error {
+	if errors.Is(err, keyring.ErrNoMemory) {
+		return withCode(exitMemory, err)
 	}
-	defer kf.Close()
-	k, err := keyring.NewSecret(n)
-	if err != nil {
-		return nil, withCode(exitMemory, err)
-	}
-	if _, err := io.ReadFull(kf, k.Bytes()); err != nil {
-		k.Wipe()
-		return nil, exitf(exitParams, "Cannot read %d bytes from keyfile %s.", n, path)
-	}
-	return k, nil
+	return withCode(exitParams, err)
 }
 
 func luksRemoveKey(c *cli.Context) error {
@@ -300,10 +288,22 @@ func luksRemoveKey(c *cli.Context) error {
 	vk.Wipe()
 	verbosef(c, "Key slot %d unlocked.", slot)
 	verbosef(c, "Keyslot %d is selected for deletion.", slot)
-	if h.KeyslotStatus(slot) == luks2.KeyslotActiveLast && src.Interactive() && !confirm(c,
-		"This is the last keyslot. Device will become unusable after purging this key.") {
-		return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
+	if h.KeyslotStatus(slot) == luks2.KeyslotActiveLast && src.Interactive() && !confirmLast(c) {
+		return errLastKept
 	}
+	return killSlot(c, dev, h, f, slot)
+}
+
+// confirmLast asks before the last keyslot is wiped.
+func confirmLast(c *cli.Context) bool {
+	return confirm(c, "This is the last keyslot. Device will become unusable after purging this key.")
+}
+
+// errLastKept is the answer to a declined confirmLast.
+var errLastKept = errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
+
+// killSlot wipes keyslot slot of dev's header h and says so with -v.
+func killSlot(c *cli.Context, dev string, h *luks2.Header, f *headerDevice, slot int) error {
 	if err := f.edit(func() error { return headerErrorOrNil(headerPath(c, dev), h.KillSlot(f, slot)) }); err != nil {
 		return err
 	}
@@ -312,11 +312,7 @@ func luksRemoveKey(c *cli.Context) error {
 }
 
 func luksChangeKey(c *cli.Context) error {
-	dev, newFile, err := keyDevice(c)
-	if err != nil {
-		return err
-	}
-	p, err := pbkdfFromFlags(c)
+	dev, newFile, p, err := newKeyArgs(c)
 	if err != nil {
 		return err
 	}
@@ -352,7 +348,7 @@ func luksChangeKey(c *cli.Context) error {
 		var err error
 		switch {
 		case h.Version() == 1 && !c.IsSet("key-slot") && c.Int("new-key-slot") < 0:
-			newSlot, err = moveKey(h, f, vk, pass, oldSlot, p)
+			newSlot, err = h.MoveKey(f, vk.Bytes(), pass.Bytes(), oldSlot, p)
 		case h.Version() == 2 && c.Int("new-key-slot") < 0 && c.IsSet("key-slot"):
 			// As cryptsetup, the keyslot is rewritten in its own area; it
 			// keeps its number, metadata place, priority and tokens.
@@ -362,7 +358,7 @@ func luksChangeKey(c *cli.Context) error {
 			// while a keyslot number is free.
 			err = h.ChangeKey(f, oldSlot, vk.Bytes(), pass.Bytes(), p)
 		default:
-			newSlot, err = changeKey(h, f, vk, pass, oldSlot, c.Int("new-key-slot"), p)
+			newSlot, err = h.ReplaceKey(f, vk.Bytes(), pass.Bytes(), oldSlot, c.Int("new-key-slot"), p)
 		}
 		return headerErrorOrNil(headerPath(c, dev), err)
 	})
@@ -371,56 +367,6 @@ func luksChangeKey(c *cli.Context) error {
 	}
 	verbosef(c, "Key slot %d created.", newSlot)
 	return nil
-}
-
-// moveKey is cryptsetup's LUKS1 luksChangeKey without --key-slot: the new
-// passphrase goes to the first free keyslot and the old one is wiped; with
-// no free keyslot, oldSlot is rewritten in place.
-func moveKey(h *luks2.Header, f luks2.Device, vk, pass *keyring.Secret, oldSlot int, p luks2.PBKDF) (int, error) {
-	if _, err := h.FreeKeyslot(); errors.Is(err, luks2.ErrNoFreeSlot) {
-		return changeKey(h, f, vk, pass, oldSlot, -1, p)
-	}
-	slot, err := h.AddKey(f, vk.Bytes(), pass.Bytes(), -1, p)
-	if err != nil {
-		return 0, err
-	}
-	return slot, h.KillSlot(f, oldSlot)
-}
-
-// changeKey replaces the passphrase of oldSlot, keeping its number as
-// cryptsetup does for LUKS1 with --key-slot, or moving it to newSlot >= 0
-// (--new-key-slot, LUKS1 and LUKS2; LUKS2 otherwise uses Header.ChangeKey). The new passphrase is written to a free keyslot before
-// the old one is wiped, so an interruption never leaves the volume without
-// a working keyslot; to keep the number, that costs a second key
-// derivation. With every keyslot taken, the old one is wiped first and
-// rewritten, which is as far as cryptsetup's in-place rewrite goes too.
-func changeKey(h *luks2.Header, f luks2.Device, vk, pass *keyring.Secret, oldSlot, newSlot int, p luks2.PBKDF) (int, error) {
-	add := h.AddKey
-	if h.Unbound(oldSlot) {
-		// An unbound key (luksChangeKey -S N) stays unbound.
-		add = h.AddUnboundKey
-	}
-	tmp, err := add(f, vk.Bytes(), pass.Bytes(), newSlot, p)
-	if errors.Is(err, luks2.ErrNoFreeSlot) && newSlot < 0 {
-		if err := h.KillSlot(f, oldSlot); err != nil {
-			return 0, err
-		}
-		return add(f, vk.Bytes(), pass.Bytes(), oldSlot, p)
-	}
-	if err != nil {
-		return 0, err
-	}
-	if err := h.KillSlot(f, oldSlot); err != nil {
-		return 0, err
-	}
-	if newSlot >= 0 {
-		return tmp, nil
-	}
-	if _, err := add(f, vk.Bytes(), pass.Bytes(), oldSlot, p); err != nil {
-		// The new passphrase still opens keyslot tmp.
-		return 0, fmt.Errorf("new passphrase stored in key slot %d, not %d: %w", tmp, oldSlot, err)
-	}
-	return oldSlot, h.KillSlot(f, tmp)
 }
 
 func luksKillSlot(c *cli.Context) error {
@@ -450,9 +396,8 @@ func luksKillSlot(c *cli.Context) error {
 	// keyslot, or this one when it is the last.
 	if !c.Bool("batch-mode") || c.IsSet("key-file") || !stdinIsTerminal() {
 		last := h.KeyslotStatus(slot) == luks2.KeyslotActiveLast
-		if last && !c.IsSet("key-file") && !confirm(c,
-			"This is the last keyslot. Device will become unusable after purging this key.") {
-			return errAborted(exitPermission, "Operation aborted, the keyslot was NOT wiped.")
+		if last && !c.IsSet("key-file") && !confirmLast(c) {
+			return errLastKept
 		}
 		err := verifyRemaining(c, h, f, src, slot, last)
 		// Empty standard input: cryptsetup goes ahead without a passphrase.
@@ -463,11 +408,7 @@ func luksKillSlot(c *cli.Context) error {
 			return err
 		}
 	}
-	if err := f.edit(func() error { return headerErrorOrNil(headerPath(c, dev), h.KillSlot(f, slot)) }); err != nil {
-		return err
-	}
-	verbosef(c, "Key slot %d removed.", slot)
-	return nil
+	return killSlot(c, dev, h, f, slot)
 }
 
 // verifyRemaining asks for a passphrase that opens a bound keyslot other

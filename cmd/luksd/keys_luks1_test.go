@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // Key management like cryptsetup's: the same command lines run through
@@ -300,7 +302,7 @@ func TestInteropUnboundAndPriority(t *testing.T) {
 // lives in its own file (payload offset 0) are edited through --header.
 func TestInteropLUKS1DetachedHeader(t *testing.T) {
 	w := newWorkspace(t)
-	data, hdr := w.image("data.img"), zeroFile(t, w.dir, "hdr.img", 4<<20)
+	data, hdr := w.image("data.img"), testtool.ImageAt(t, w.dir, "hdr.img", 4<<20)
 	k0, k1 := w.key("k0", "zero"), w.key("k1", "one")
 	w.cs(nil, "luksFormat", "-q", "--type", "luks1", "--pbkdf-force-iterations", "1000", "--header", hdr, data, k0).ok(t)
 	w.luksd(nil, "luksAddKey", "--header", hdr, "-d", k0, "--pbkdf-force-iterations", "1000", data, k1).ok(t)

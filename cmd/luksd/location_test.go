@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/internal/testtool"
 	"github.com/luksd/luksd/luks2"
 )
 
@@ -46,7 +47,7 @@ func TestUnknownLocationScheme(t *testing.T) {
 
 	hdr := filepath.Join(dir, "hdr")
 	luksd(t, nil, "luksFormat", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
-		"--header", hdr, "--key-file", key, zeroFile(t, dir, "data", 1<<20)).expect(t, 0, "")
+		"--header", hdr, "--key-file", key, testtool.ImageAt(t, dir, "data", 1<<20)).expect(t, 0, "")
 	luksd(t, nil, "open", "--test-passphrase", "--header", hdr, "--key-file", key, "nbd://127.0.0.1/export").
 		expect(t, exitDevice, "luksd: unknown location scheme nbd (nbd://127.0.0.1/export)")
 }

@@ -15,7 +15,7 @@ func TestArgon2OutOfMemory(t *testing.T) {
 	cs := testtool.Need(t, "cryptsetup")
 	prlimit := testtool.Need(t, "prlimit")
 	dir := t.TempDir()
-	img := zeroFile(t, dir, "img", 20<<20)
+	img := testtool.ImageAt(t, dir, "img", 20<<20)
 	key := filepath.Join(dir, "key")
 	if err := os.WriteFile(key, []byte("memory"), 0o600); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,7 +13,7 @@ import (
 
 func TestOpenArguments(t *testing.T) {
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
-	img := zeroFile(t, t.TempDir(), "img", 1<<20)
+	img := testtool.ImageAt(t, t.TempDir(), "img", 1<<20)
 	luksd(t, nil, "open").expect(t, exitParams, "open: requires <device> [--type <type>] [<name>] as arguments")
 	luksd(t, nil, "open", img).expect(t, exitParams, "Command requires device and mapped name as arguments.")
 	luksd(t, nil, "open", img, "a/b").expect(t, exitParams, "Invalid device name")
@@ -37,27 +36,17 @@ func TestOpenRefusesActiveName(t *testing.T) {
 	if err != nil || st == nil {
 		t.Fatal(st, err)
 	}
-	img := zeroFile(t, t.TempDir(), "img", 1<<20)
+	img := testtool.ImageAt(t, t.TempDir(), "img", 1<<20)
 	luksd(t, nil, "open", img, "busy").expect(t, exitBusy, "Device busy already exists.")
 	luksd(t, nil, "open", st.Image, "other").expect(t, exitBusy, "Cannot use device "+st.Image+" which is in use (already mapped or mounted).")
-	if err := closeVolume("busy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "busy", done)
 }
 
 func TestOpenTestPassphrase(t *testing.T) {
-	cs := testtool.Need(t, "cryptsetup")
-	dir := t.TempDir()
-	img := zeroFile(t, dir, "img", 20<<20)
-	key := filepath.Join(dir, "key")
-	os.WriteFile(key, []byte("right passphrase"), 0o600)
-	bad := filepath.Join(dir, "bad")
-	os.WriteFile(bad, []byte("wrong passphrase"), 0o600)
-	runTool(t, nil, cs, "luksFormat", "-q", "--type", "luks2", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
-		"--key-file", key, img).expect(t, 0, "")
+	img := testtool.Image(t, 20<<20)
+	key := testtool.KeyFile(t, []byte("right passphrase"))
+	bad := testtool.KeyFile(t, []byte("wrong passphrase"))
+	testtool.CryptsetupFormat(t, img, key, "--type", "luks2")
 	luksd(t, nil, "open", "--test-passphrase", "--key-file", key, img).expect(t, 0, "")
 	luksd(t, nil, "open", "--test-passphrase", "--key-file", bad, img).expect(t, exitPermission, "No key available with this passphrase.")
 	// A LUKS2 header is not LUKS1: refused before unlocking.

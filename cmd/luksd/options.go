@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
+	"github.com/luksd/luksd/internal/cmdline"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
@@ -17,21 +17,9 @@ import (
 // Scripts pass such options freely, so luksd knows cryptsetup 2.6.1's whole
 // option table, not just the flags its verbs use.
 
-// flagKind is what an option takes.
-type flagKind int
-
-const (
-	flagNone   flagKind = iota // a switch
-	flagText                   // a string
-	flagUint32                 // CRYPT_ARG_UINT32
-	flagInt32                  // CRYPT_ARG_INT32 (key slots, token ids)
-	flagUint64                 // CRYPT_ARG_UINT64
-	flagSize                   // CRYPT_ARG_UINT64 with unit suffixes (--luks2-*-size, --device-size)
-)
-
 // csOption is one option of cryptsetup 2.6.1.
 type csOption struct {
-	kind  flagKind
+	kind  cmdline.Kind
 	short byte
 	// actions, when not nil, are the only actions (of those luksd has)
 	// that accept the option; the others refuse it.
@@ -42,109 +30,109 @@ type csOption struct {
 // --usage`), with the actions that accept each restricted option as
 // `cryptsetup --test-args ACTION --OPTION` reports them.
 var cryptsetupOptions = map[string]csOption{
-	"active-name":                 {kind: flagText},
-	"align-payload":               {kind: flagUint32, actions: []string{"luksFormat"}},
-	"allow-discards":              {kind: flagNone, actions: []string{"open"}},
-	"batch-mode":                  {kind: flagNone, short: 'q'},
-	"block-size":                  {kind: flagUint32, short: 'B'},
-	"cancel-deferred":             {kind: flagNone, actions: []string{"close"}},
-	"cipher":                      {kind: flagText, short: 'c'},
-	"debug":                       {kind: flagNone},
-	"debug-json":                  {kind: flagNone},
-	"decrypt":                     {kind: flagNone},
-	"deferred":                    {kind: flagNone, actions: []string{"close"}},
-	"device-size":                 {kind: flagSize, actions: []string{"open"}},
-	"disable-external-tokens":     {kind: flagNone},
-	"disable-keyring":             {kind: flagNone},
-	"disable-locks":               {kind: flagNone},
-	"disable-veracrypt":           {kind: flagNone, actions: []string{"open"}},
-	"dump-json-metadata":          {kind: flagNone},
-	"dump-master-key":             {kind: flagNone},
-	"dump-volume-key":             {kind: flagNone},
-	"encrypt":                     {kind: flagNone},
-	"force-offline-reencrypt":     {kind: flagNone, actions: []string{}},
-	"force-password":              {kind: flagNone},
-	"hash":                        {kind: flagText, short: 'h'},
-	"header":                      {kind: flagText},
-	"header-backup-file":          {kind: flagText},
-	"hotzone-size":                {kind: flagSize, actions: []string{}},
-	"init-only":                   {kind: flagNone},
-	"integrity":                   {kind: flagText, short: 'I', actions: []string{"luksFormat"}},
-	"integrity-legacy-padding":    {kind: flagNone},
-	"integrity-no-journal":        {kind: flagNone},
-	"integrity-no-wipe":           {kind: flagNone, actions: []string{"luksFormat"}},
-	"iter-time":                   {kind: flagUint32, short: 'i', actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
-	"iv-large-sectors":            {kind: flagNone, actions: []string{"open"}},
-	"json-file":                   {kind: flagText},
-	"keep-key":                    {kind: flagNone, actions: []string{}},
-	"key-description":             {kind: flagText},
-	"key-file":                    {kind: flagText, short: 'd'},
-	"key-size":                    {kind: flagUint32, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
-	"key-slot":                    {kind: flagInt32, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey"}},
-	"keyfile-offset":              {kind: flagUint64},
-	"keyfile-size":                {kind: flagUint32, short: 'l'},
-	"keyslot-cipher":              {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
-	"keyslot-key-size":            {kind: flagUint32, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
-	"label":                       {kind: flagText, actions: []string{"luksFormat", "config"}},
-	"luks2-keyslots-size":         {kind: flagSize, actions: []string{"luksFormat"}},
-	"luks2-metadata-size":         {kind: flagSize, actions: []string{"luksFormat"}},
-	"master-key-file":             {kind: flagText},
-	"new":                         {kind: flagNone, short: 'N'},
-	"new-key-slot":                {kind: flagInt32, actions: []string{"luksAddKey"}},
-	"new-keyfile":                 {kind: flagText, actions: []string{"luksAddKey"}},
-	"new-keyfile-offset":          {kind: flagUint64},
-	"new-keyfile-size":            {kind: flagUint32},
-	"new-token-id":                {kind: flagInt32, actions: []string{"luksAddKey"}},
-	"offset":                      {kind: flagUint64, short: 'o', actions: []string{"luksFormat", "open"}},
-	"pbkdf":                       {kind: flagText, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
-	"pbkdf-force-iterations":      {kind: flagUint32, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
-	"pbkdf-memory":                {kind: flagUint32},
-	"pbkdf-parallel":              {kind: flagUint32},
-	"perf-no_read_workqueue":      {kind: flagNone},
-	"perf-no_write_workqueue":     {kind: flagNone},
-	"perf-same_cpu_crypt":         {kind: flagNone},
-	"perf-submit_from_crypt_cpus": {kind: flagNone},
-	"persistent":                  {kind: flagNone, actions: []string{"open"}},
-	"priority":                    {kind: flagText, actions: []string{"config"}},
-	"progress-frequency":          {kind: flagUint32},
-	"progress-json":               {kind: flagNone, actions: []string{"luksFormat"}},
-	"readonly":                    {kind: flagNone, short: 'r'},
-	"reduce-device-size":          {kind: flagSize},
-	"refresh":                     {kind: flagNone, actions: []string{"open"}},
-	"resilience":                  {kind: flagText},
-	"resilience-hash":             {kind: flagText},
-	"resume-only":                 {kind: flagNone},
-	"sector-size":                 {kind: flagUint32, actions: []string{"luksFormat", "open"}},
-	"serialize-memory-hard-pbkdf": {kind: flagNone, actions: []string{"open"}},
-	"shared":                      {kind: flagNone, actions: []string{"open"}},
-	"size":                        {kind: flagUint64, short: 'b', actions: []string{"open"}},
-	"skip":                        {kind: flagUint64, short: 'p', actions: []string{"open"}},
-	"subsystem":                   {kind: flagText, actions: []string{"luksFormat", "config"}},
-	"tcrypt-backup":               {kind: flagNone, actions: []string{"open"}},
-	"tcrypt-hidden":               {kind: flagNone, actions: []string{"open"}},
-	"tcrypt-system":               {kind: flagNone, actions: []string{"open"}},
-	"test-args":                   {kind: flagNone},
-	"test-passphrase":             {kind: flagNone, actions: []string{"open"}},
-	"timeout":                     {kind: flagUint32, short: 't'},
-	"token-id":                    {kind: flagInt32},
-	"token-only":                  {kind: flagNone},
-	"token-replace":               {kind: flagNone, actions: []string{"token"}},
-	"token-type":                  {kind: flagText},
-	"tries":                       {kind: flagUint32, short: 'T'},
-	"type":                        {kind: flagText, short: 'M'},
-	"unbound":                     {kind: flagNone, actions: []string{"open", "luksDump", "luksAddKey", "token"}},
-	"use-directio":                {kind: flagNone},
-	"use-fsync":                   {kind: flagNone},
-	"use-random":                  {kind: flagNone, actions: []string{"luksFormat"}},
-	"use-urandom":                 {kind: flagNone, actions: []string{"luksFormat"}},
-	"uuid":                        {kind: flagText, actions: []string{"luksFormat", "luksUUID"}},
-	"veracrypt":                   {kind: flagNone},
-	"veracrypt-pim":               {kind: flagUint32, actions: []string{"open"}},
-	"veracrypt-query-pim":         {kind: flagNone},
-	"verbose":                     {kind: flagNone, short: 'v'},
-	"verify-passphrase":           {kind: flagNone, short: 'y'},
-	"volume-key-file":             {kind: flagText},
-	"write-log":                   {kind: flagNone},
+	"active-name":                 {kind: cmdline.Text},
+	"align-payload":               {kind: cmdline.Uint32, actions: []string{"luksFormat"}},
+	"allow-discards":              {kind: cmdline.None, actions: []string{"open"}},
+	"batch-mode":                  {kind: cmdline.None, short: 'q'},
+	"block-size":                  {kind: cmdline.Uint32, short: 'B'},
+	"cancel-deferred":             {kind: cmdline.None, actions: []string{"close"}},
+	"cipher":                      {kind: cmdline.Text, short: 'c'},
+	"debug":                       {kind: cmdline.None},
+	"debug-json":                  {kind: cmdline.None},
+	"decrypt":                     {kind: cmdline.None},
+	"deferred":                    {kind: cmdline.None, actions: []string{"close"}},
+	"device-size":                 {kind: cmdline.Size, actions: []string{"open"}},
+	"disable-external-tokens":     {kind: cmdline.None},
+	"disable-keyring":             {kind: cmdline.None},
+	"disable-locks":               {kind: cmdline.None},
+	"disable-veracrypt":           {kind: cmdline.None, actions: []string{"open"}},
+	"dump-json-metadata":          {kind: cmdline.None},
+	"dump-master-key":             {kind: cmdline.None},
+	"dump-volume-key":             {kind: cmdline.None},
+	"encrypt":                     {kind: cmdline.None},
+	"force-offline-reencrypt":     {kind: cmdline.None, actions: []string{}},
+	"force-password":              {kind: cmdline.None},
+	"hash":                        {kind: cmdline.Text, short: 'h'},
+	"header":                      {kind: cmdline.Text},
+	"header-backup-file":          {kind: cmdline.Text},
+	"hotzone-size":                {kind: cmdline.Size, actions: []string{}},
+	"init-only":                   {kind: cmdline.None},
+	"integrity":                   {kind: cmdline.Text, short: 'I', actions: []string{"luksFormat"}},
+	"integrity-legacy-padding":    {kind: cmdline.None},
+	"integrity-no-journal":        {kind: cmdline.None},
+	"integrity-no-wipe":           {kind: cmdline.None, actions: []string{"luksFormat"}},
+	"iter-time":                   {kind: cmdline.Uint32, short: 'i', actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
+	"iv-large-sectors":            {kind: cmdline.None, actions: []string{"open"}},
+	"json-file":                   {kind: cmdline.Text},
+	"keep-key":                    {kind: cmdline.None, actions: []string{}},
+	"key-description":             {kind: cmdline.Text},
+	"key-file":                    {kind: cmdline.Text, short: 'd'},
+	"key-size":                    {kind: cmdline.Uint32, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
+	"key-slot":                    {kind: cmdline.Int32, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey"}},
+	"keyfile-offset":              {kind: cmdline.Uint64},
+	"keyfile-size":                {kind: cmdline.Uint32, short: 'l'},
+	"keyslot-cipher":              {kind: cmdline.Text, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
+	"keyslot-key-size":            {kind: cmdline.Uint32, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
+	"label":                       {kind: cmdline.Text, actions: []string{"luksFormat", "config"}},
+	"luks2-keyslots-size":         {kind: cmdline.Size, actions: []string{"luksFormat"}},
+	"luks2-metadata-size":         {kind: cmdline.Size, actions: []string{"luksFormat"}},
+	"master-key-file":             {kind: cmdline.Text},
+	"new":                         {kind: cmdline.None, short: 'N'},
+	"new-key-slot":                {kind: cmdline.Int32, actions: []string{"luksAddKey"}},
+	"new-keyfile":                 {kind: cmdline.Text, actions: []string{"luksAddKey"}},
+	"new-keyfile-offset":          {kind: cmdline.Uint64},
+	"new-keyfile-size":            {kind: cmdline.Uint32},
+	"new-token-id":                {kind: cmdline.Int32, actions: []string{"luksAddKey"}},
+	"offset":                      {kind: cmdline.Uint64, short: 'o', actions: []string{"luksFormat", "open"}},
+	"pbkdf":                       {kind: cmdline.Text, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
+	"pbkdf-force-iterations":      {kind: cmdline.Uint32, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
+	"pbkdf-memory":                {kind: cmdline.Uint32},
+	"pbkdf-parallel":              {kind: cmdline.Uint32},
+	"perf-no_read_workqueue":      {kind: cmdline.None},
+	"perf-no_write_workqueue":     {kind: cmdline.None},
+	"perf-same_cpu_crypt":         {kind: cmdline.None},
+	"perf-submit_from_crypt_cpus": {kind: cmdline.None},
+	"persistent":                  {kind: cmdline.None, actions: []string{"open"}},
+	"priority":                    {kind: cmdline.Text, actions: []string{"config"}},
+	"progress-frequency":          {kind: cmdline.Uint32},
+	"progress-json":               {kind: cmdline.None, actions: []string{"luksFormat"}},
+	"readonly":                    {kind: cmdline.None, short: 'r'},
+	"reduce-device-size":          {kind: cmdline.Size},
+	"refresh":                     {kind: cmdline.None, actions: []string{"open"}},
+	"resilience":                  {kind: cmdline.Text},
+	"resilience-hash":             {kind: cmdline.Text},
+	"resume-only":                 {kind: cmdline.None},
+	"sector-size":                 {kind: cmdline.Uint32, actions: []string{"luksFormat", "open"}},
+	"serialize-memory-hard-pbkdf": {kind: cmdline.None, actions: []string{"open"}},
+	"shared":                      {kind: cmdline.None, actions: []string{"open"}},
+	"size":                        {kind: cmdline.Uint64, short: 'b', actions: []string{"open"}},
+	"skip":                        {kind: cmdline.Uint64, short: 'p', actions: []string{"open"}},
+	"subsystem":                   {kind: cmdline.Text, actions: []string{"luksFormat", "config"}},
+	"tcrypt-backup":               {kind: cmdline.None, actions: []string{"open"}},
+	"tcrypt-hidden":               {kind: cmdline.None, actions: []string{"open"}},
+	"tcrypt-system":               {kind: cmdline.None, actions: []string{"open"}},
+	"test-args":                   {kind: cmdline.None},
+	"test-passphrase":             {kind: cmdline.None, actions: []string{"open"}},
+	"timeout":                     {kind: cmdline.Uint32, short: 't'},
+	"token-id":                    {kind: cmdline.Int32},
+	"token-only":                  {kind: cmdline.None},
+	"token-replace":               {kind: cmdline.None, actions: []string{"token"}},
+	"token-type":                  {kind: cmdline.Text},
+	"tries":                       {kind: cmdline.Uint32, short: 'T'},
+	"type":                        {kind: cmdline.Text, short: 'M'},
+	"unbound":                     {kind: cmdline.None, actions: []string{"open", "luksDump", "luksAddKey", "token"}},
+	"use-directio":                {kind: cmdline.None},
+	"use-fsync":                   {kind: cmdline.None},
+	"use-random":                  {kind: cmdline.None, actions: []string{"luksFormat"}},
+	"use-urandom":                 {kind: cmdline.None, actions: []string{"luksFormat"}},
+	"uuid":                        {kind: cmdline.Text, actions: []string{"luksFormat", "luksUUID"}},
+	"veracrypt":                   {kind: cmdline.None},
+	"veracrypt-pim":               {kind: cmdline.Uint32, actions: []string{"open"}},
+	"veracrypt-query-pim":         {kind: cmdline.None},
+	"verbose":                     {kind: cmdline.None, short: 'v'},
+	"verify-passphrase":           {kind: cmdline.None, short: 'y'},
+	"volume-key-file":             {kind: cmdline.Text},
+	"write-log":                   {kind: cmdline.None},
 }
 
 // optionAliases are cryptsetup's old option names.
@@ -275,20 +263,14 @@ type parsedLine struct {
 	verbose bool     // -v: end with cryptsetup's status line
 }
 
-// flagInfo is what the parser knows about one option name.
-type flagInfo struct {
-	kind flagKind
-	cs   bool // in cryptsetup's table
-}
-
 // knownFlags merges cryptsetup's options with the flags luksd's verbs
 // define (serve's --socket, open's --frontend, ...): names, and short
 // letters to names.
-func knownFlags(app *cli.App) (map[string]flagInfo, map[byte]string) {
-	names := map[string]flagInfo{}
+func knownFlags(app *cli.App) (map[string]cmdline.Kind, map[byte]string) {
+	names := map[string]cmdline.Kind{}
 	shorts := map[byte]string{}
 	for n, o := range cryptsetupOptions {
-		names[n] = flagInfo{kind: o.kind, cs: true}
+		names[n] = o.kind
 		if o.short != 0 {
 			shorts[o.short] = n
 		}
@@ -306,23 +288,15 @@ func knownFlags(app *cli.App) (map[string]flagInfo, map[byte]string) {
 				if _, ok := names[n]; ok {
 					continue
 				}
-				kind := flagText
+				kind := cmdline.Text
 				if _, isBool := f.(*cli.BoolFlag); isBool {
-					kind = flagNone
+					kind = cmdline.None
 				}
-				names[n] = flagInfo{kind: kind}
+				names[n] = kind
 			}
 		}
 	}
 	return names, shorts
-}
-
-// option is one option as found on the line.
-type option struct {
-	name  string // long name
-	typed string // as typed, for messages
-	value string
-	set   bool // value present
 }
 
 // popt reads args the way cryptsetup's popt does: options anywhere, before
@@ -333,26 +307,26 @@ type option struct {
 // options that verb defines as --name=value, then -- and the positionals.
 func popt(app *cli.App, args []string) (parsedLine, error) {
 	names, shorts := knownFlags(app)
-	sc := scanner{names: names, shorts: shorts}
+	sc := cmdline.Scanner{Names: names, Shorts: shorts, Check: checkAtOnce}
 	var line parsedLine
-	special, after, err := sc.scan(args[1:])
+	special, after, err := sc.Scan(args[1:])
 	if err != nil {
-		return line, err
+		return line, withCode(exitParams, err)
 	}
 	if special != "" {
 		line.special = special
-		return line.withVerb(app, sc.pos, after), nil
+		return line.withVerb(app, sc.Pos, after), nil
 	}
-	if len(sc.pos) == 0 {
+	if len(sc.Pos) == 0 {
 		return line, exitf(exitParams, "Argument <action> missing.")
 	}
-	line.verb = sc.pos[0]
-	pos := sc.pos[1:]
+	line.verb = sc.Pos[0]
+	pos := sc.Pos[1:]
 	cmd, err := findAction(app, line.verb, len(pos))
 	if err != nil {
 		return line, err
 	}
-	out, err := line.actionOptions(cmd, sc.opts, names)
+	out, err := line.actionOptions(cmd, sc.Opts, names)
 	if err != nil {
 		return line, err
 	}
@@ -361,108 +335,6 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 		line.args = append(append(line.args, "--"), pos...)
 	}
 	return line, nil
-}
-
-// scanner collects a command line's options and positionals.
-type scanner struct {
-	names  map[string]flagInfo
-	shorts map[byte]string
-	opts   []option
-	pos    []string
-}
-
-// scan reads args left to right. A help, usage or version option ends it
-// (special names it; after is what follows it); an unknown or malformed
-// option is an error there and then, as popt stops at it.
-func (sc *scanner) scan(args []string) (special string, after []string, err error) {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			sc.pos = append(sc.pos, args[i+1:]...)
-			return "", nil, nil
-		case strings.HasPrefix(a, "--"):
-			special, i, err = sc.long(args, i)
-		case len(a) > 1 && a[0] == '-':
-			special, i, err = sc.cluster(args, i)
-		default:
-			sc.pos = append(sc.pos, a)
-		}
-		if err != nil || special != "" {
-			return special, args[i+1:], err
-		}
-	}
-	return "", nil, nil
-}
-
-// long reads the long option args[i] and its value (the next argument
-// unless given with =); it returns the index of the last argument used.
-func (sc *scanner) long(args []string, i int) (special string, last int, err error) {
-	a := args[i]
-	name, value, hasValue := strings.Cut(a[2:], "=")
-	switch name {
-	case "help", "usage", "version":
-		return name, i, nil
-	}
-	info, ok := sc.names[name]
-	if !ok {
-		return "", i, exitf(exitParams, "%s: unknown option", a)
-	}
-	o := option{name: name, typed: "--" + name, value: value, set: hasValue}
-	if info.kind == flagNone && hasValue {
-		return "", i, exitf(exitParams, "%s: option does not take an argument", a)
-	}
-	if info.kind != flagNone && !hasValue {
-		if i+1 == len(args) {
-			return "", i, exitf(exitParams, "%s: missing argument", a)
-		}
-		i++
-		o.value, o.set = args[i], true
-	}
-	if err := checkAtOnce(&o, info.kind); err != nil {
-		return "", i, err
-	}
-	sc.opts = append(sc.opts, o)
-	return "", i, nil
-}
-
-// cluster reads the short options of args[i] (-qv, -S5, -S 5): a value
-// option ends the cluster, taking the rest of it (without a leading '=')
-// or else the next argument.
-func (sc *scanner) cluster(args []string, i int) (special string, last int, err error) {
-	a := args[i]
-	for j := 1; j < len(a); j++ {
-		switch a[j] {
-		case '?':
-			return "help", i, nil
-		case 'V':
-			return "version", i, nil
-		}
-		name, ok := sc.shorts[a[j]]
-		if !ok {
-			return "", i, exitf(exitParams, "%s: unknown option", a)
-		}
-		o := option{name: name, typed: "-" + a[j:j+1]}
-		kind := sc.names[name].kind
-		if kind == flagNone {
-			sc.opts = append(sc.opts, o)
-			continue
-		}
-		if v := a[j+1:]; v != "" {
-			o.value, o.set = strings.TrimPrefix(v, "="), true
-		} else if i+1 < len(args) {
-			i++
-			o.value, o.set = args[i], true
-		} else {
-			return "", i, exitf(exitParams, "%s: missing argument", o.typed)
-		}
-		if err := checkAtOnce(&o, kind); err != nil {
-			return "", i, err
-		}
-		sc.opts = append(sc.opts, o)
-		break
-	}
-	return "", i, nil
 }
 
 // findAction returns the command for verb, which has nargs arguments:
@@ -488,7 +360,7 @@ func findAction(app *cli.App, verb string, nargs int) (*cli.Command, error) {
 // cryptsetup refuses for the action, or luksd cannot honour, is refused
 // in cryptsetup's words; the others are accepted and ignored (see above).
 // -v and --test-args are noted in l.
-func (l *parsedLine) actionOptions(cmd *cli.Command, opts []option, names map[string]flagInfo) ([]string, error) {
+func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, names map[string]cmdline.Kind) ([]string, error) {
 	action := canonicalVerb(l.verb)
 	defined := map[string]bool{}
 	for _, f := range cmd.Flags {
@@ -498,7 +370,7 @@ func (l *parsedLine) actionOptions(cmd *cli.Command, opts []option, names map[st
 	}
 	var out []string
 	for _, o := range opts {
-		name := o.name
+		name := o.Name
 		if alias, ok := optionAliases[name]; ok {
 			name = alias
 		}
@@ -516,10 +388,10 @@ func (l *parsedLine) actionOptions(cmd *cli.Command, opts []option, names map[st
 			return nil, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
 		}
 		if defined[name] {
-			if names[name].kind == flagNone {
+			if names[name] == cmdline.None {
 				out = append(out, "--"+name)
 			} else {
-				out = append(out, "--"+name+"="+o.value)
+				out = append(out, "--"+name+"="+o.Value)
 			}
 			continue
 		}
@@ -553,24 +425,24 @@ func (l parsedLine) withVerb(app *cli.App, before, after []string) parsedLine {
 // does as it meets an option, before the rest of the line is read: a
 // number is read as its type is (tools_parse_arg_value) and handed on in
 // plain decimal, then a few values are refused as usage errors.
-func checkAtOnce(o *option, kind flagKind) error {
-	if o.name == "priority" {
-		if _, ok := priorities[o.value]; !ok {
+func checkAtOnce(o *cmdline.Option, kind cmdline.Kind) error {
+	if o.Name == "priority" {
+		if _, ok := priorities[o.Value]; !ok {
 			return usageErrorf("Option --priority can be only ignore/normal/prefer.")
 		}
 		return nil
 	}
-	if kind == flagNone || kind == flagText {
+	if kind == cmdline.None || kind == cmdline.Text {
 		return nil
 	}
-	v, err := parseNumber(kind, o.value, o.name)
+	v, err := cmdline.ParseNumber(kind, o.Value, o.Name)
 	if err != nil {
-		return err
+		return withCode(exitParams, err)
 	}
-	o.value = v
+	o.Value = v
 	n, _ := strconv.ParseUint(v, 10, 64)
 	bad := usageErrorf("invalid numeric value")
-	switch o.name {
+	switch o.Name {
 	case "key-slot":
 		if strings.HasPrefix(v, "-") {
 			return usageErrorf("Key slot is invalid.")
@@ -587,7 +459,7 @@ func checkAtOnce(o *option, kind flagKind) error {
 			return usageErrorf("Invalid max reencryption hotzone size specification.")
 		}
 	case "key-size", "keyslot-key-size":
-		if o.name == "keyslot-key-size" && n == 0 {
+		if o.Name == "keyslot-key-size" && n == 0 {
 			return bad
 		}
 		if n%8 != 0 {
@@ -606,123 +478,6 @@ func checkAtOnce(o *option, kind flagKind) error {
 		}
 	}
 	return nil
-}
-
-// parseNumber reads a numeric option's value as cryptsetup 2.6.1 does:
-// strtoll/strtoull in base 10 that must take the whole (non-empty) value
-// and fit the type (uint32, int32, uint64, where strtoull lets "-1" wrap),
-// or a size with unit suffixes (tools_string_to_size). It returns the
-// value in decimal.
-func parseNumber(kind flagKind, v, name string) (string, error) {
-	bad := exitf(exitParams, "invalid numeric value")
-	switch kind {
-	case flagSize:
-		n, ok := parseSize(v)
-		if !ok {
-			return "", exitf(exitParams, "Invalid size specification in parameter --%s.", name)
-		}
-		return strconv.FormatUint(n, 10), nil
-	case flagInt32:
-		n, ok := cStrtoll(v)
-		if !ok || n < math.MinInt32 || n > math.MaxInt32 {
-			return "", bad
-		}
-		return strconv.FormatInt(n, 10), nil
-	}
-	n, ok := cStrtoull(v)
-	if !ok || kind == flagUint32 && n > math.MaxUint32 {
-		return "", bad
-	}
-	return strconv.FormatUint(n, 10), nil
-}
-
-// cStrtoull is strtoull(v, &end, 10) that must end at the end of v:
-// leading white space, a sign ('-' negates modulo 2^64), digits; false on
-// anything else or overflow.
-func cStrtoull(v string) (uint64, bool) {
-	neg, digits, ok := cNumber(v)
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
-}
-
-// cStrtoll is cStrtoull for strtoll: int64 range, overflow refused.
-func cStrtoll(v string) (int64, bool) {
-	neg, digits, ok := cNumber(v)
-	if !ok {
-		return 0, false
-	}
-	if neg {
-		digits = "-" + digits
-	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	return n, err == nil
-}
-
-// cNumber splits v into strtol's parts: white space, sign, digits (all of
-// the rest).
-func cNumber(v string) (neg bool, digits string, ok bool) {
-	t := strings.TrimLeft(v, " \t\n\v\f\r")
-	if t != "" && (t[0] == '+' || t[0] == '-') {
-		neg, t = t[0] == '-', t[1:]
-	}
-	if t == "" || strings.Trim(t, "0123456789") != "" {
-		return false, "", false
-	}
-	return neg, t, true
-}
-
-// parseSize is cryptsetup's tools_string_to_size: digits first, then an
-// optional unit: s/S (512 bytes); k, m, g, t (any case) alone or with
-// "iB" (1024 based), or with "B" (1000 based); no overflow.
-func parseSize(v string) (uint64, bool) {
-	end := len(v) - len(strings.TrimLeft(v, "0123456789"))
-	if end == 0 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(v[:end], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	unit := v[end:]
-	if unit == "" {
-		return n, true
-	}
-	base := uint64(1024)
-	switch {
-	case len(unit) == 2 && unit[1] == 'B':
-		base = 1000
-	case len(unit) == 3 && unit[1:] == "iB", len(unit) == 1:
-	default:
-		return 0, false
-	}
-	var mult uint64
-	switch unit[0] {
-	case 's', 'S':
-		mult = 512
-	case 'k', 'K':
-		mult = base
-	case 'm', 'M':
-		mult = base * base
-	case 'g', 'G':
-		mult = base * base * base
-	case 't', 'T':
-		mult = base * base * base * base
-	default:
-		return 0, false
-	}
-	if n != 0 && n*mult/n != mult {
-		return 0, false
-	}
-	return n * mult, true
 }
 
 // findCommand returns the command named (or aliased) verb, hidden ones

@@ -2,28 +2,16 @@ package main
 
 import (
 	"errors"
-	"io"
 	"os"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
 
-// headerFile is what the header verbs read and write: a local image file
-// or block device (*os.File), or a volume in a remote store (remoteFile).
-type headerFile interface {
-	io.ReaderAt
-	io.WriterAt
-	io.Closer
-	Sync() error
-	Stat() (os.FileInfo, error)
-	Truncate(size int64) error
-}
-
-var _ headerFile = (*os.File)(nil)
-
-// remoteFile is a remote volume (blockdev.Open of a URL) as a headerFile:
-// Sync flushes it; it is no file, and never grows.
+// remoteFile is a remote volume (blockdev.Open of a URL) as the
+// luks2.File the header verbs read and write: Sync flushes it; it is no
+// file, and never grows.
 type remoteFile struct{ blockdev.Device }
 
 func (f remoteFile) Sync() error                { return f.Flush() }
@@ -31,7 +19,7 @@ func (f remoteFile) Stat() (os.FileInfo, error) { return nil, errors.ErrUnsuppor
 func (f remoteFile) Truncate(int64) error       { return errors.ErrUnsupported }
 
 // openRemote opens the volume at a URL location for the header verbs.
-func openRemote(location string, write bool) (headerFile, int64, error) {
+func openRemote(location string, write bool) (luks2.File, int64, error) {
 	d, err := blockdev.Open(location, blockdev.OpenOptions{ReadOnly: !write})
 	if err != nil {
 		return nil, 0, locationError(location, err)

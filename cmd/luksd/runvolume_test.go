@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,18 +17,12 @@ import (
 // frontend: data written through the attachment survives close and reopen,
 // is encrypted on disk, and the state describes the volume.
 func TestRunVolumeCryptsetupImage(t *testing.T) {
-	cs := testtool.Need(t, "cryptsetup")
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
-	dir := t.TempDir()
-	img := zeroFile(t, dir, "img", 20<<20)
-	pass := filepath.Join(dir, "pass")
-	os.WriteFile(pass, []byte("passphrase"), 0o600)
+	img := testtool.Image(t, 20<<20)
+	pass := testtool.KeyFile(t, []byte("passphrase"))
 	vk := make([]byte, 64)
 	rand.Read(vk)
-	vkFile := filepath.Join(dir, "vk")
-	os.WriteFile(vkFile, vk, 0o600)
-	runTool(t, nil, cs, "luksFormat", "-q", "--type", "luks2", "--sector-size", "4096", "--pbkdf", "pbkdf2",
-		"--pbkdf-force-iterations", "1000", "--volume-key-file", vkFile, "--key-file", pass, img).expect(t, 0, "")
+	testtool.CryptsetupFormat(t, img, pass, "--type", "luks2", "--sector-size", "4096", "--volume-key-file", testtool.KeyFile(t, vk))
 
 	fe := fakeFrontend()
 	logged := captureLog(t)
@@ -62,12 +55,7 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 	if _, err := fe.Last().Dev.WriteAt(pattern, 5*4096); err != nil {
 		t.Fatal(err)
 	}
-	if err := closeVolume("e2e"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "e2e", done)
 
 	raw, err := os.ReadFile(img)
 	if err != nil {
@@ -85,12 +73,7 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 	if !bytes.Equal(got, pattern) {
 		t.Fatal("data differs after close and reopen")
 	}
-	if err := closeVolume("e2e"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "e2e", done)
 
 	// The daemon's log tells each activation and its end.
 	log := logged.String()

@@ -16,15 +16,6 @@ import (
 	"github.com/luksd/luksd/internal/testtool"
 )
 
-// s3Env points this process's AWS SDK sources, and so every luksd the
-// test runs, at srv.
-func s3Env(t *testing.T, srv *s3test.Server) {
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-}
-
 // s3Ciphertext copies the volume's raw bytes out of the store into a file.
 func s3Ciphertext(t *testing.T, location, dir string) string {
 	t.Helper()
@@ -56,7 +47,7 @@ func s3Ciphertext(t *testing.T, location, dir string) string {
 // clients wrote.
 func TestS3FormatServeAndCryptsetup(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv)
+	srv.Setenv(t)
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key")
 	os.WriteFile(key, []byte("s3 test passphrase"), 0o600)
@@ -65,7 +56,7 @@ func TestS3FormatServeAndCryptsetup(t *testing.T) {
 
 	luksd(t, nil, append([]string{"luksFormat", "-q", "--device-size", "40M", "--key-file", key, loc}, cheap...)...).expect(t, 0, "")
 	luksd(t, nil, "luksFormat", "-q", "--device-size", "40M", "--key-file", key, loc).expect(t, exitBusy, "a volume exists")
-	luksd(t, nil, "luksFormat", "-q", "--device-size", "40M", "--key-file", key, zeroFile(t, dir, "f", 1<<20)).
+	luksd(t, nil, "luksFormat", "-q", "--device-size", "40M", "--key-file", key, testtool.ImageAt(t, dir, "f", 1<<20)).
 		expect(t, exitParams, "Option --device-size is not allowed with luksFormat action.")
 	if r := luksd(t, nil, "luksDump", loc); r.code != 0 || !strings.Contains(r.stdout, "offset: 16777216 [bytes]") {
 		t.Fatalf("luksDump %s: %d %s%s", loc, r.code, r.stdout, r.stderr)
@@ -78,7 +69,7 @@ func TestS3FormatServeAndCryptsetup(t *testing.T) {
 	// The lease in the store keeps a second server out.
 	luksd(t, nil, "serve", "--socket", filepath.Join(dir, "second.sock"), "--key-file", key, loc).
 		expect(t, exitBusy, "in use")
-	info := serveRun(t, "nbdinfo", p.uri())
+	info := testtool.Run(t, "nbdinfo", p.uri())
 	for _, want := range []string{"export-size: 25165824", "can_flush: true", "can_trim: false"} {
 		if !strings.Contains(info, want) {
 			t.Fatalf("nbdinfo lacks %q:\n%s", want, info)
@@ -88,8 +79,8 @@ func TestS3FormatServeAndCryptsetup(t *testing.T) {
 	rand.Read(data)
 	src := filepath.Join(dir, "src")
 	os.WriteFile(src, data, 0o600)
-	serveRun(t, "nbdcopy", "--flush", "--connections=4", src, p.uri())
-	serveRun(t, "qemu-io", "--image-opts", "-c", "write -P 0x44 4194816 512", "-c", "write -P 0x55 20M 1536",
+	testtool.Run(t, "nbdcopy", "--flush", "--connections=4", src, p.uri())
+	testtool.Run(t, "qemu-io", "--image-opts", "-c", "write -P 0x44 4194816 512", "-c", "write -P 0x55 20M 1536",
 		"-c", "flush", "driver=nbd,server.type=unix,server.path="+sock)
 	// Killed at once after the flushes (no close, no last flush): the
 	// store holds every write they covered, and the next server on this
@@ -114,7 +105,7 @@ func TestS3FormatServeAndCryptsetup(t *testing.T) {
 	// Served again, read-only: the data is there.
 	p = startServe(t, sock, "--key-file", key, "--readonly", loc)
 	out := filepath.Join(dir, "out")
-	serveRun(t, "nbdcopy", p.uri(), out)
+	testtool.Run(t, "nbdcopy", p.uri(), out)
 	got, _ := os.ReadFile(out)
 	if !bytes.Equal(got[:6<<20], want[:6<<20]) || !bytes.Equal(got[20<<20:20<<20+1536], want[20<<20:20<<20+1536]) {
 		t.Fatal("data read back through a new serve differs")
@@ -126,7 +117,7 @@ func TestS3FormatServeAndCryptsetup(t *testing.T) {
 // are one line and exit 2, a location with no volume exit 4.
 func TestS3CredentialsAndMissingVolume(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv)
+	srv.Setenv(t)
 	loc := "s3://" + srv.Bucket() + "/v"
 	luksd(t, nil, "luksDump", loc).expect(t, exitDevice, "Device "+loc+" does not exist or access denied.")
 	luksd(t, nil, "luksDump", "s3://"+srv.Bucket()).expect(t, exitDevice, "does not exist or access denied.")
@@ -166,7 +157,7 @@ func TestS3CredentialsAndMissingVolume(t *testing.T) {
 // again from the store.
 func TestS3FioVerify(t *testing.T) {
 	srv := s3test.Start(t)
-	s3Env(t, srv)
+	srv.Setenv(t)
 	t.Setenv("LUKSD_S3_CACHE_MIB", "8")
 	t.Setenv("LUKSD_S3_DIRTY_MIB", "4")
 	dir := t.TempDir()

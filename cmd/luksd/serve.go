@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/luksd/luksd/daemon"
+	"github.com/luksd/luksd/nbd"
 	"github.com/urfave/cli/v2"
 )
 
@@ -12,13 +13,18 @@ func init() {
 		ArgsUsage: "IMAGE",
 		Description: "Listens on a unix socket (--socket, mode 0600) or on TCP (--listen, " +
 			"127.0.0.1:10809 by default; other interfaces only when named). " +
-			"Stops on SIGINT or SIGTERM after flushing.",
+			"Stops on SIGINT or SIGTERM after flushing. --tls=on|require with " +
+			"--tls-certificates DIR (nbdkit's file names) lets clients upgrade with " +
+			"NBD_OPT_STARTTLS; --tls-verify-peer requires client certificates.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Usage: "listen on the unix socket `PATH`"},
 			&cli.StringFlag{Name: "listen", Usage: "listen on TCP `HOST:PORT` (empty host = 127.0.0.1)"},
 			&cli.StringFlag{Name: "export-name", Usage: "export `NAME` (the export also answers to \"\")"},
 			&cli.BoolFlag{Name: "readonly", Aliases: []string{"r"}, Usage: "refuse writes"},
 			&cli.BoolFlag{Name: "allow-discards", Usage: "pass discards (TRIM) down to the image"},
+			&cli.StringFlag{Name: "tls", Value: "off", Usage: "NBD STARTTLS: `off`, on (clients choose) or require (as nbdkit)"},
+			&cli.StringFlag{Name: "tls-certificates", Usage: "`DIR` with ca-cert.pem, server-cert.pem, server-key.pem"},
+			&cli.BoolFlag{Name: "tls-verify-peer", Usage: "require a client certificate signed by ca-cert.pem"},
 		}, keyFlags...),
 		Action: runServe,
 	})
@@ -32,6 +38,20 @@ func runServe(c *cli.Context) error {
 	if c.IsSet("socket") && c.IsSet("listen") {
 		return exitf(exitParams, "Options --socket and --listen cannot be combined.")
 	}
+	tlsMode, err := nbd.ParseTLSMode(c.String("tls"))
+	if err != nil {
+		return exitf(exitParams, "Option --tls: %v.", err)
+	}
+	opts := daemon.ServeOptions{
+		Socket:     c.String("socket"),
+		Listen:     c.String("listen"),
+		ExportName: c.String("export-name"),
+		TLS:        daemon.TLSOptions{Mode: tlsMode, CertDir: c.String("tls-certificates"), VerifyPeer: c.Bool("tls-verify-peer")},
+	}
+	// A bad certificate directory is told before the passphrase prompt.
+	if err := opts.Prepare(); err != nil {
+		return err
+	}
 	readOnly := c.Bool("readonly")
 	v, err := unlockVolume(c, path, readOnly)
 	if err != nil {
@@ -39,9 +59,5 @@ func runServe(c *cli.Context) error {
 	}
 	defer v.Close()
 	spec := v.spec("", daemon.Options{ReadOnly: readOnly, AllowDiscards: c.Bool("allow-discards")})
-	return daemon.Serve(spec, v.Key, daemon.ServeOptions{
-		Socket:     c.String("socket"),
-		Listen:     c.String("listen"),
-		ExportName: c.String("export-name"),
-	})
+	return daemon.Serve(spec, v.Key, opts)
 }

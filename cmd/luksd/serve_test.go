@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -77,48 +76,26 @@ func (p *serveProc) stop(t *testing.T) string {
 
 func (p *serveProc) uri() string { return "nbd+unix:///?socket=" + p.sock }
 
-func serveRun(t *testing.T, prog string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(testtool.Need(t, prog), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // serveFormat makes a LUKS image with cryptsetup (cheap PBKDF) and a key
 // file, returning the image path and the key file path.
 func serveFormat(t *testing.T, dir string, size int64, extra ...string) (string, string) {
 	t.Helper()
-	img := filepath.Join(dir, "img")
-	key := filepath.Join(dir, "key")
-	os.WriteFile(key, []byte("serve test passphrase"), 0o600)
-	f, _ := os.Create(img)
-	f.Truncate(size)
-	f.Close()
-	args := append([]string{"luksFormat", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--key-file", key}, extra...)
-	serveRun(t, "cryptsetup", append(args, img)...)
+	img := testtool.ImageAt(t, dir, "img", size)
+	key := testtool.KeyFile(t, []byte("serve test passphrase"))
+	testtool.CryptsetupFormat(t, img, key, extra...)
 	return img, key
 }
 
 // serveVolumeKey asks cryptsetup for the volume key and the data offset.
 func serveVolumeKey(t *testing.T, img, key string) ([]byte, int64) {
 	t.Helper()
-	out := serveRun(t, "cryptsetup", "luksDump", "-q", "--dump-volume-key", "--key-file", key, img)
-	m := regexp.MustCompile(`(?s)(?:MK dump|Key):\s*((?:[0-9a-f]{2}\s+)+)`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no volume key in luksDump output:\n%s", out)
-	}
-	vk, err := hex.DecodeString(strings.Join(strings.Fields(m[1]), ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dump := serveRun(t, "cryptsetup", "luksDump", img)
+	vk := testtool.VolumeKey(t, testtool.Run(t, "cryptsetup", "luksDump", "-q", "--dump-volume-key", "--key-file", key, img))
+	dump := testtool.Run(t, "cryptsetup", "luksDump", img)
 	if m := regexp.MustCompile(`Payload offset:\s*(\d+)`).FindStringSubmatch(dump); m != nil {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
 		return vk, n * 512
 	}
-	m = regexp.MustCompile(`offset:\s*(\d+) \[bytes\]`).FindStringSubmatch(dump)
+	m := regexp.MustCompile(`offset:\s*(\d+) \[bytes\]`).FindStringSubmatch(dump)
 	if m == nil {
 		t.Fatalf("no data offset in luksDump:\n%s", dump)
 	}
@@ -155,7 +132,7 @@ func TestServeEndToEnd(t *testing.T) {
 			if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
 				t.Fatalf("socket mode %v, want 0600 (%v)", fi.Mode(), err)
 			}
-			info := serveRun(t, "nbdinfo", p.uri())
+			info := testtool.Run(t, "nbdinfo", p.uri())
 			for _, want := range []string{"export-size: 8388608", "can_flush: true", "can_fua: true", "can_trim: false",
 				"can_zero: true", "can_multi_conn: true", fmt.Sprintf("block_size_preferred: %d", sector)} {
 				if !strings.Contains(info, want) {
@@ -163,13 +140,13 @@ func TestServeEndToEnd(t *testing.T) {
 				}
 			}
 			// Whole sectors, then 512-byte writes inside 4096-byte sectors.
-			serveRun(t, "qemu-io", "--image-opts", "-c", "write -P 0x33 4M 2M", "-c", "write -P 0x44 4194816 512",
+			testtool.Run(t, "qemu-io", "--image-opts", "-c", "write -P 0x33 4M 2M", "-c", "write -P 0x44 4194816 512",
 				"-c", "write -P 0x55 5M 1536", "-c", "flush", "driver=nbd,server.type=unix,export=vol,server.path="+sock)
 			data := make([]byte, 4<<20)
 			rand.Read(data)
 			src := filepath.Join(dir, "src")
 			os.WriteFile(src, data, 0o600)
-			serveRun(t, "nbdcopy", "--connections=4", src, "nbd+unix:///vol?socket="+sock+"&")
+			testtool.Run(t, "nbdcopy", "--connections=4", src, "nbd+unix:///vol?socket="+sock+"&")
 			log := p.stop(t)
 			if n := strings.Count(log, "nbd: connection"); n < 3 {
 				t.Errorf("expected one log line per connection, got %d:\n%s", n, log)
@@ -188,7 +165,7 @@ func TestServeEndToEnd(t *testing.T) {
 			// The data survives a restart.
 			p = startServe(t, sock, "--key-file", key, "--readonly", img)
 			out := filepath.Join(dir, "out")
-			serveRun(t, "nbdcopy", p.uri(), out)
+			testtool.Run(t, "nbdcopy", p.uri(), out)
 			got, _ := os.ReadFile(out)
 			if !bytes.Equal(got[:4<<20], data) {
 				t.Fatal("data read after a restart differs")
@@ -214,12 +191,12 @@ func TestServeCryptsetupReencryptedPlaintext(t *testing.T) {
 			plain := make([]byte, 40<<20)
 			rand.Read(plain)
 			os.WriteFile(img, plain, 0o600)
-			serveRun(t, "cryptsetup", "reencrypt", "--encrypt", "--type", "luks2", "--reduce-device-size", "32M",
+			testtool.Run(t, "cryptsetup", "reencrypt", "--encrypt", "--type", "luks2", "--reduce-device-size", "32M",
 				"--sector-size", strconv.Itoa(sector), "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
 				"-q", "--key-file", key, img)
 			p := startServe(t, filepath.Join(dir, "s"), "--readonly", "--key-file", key, img)
 			out := filepath.Join(dir, "out")
-			serveRun(t, "nbdcopy", p.uri(), out)
+			testtool.Run(t, "nbdcopy", p.uri(), out)
 			p.stop(t)
 			got, _ := os.ReadFile(out)
 			if len(got) < 8<<20 || !bytes.Equal(got[:8<<20], plain[:8<<20]) {
@@ -251,7 +228,7 @@ func TestServeLUKS1(t *testing.T) {
 	f.Close()
 	p := startServe(t, filepath.Join(dir, "s"), "--key-file", key, img)
 	out := filepath.Join(dir, "out")
-	serveRun(t, "nbdcopy", p.uri(), out)
+	testtool.Run(t, "nbdcopy", p.uri(), out)
 	p.stop(t)
 	if got, _ := os.ReadFile(out); !bytes.Equal(got, plain) {
 		t.Fatalf("luksd serves %d bytes that differ from the LUKS1 plaintext (%d bytes)", len(got), len(plain))
@@ -296,7 +273,7 @@ func TestServeAllowDiscardsAndTCP(t *testing.T) {
 	dir := t.TempDir()
 	img, key := serveFormat(t, dir, 20<<20, "--type", "luks2")
 	p := startServe(t, filepath.Join(dir, "s"), "--key-file", key, "--allow-discards", img)
-	if info := serveRun(t, "nbdinfo", p.uri()); !strings.Contains(info, "can_trim: true") {
+	if info := testtool.Run(t, "nbdinfo", p.uri()); !strings.Contains(info, "can_trim: true") {
 		t.Fatalf("--allow-discards: nbdinfo says\n%s", info)
 	}
 	p.stop(t)
@@ -323,7 +300,7 @@ func TestServeAllowDiscardsAndTCP(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no TCP address in %q", logged)
 	}
-	if info := serveRun(t, "nbdinfo", "--size", "nbd://"+m[1]+"/"); strings.TrimSpace(info) != "4194304" {
+	if info := testtool.Run(t, "nbdinfo", "--size", "nbd://"+m[1]+"/"); strings.TrimSpace(info) != "4194304" {
 		t.Fatalf("nbdinfo over TCP: %q", info)
 	}
 	cmd.Process.Signal(syscall.SIGINT)

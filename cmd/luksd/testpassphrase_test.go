@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestInteropTestPassphraseLikeCryptsetup runs `open --test-passphrase`
@@ -13,7 +15,7 @@ func TestInteropTestPassphraseLikeCryptsetup(t *testing.T) {
 	w.luksd(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("argon2id")...)...).ok(t)
 	data, hdr := w.image("data.img"), w.path("hdr.img")
 	w.cs(nil, append([]string{"luksFormat", "-q", "--header", hdr, data, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
-	plain := zeroFile(t, w.dir, "plain.img", 1<<20)
+	plain := testtool.ImageAt(t, w.dir, "plain.img", 1<<20)
 	for _, c := range []struct {
 		stdin string
 		args  []string

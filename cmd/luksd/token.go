@@ -27,7 +27,7 @@ func init() {
 			&cli.StringFlag{Name: "json-file", Usage: "token JSON `FILE` to import or export (- or none: standard input/output)"},
 			&cli.BoolFlag{Name: "token-replace", Usage: "replace the token at --token-id"},
 			&cli.BoolFlag{Name: "unbound", Usage: "add the token unassigned to any keyslot"},
-			&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+			headerFlag,
 		},
 		Action: tokenAction,
 	})
@@ -86,7 +86,7 @@ func tokenEdit(c *cli.Context, h *luks2.Header, f *headerDevice, sub string, js 
 		case errors.Is(err, luks2.ErrTokenNotInUse):
 			return exitf(exitParams, "Token %d is not in use.", id)
 		case err != nil:
-			return headerError(f.path, err)
+			return headerError(f.Path, err)
 		}
 		if verboseFlag {
 			fmt.Printf("Token %d removed.\n", id)
@@ -97,7 +97,7 @@ func tokenEdit(c *cli.Context, h *luks2.Header, f *headerDevice, sub string, js 
 		case errors.Is(err, luks2.ErrTokenNotAssigned):
 			return exitf(exitParams, "Token %d is not assigned to keyslot %d.", id, slot)
 		case errors.Is(err, luks2.ErrConcurrentUpdate):
-			return headerError(f.path, err)
+			return headerError(f.Path, err)
 		case err != nil:
 			return exitf(exitParams, "Failed to unassign token %d from keyslot %d.", id, slot)
 		}
@@ -117,11 +117,11 @@ func tokenCreate(c *cli.Context, h *luks2.Header, f *headerDevice, js []byte, su
 	tok, err := h.SetToken(f, id, js, c.Bool("token-replace"))
 	if isRequirementsError(err) {
 		// cryptsetup says why, then that the token failed.
-		fmt.Fprintln(os.Stderr, headerError(f.path, err))
+		fmt.Fprintln(os.Stderr, headerError(f.Path, err))
 	}
 	switch {
 	case errors.Is(err, luks2.ErrConcurrentUpdate):
-		return headerError(f.path, err)
+		return headerError(f.Path, err)
 	case errors.Is(err, luks2.ErrTokenInvalid):
 		return exitf(exitParams, "Token %d is invalid.", id)
 	case errors.Is(err, luks2.ErrTokenInUse):
@@ -147,19 +147,16 @@ func tokenCreate(c *cli.Context, h *luks2.Header, f *headerDevice, js []byte, su
 // readTokenJSON reads token import's JSON from path, or standard input
 // for "" and "-".
 func readTokenJSON(path string) ([]byte, error) {
-	if path == "" || path == "-" {
-		js, err := io.ReadAll(io.LimitReader(os.Stdin, luks2.MaxTokenSize))
+	in := os.Stdin
+	if path != "" && path != "-" {
+		f, err := os.Open(path)
 		if err != nil {
-			return nil, exitf(exitParams, "Failed to import token from file.")
+			return nil, exitf(exitParams, "Failed to open file %s in read-only mode.", path)
 		}
-		return js, nil
+		defer f.Close()
+		in = f
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, exitf(exitParams, "Failed to open file %s in read-only mode.", path)
-	}
-	defer f.Close()
-	js, err := io.ReadAll(io.LimitReader(f, luks2.MaxTokenSize))
+	js, err := io.ReadAll(io.LimitReader(in, luks2.MaxTokenSize))
 	if err != nil {
 		return nil, exitf(exitParams, "Failed to import token from file.")
 	}

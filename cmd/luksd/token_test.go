@@ -49,6 +49,23 @@ func (tw *twin) sameTokens(args []string) {
 	}
 }
 
+// badTokenJSON are token files both tools refuse to import.
+var badTokenJSON = map[string]string{
+	"inactive":    `{"type":"foo","keyslots":["3"]}`,
+	"numeric":     `{"type":"foo","keyslots":[1]}`,
+	"leading0":    `{"type":"foo","keyslots":["05"]}`,
+	"letters":     `{"type":"foo","keyslots":["a"]}`,
+	"nokeyslots":  `{"type":"foo"}`,
+	"notype":      `{"keyslots":[]}`,
+	"typenumber":  `{"type":5,"keyslots":[]}`,
+	"keyringdesc": `{"type":"luks2-keyring","keyslots":[]}`,
+	"descnumber":  `{"type":"luks2-keyring","keyslots":[],"key_description":5}`,
+	"builtin":     `{"type":"luks2-foo","keyslots":[]}`,
+	"array":       `[{"type":"foo","keyslots":[]}]`,
+	"truncated":   `{"type":"foo","keyslots":[]`,
+	"empty":       ``,
+}
+
 func TestTokenLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	key := w.key("key", "pw")
@@ -68,21 +85,6 @@ func TestTokenLikeCryptsetup(t *testing.T) {
 	plain := jsonFile("plain.json", `{ "type" : "bar", "keyslots" : [ ] } trailing`)
 	keyring := jsonFile("keyring.json", `{"type":"luks2-keyring","keyslots":["0","2"],"key_description":"k"}`)
 	huge := jsonFile("huge.json", `{"type":"big","keyslots":[],"pad":"`+strings.Repeat("x", 14000)+`"}`)
-	bad := map[string]string{
-		"inactive":    `{"type":"foo","keyslots":["3"]}`,
-		"numeric":     `{"type":"foo","keyslots":[1]}`,
-		"leading0":    `{"type":"foo","keyslots":["05"]}`,
-		"letters":     `{"type":"foo","keyslots":["a"]}`,
-		"nokeyslots":  `{"type":"foo"}`,
-		"notype":      `{"keyslots":[]}`,
-		"typenumber":  `{"type":5,"keyslots":[]}`,
-		"keyringdesc": `{"type":"luks2-keyring","keyslots":[]}`,
-		"descnumber":  `{"type":"luks2-keyring","keyslots":[],"key_description":5}`,
-		"builtin":     `{"type":"luks2-foo","keyslots":[]}`,
-		"array":       `[{"type":"foo","keyslots":[]}]`,
-		"truncated":   `{"type":"foo","keyslots":[]`,
-		"empty":       ``,
-	}
 	run := func(stdin string, args ...string) {
 		t.Helper()
 		tw.run(stdin, args...)
@@ -116,7 +118,7 @@ func TestTokenLikeCryptsetup(t *testing.T) {
 	run("", "-v", "token", "import", "--unbound", "--json-file", plain, "IMG")
 	run(`{"type":"stdin","keyslots":["0"]}`, "-v", "token", "import", "IMG")
 	run(`{"type":"dash","keyslots":[]}`, "-v", "token", "import", "--json-file", "-", "IMG")
-	for name, body := range bad {
+	for name, body := range badTokenJSON {
 		run("", "-v", "token", "import", "--json-file", jsonFile(name+".json", body), "IMG")
 	}
 	// Exporting: standard output, a file, refusals.
@@ -157,9 +159,14 @@ func TestTokenLikeCryptsetup(t *testing.T) {
 	run("", "-v", "token", "remove", "--token-id", "1", "--label", "x", "IMG")
 	run("", "-v", "token", "remove", "--token-id", "1", "--pbkdf", "pbkdf2", "IMG")
 	run("", "-v", "token", "remove", "--token-id", "1", "-S", "0", "--token-type", "x", "-d", key, "IMG")
-	// Changing a passphrase keeps the keyslot in its tokens. (luksd writes
-	// the header once more than cryptsetup here, to rewrite the keyslot
-	// crash-safely, so only the tokens are compared.)
+	changeKeyKeepsTokens(t, w, tw, key)
+}
+
+// Changing a passphrase keeps the keyslot in its tokens. (luksd writes
+// the header once more than cryptsetup here, to rewrite the keyslot
+// crash-safely, so only the tokens are compared.)
+func changeKeyKeepsTokens(t *testing.T, w *workspace, tw *twin, key string) {
+	t.Helper()
 	for _, args := range [][]string{
 		{"-q", "luksChangeKey", "-d", key, "-S", "0", "IMG", key},
 		{"-q", "luksChangeKey", "-d", key, "IMG", key},

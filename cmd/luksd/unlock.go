@@ -22,7 +22,7 @@ var keyFlags = []cli.Flag{
 	&cli.Int64Flag{Name: "keyfile-size", Aliases: []string{"l"}, Usage: "read at most `BYTES` from the key file"},
 	&cli.IntFlag{Name: "key-slot", Aliases: []string{"S"}, Value: -1, Usage: "use only key slot `NUM`"},
 	&cli.IntFlag{Name: "tries", Aliases: []string{"T"}, Value: 3, Usage: "how often the passphrase may be retyped on a terminal"},
-	&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+	headerFlag,
 }
 
 // volume is an unlocked LUKS volume: its header and data segment and the
@@ -105,7 +105,7 @@ func headerPath(c *cli.Context, path string) string {
 // openDevice opens a device or image file at path, a location that
 // blockdev.OpenPath takes, or a remote volume, returning it and its size.
 // Failures carry cryptsetup's messages and exit code 4.
-func openDevice(path string, write bool) (headerFile, int64, error) {
+func openDevice(path string, write bool) (luks2.File, int64, error) {
 	if blockdev.Scheme(path) != "" {
 		return openRemote(path, write)
 	}
@@ -177,7 +177,7 @@ func readHeaderQuietly(c *cli.Context, path string, write bool) (*luks2.Header, 
 	if err != nil {
 		return nil, nil, err
 	}
-	d.luks2Only = true
+	d.LUKS2Only = true
 	h, err := d.read()
 	if err != nil {
 		d.Close()
@@ -222,6 +222,10 @@ func typeAdmits(t string, version int) bool {
 // headerError maps a luks2 error about the header of path to cryptsetup's
 // message and exit code.
 func headerError(path string, err error) error {
+	var lock *luks2.LockError
+	if errors.As(err, &lock) {
+		return lockError(err)
+	}
 	printPreface(path, err)
 	var invalidSlot *luks2.KeyslotInvalidError
 	var tooSmall1 *luks2.LUKS1TooSmallError
@@ -270,7 +274,7 @@ func headerPreface(path string, err error) []string {
 		return []string{fmt.Sprintf("Unsupported LUKS version %d.", version.Version)}
 	case errors.As(err, &tooSmall):
 		return []string{fmt.Sprintf("Device %s is too small. Need at least %d bytes.", path, tooSmall.Need)}
-	case errors.Is(err, errAmbiguous):
+	case errors.Is(err, luks2.ErrAmbiguous):
 		return []string{"Device contains ambiguous signatures, cannot auto-recover LUKS2.",
 			`Please run "cryptsetup repair" for recovery.`}
 	}

@@ -46,6 +46,7 @@ type Server struct {
 	t     testing.TB
 	weed  string
 	dir   string // weed's data
+	certs string // the TLS port's certificates (testtool.CA.ServerDir)
 	ports []int  // the ports of args, kept across restarts
 
 	mu      sync.Mutex
@@ -58,6 +59,8 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{t: t, weed: Weed(t), dir: t.TempDir()}
+	s.certs = testtool.NewCA(t, "luksd S3 test CA").ServerDir(t)
+	s.CAFile = filepath.Join(s.certs, "ca-cert.pem")
 	var err error
 	for try := 0; try < 3; try++ {
 		// Another process may take a free port between our probe and
@@ -101,7 +104,7 @@ func (s *Server) args() []string {
 		"-s3.localSocket", filepath.Join(s.dir, "s3.sock"),
 		"-master.volumeSizeLimitMB", "64", "-volume.max", "0",
 		"-s3.config", filepath.Join(s.dir, "s3.json"),
-		"-s3.cert.file", filepath.Join(s.dir, "server.pem"), "-s3.key.file", filepath.Join(s.dir, "server.key")}
+		"-s3.cert.file", filepath.Join(s.certs, "server-cert.pem"), "-s3.key.file", filepath.Join(s.certs, "server-key.pem")}
 	for i, f := range portFlags {
 		args = append(args, "-"+f, strconv.Itoa(s.ports[i]))
 	}
@@ -118,12 +121,6 @@ func (s *Server) start() error {
 		return err
 	}
 	s.TLSEndpoint = fmt.Sprintf("https://127.0.0.1:%d", s.ports[len(s.ports)-1])
-	s.CAFile = filepath.Join(s.dir, "ca.pem")
-	if _, err := os.Stat(s.CAFile); err != nil {
-		if err := writeCerts(s.dir); err != nil {
-			return err
-		}
-	}
 	log, err := os.OpenFile(filepath.Join(s.dir, "weed.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -219,6 +216,15 @@ func (s *Server) Env() []string {
 		"AWS_CONFIG_FILE=/dev/null",
 		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
 		"AWS_EC2_METADATA_DISABLED=true",
+	}
+}
+
+// Setenv points the AWS SDK's standard sources of t's process, and of
+// every process it starts, at the server (Env, with t.Setenv).
+func (s *Server) Setenv(t testing.TB) {
+	for _, kv := range s.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
 	}
 }
 

@@ -1,10 +1,10 @@
-package main
+package luks2
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/luksd/luksd/luks2"
+	"github.com/luksd/luksd/dmcrypt"
 )
 
 // Families compared by `luksFormat --cipher auto`.
@@ -18,20 +18,20 @@ const (
 // it is not available.
 func cipherRace() (xts, adiantum float64) {
 	const d = 100 * time.Millisecond
-	if e, dd, err := cipherSpeed(autoXTS, luks2.DefaultKeySize(autoXTS), 4096, 1<<20, d); err == nil {
+	if e, dd, err := dmcrypt.Speed(autoXTS, DefaultKeySize(autoXTS), 4096, 1<<20, d); err == nil {
 		xts = (e + dd) / 2
 	}
-	if e, dd, err := cipherSpeed(autoAdiantum, luks2.DefaultKeySize(autoAdiantum), 4096, 1<<20, d); err == nil {
+	if e, dd, err := dmcrypt.Speed(autoAdiantum, DefaultKeySize(autoAdiantum), 4096, 1<<20, d); err == nil {
 		adiantum = (e + dd) / 2
 	}
 	return xts, adiantum
 }
 
-// autoCipher picks the cipher for `luksFormat --cipher auto`: AES-XTS where
+// AutoCipher picks the cipher for `luksFormat --cipher auto`: AES-XTS where
 // it is faster on this CPU, else xchacha12 Adiantum with 4096-byte sectors
 // (sectorSize 0: the default). Either takes its default key size. reason
 // says what was measured.
-func autoCipher() (spec string, sectorSize int, reason string) {
+func AutoCipher() (spec string, sectorSize int, reason string) {
 	x, a := cipherRace()
 	if a > x {
 		return autoAdiantum, 4096, fmt.Sprintf(

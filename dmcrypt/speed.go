@@ -1,19 +1,18 @@
-package main
+package dmcrypt
 
 import (
 	"crypto/rand"
 	"time"
-
-	"github.com/luksd/luksd/dmcrypt"
 )
 
-// cipherSpeed measures one sector cipher on this core the way cryptsetup's
-// benchmark does: a buffer of bufSize bytes en- and decrypted in place in
-// sectors of sectorSize, repeated for about d each way. It returns MiB/s.
-func cipherSpeed(spec string, keyBytes, sectorSize, bufSize int, d time.Duration) (enc, dec float64, err error) {
+// Speed measures the sector cipher spec with a random key of keyBytes on
+// this core the way cryptsetup's benchmark does: a buffer of bufSize bytes
+// en- and decrypted in place in sectors of sectorSize, repeated for about d
+// each way. It returns MiB/s.
+func Speed(spec string, keyBytes, sectorSize, bufSize int, d time.Duration) (enc, dec float64, err error) {
 	key := make([]byte, keyBytes)
 	rand.Read(key)
-	c, err := dmcrypt.New(spec, key)
+	c, err := New(spec, key)
 	clear(key)
 	if err != nil {
 		return 0, 0, err
