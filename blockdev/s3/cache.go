@@ -15,8 +15,10 @@ import (
 //
 // Locking: c.mu guards the map, the LRU, the counts and every entry's
 // state fields; an entry's own mu guards its data and is held across the
-// store request that loads it. An entry's mu is taken before c.mu, never
-// after.
+// store request that loads it, and by a writer from its reservation to
+// its write, so that an upload ending meanwhile (which takes it too)
+// cannot mark the entry clean under the write. An entry's mu is taken
+// before c.mu, never after.
 type cache struct {
 	chunkSize int64
 	maxBytes  int64 // cached bytes, dirty included

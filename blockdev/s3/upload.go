@@ -102,8 +102,13 @@ func (v *Volume) upload(e *entry) {
 	v.kickUploads()
 }
 
-// uploaded records the end of an upload of e's generation gen.
+// uploaded records the end of an upload of e's generation gen. It takes
+// e.mu first: a writer holds it from its reservation to its write's
+// generation (writeChunk), so e is never marked clean between the two,
+// which would leave that write out of every later flush.
 func (v *Volume) uploaded(e *entry, gen uint64, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	c := v.c
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -181,11 +181,12 @@ func (v *Volume) Trim(off, length int64) error {
 	cs := v.m.ChunkSize
 	for idx := (off + cs - 1) / cs; idx*cs < v.m.Size && idx*cs+v.chunkLen(idx) <= off+length; idx++ {
 		e := v.c.get(idx)
+		e.mu.Lock()
 		if err := v.c.reserve(e, v.kickUploads, v.st.Timeout); err != nil {
+			e.mu.Unlock()
 			v.c.release(e)
 			return v.opError("trim", off, int(length), err)
 		}
-		e.mu.Lock()
 		v.c.setData(e, nil, true)
 		v.c.wrote(e)
 		e.mu.Unlock()
@@ -306,11 +307,12 @@ func (v *Volume) readChunk(idx, at int64, part []byte) error {
 func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 	e := v.c.get(idx)
 	defer v.c.release(e)
+	// e.mu is held from the reservation to the write (see uploaded).
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if err := v.c.reserve(e, v.kickUploads, v.st.Timeout); err != nil {
 		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	n := v.chunkLen(idx)
 	if at != 0 || int64(len(part)) != n {
 		if err := v.load(e); err != nil {
