@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/keyring/clevis"
@@ -105,7 +106,7 @@ func (o *Options) try(ctx context.Context, h *luks2.Header, dev io.ReaderAt, a l
 			return nil, -1, err
 		}
 		if !hd.quiet && o.Warn != nil {
-			o.Warn(fmt.Sprintf("Token %d (%s): %v", a.ID, a.Type, err))
+			o.Warn(fmt.Sprintf("Token %d (%s): %s", a.ID, a.Type, strings.TrimPrefix(err.Error(), a.Type+": ")))
 		}
 		var srv *clevis.ServerError
 		if errors.As(err, &srv) {
