@@ -249,7 +249,7 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*
 	var vk *keyring.Secret
 	var slot int
 	var err error
-	if tokensAsked(c) && h.Version() == 2 {
+	if tokensAsked(c) {
 		// cryptsetup's luksAddKey unlocks by token when asked to, and
 		// then only so.
 		vk, slot, err = unlockByToken(c, h, f, false)

@@ -36,6 +36,15 @@ func tokensAsked(c *cli.Context) bool {
 // cryptsetup's exit codes. With -v it says why no token opened, in
 // cryptsetup's words.
 func unlockByToken(c *cli.Context, h *luks2.Header, dev io.ReaderAt, fallThrough bool) (*keyring.Secret, int, error) {
+	fallThrough = fallThrough && !c.Bool("token-only")
+	if h.Version() != 2 {
+		// LUKS1 has no tokens: cryptsetup's library refuses (EINVAL)
+		// without a word.
+		if fallThrough {
+			return nil, -1, nil
+		}
+		return nil, -1, exitf(exitParams, "")
+	}
 	opts := token.Options{
 		ID:         c.Int("token-id"),
 		Type:       c.String("token-type"),
@@ -52,7 +61,7 @@ func unlockByToken(c *cli.Context, h *luks2.Header, dev io.ReaderAt, fallThrough
 	if msg := tokenErrorMessage(err, opts); msg != "" {
 		verbosef(c, "%s", msg)
 	}
-	if fallThrough && !c.Bool("token-only") {
+	if fallThrough {
 		return nil, -1, nil
 	}
 	switch {
@@ -95,7 +104,7 @@ func tokenErrorMessage(err error, o token.Options) string {
 // cryptsetup's open; the others (luksDump --dump-volume-key) use tokens
 // only when the command line names them, and then only them.
 func unlockHeaderKey(c *cli.Context, path string, h *luks2.Header, f io.ReaderAt, slot int, retry bool) (*keyring.Secret, int, error) {
-	if byToken := retry && !c.Bool("unbound") || !retry && tokensAsked(c); byToken && h.Version() == 2 {
+	if retry && !c.Bool("unbound") || !retry && tokensAsked(c) {
 		key, got, err := unlockByToken(c, h, f, retry)
 		if err != nil || key != nil {
 			return key, got, err

@@ -162,3 +162,19 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// LUKS1 has no tokens: --token-only and a token id fail without a word,
+// and open without them goes on to the passphrase.
+func TestTokenOptionsOnLUKS1(t *testing.T) {
+	w := newWorkspace(t)
+	img := w.image("luks1.img")
+	testtool.CryptsetupFormat(w.t, img, w.key("zero", "zero"), "--type", "luks1")
+	for _, args := range [][]string{
+		{"open", "--test-passphrase", "-v", "--token-only", "IMG"},
+		{"luksAddKey", "-v", "--token-id", "0", "IMG", w.key("new", "new")},
+		{"open", "--test-passphrase", "-v", "-d", w.path("zero"), "IMG"},
+	} {
+		cs, ld, _, _ := w.twinRun(img, args...)
+		w.sameAs(strings.Join(args, " "), cs, ld)
+	}
+}
