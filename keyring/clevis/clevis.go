@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/luksd/luksd/keyring"
 )
@@ -48,8 +49,14 @@ const maxDepth = 8
 
 // A Decrypter decrypts clevis JWEs, reaching tang servers with Client.
 type Decrypter struct {
-	Client *http.Client // nil: http.DefaultClient
+	Client *http.Client // nil: defaultClient
 }
+
+// defaultClient gives up on a tang server after tangTimeout, so that a
+// server that swallows packets delays the passphrase prompt, not forever.
+var defaultClient = &http.Client{Timeout: tangTimeout}
+
+const tangTimeout = 30 * time.Second
 
 // TokenPassphrase decrypts the JWE of the clevis token js (the token's
 // JSON) and returns the keyslot passphrase it holds.
@@ -100,5 +107,5 @@ func (d *Decrypter) client() *http.Client {
 	if d.Client != nil {
 		return d.Client
 	}
-	return http.DefaultClient
+	return defaultClient
 }

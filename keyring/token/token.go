@@ -42,7 +42,7 @@ type Options struct {
 	Type       string // "": any type
 	NoExternal bool   // only cryptsetup's built-in luks2-keyring type
 
-	// Clevis reaches tang servers; the zero value uses http.DefaultClient.
+	// Clevis reaches tang servers; the zero value gives up after 30 s.
 	Clevis clevis.Decrypter
 	// Warn, when set, receives one line for each token whose handler
 	// failed for a reason worth telling (a tang server down, a tampered
