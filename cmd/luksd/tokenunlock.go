@@ -104,7 +104,7 @@ func tokenErrorMessage(err error, o token.Options) string {
 // cryptsetup's open; the others (luksDump --dump-volume-key) use tokens
 // only when the command line names them, and then only them.
 func unlockHeaderKey(c *cli.Context, path string, h *luks2.Header, f io.ReaderAt, slot int, retry bool) (*keyring.Secret, int, error) {
-	if retry && !c.Bool("unbound") || !retry && tokensAsked(c) {
+	if retry || tokensAsked(c) {
 		key, got, err := unlockByToken(c, h, f, retry)
 		if err != nil || key != nil {
 			return key, got, err

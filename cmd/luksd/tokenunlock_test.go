@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"strings"
@@ -125,9 +126,12 @@ func TestClevisTangDownAndTampered(t *testing.T) {
 		t.Fatal(err)
 	}
 	jwe := tok["jwe"].(map[string]any)
-	ct := []byte(jwe["ciphertext"].(string))
-	ct[1] ^= 'A' ^ 'B'
-	jwe["ciphertext"] = string(ct)
+	ct, err := base64.RawURLEncoding.DecodeString(jwe["ciphertext"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct[0] ^= 1
+	jwe["ciphertext"] = base64.RawURLEncoding.EncodeToString(ct)
 	js, _ := json.Marshal(tok)
 	w.cs(nil, "token", "import", "--token-id", "0", "--token-replace", "--json-file", w.key("tampered.json", string(js)), tampered).ok(t)
 	r := w.luksd(nil, "open", "--test-passphrase", "--token-only", tampered)
