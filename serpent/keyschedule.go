@@ -28,27 +28,24 @@ func (c *Cipher) expandKey(key []byte) {
 	}
 	for i := range rounds + 1 {
 		p := w[8+4*i : 12+4*i]
-		var k [4]uint32
-		switch (3 - i) & 7 {
-		case 0:
-			k[0], k[1], k[2], k[3] = sbox0(p[0], p[1], p[2], p[3])
-		case 1:
-			k[0], k[1], k[2], k[3] = sbox1(p[0], p[1], p[2], p[3])
-		case 2:
-			k[0], k[1], k[2], k[3] = sbox2(p[0], p[1], p[2], p[3])
-		case 3:
-			k[0], k[1], k[2], k[3] = sbox3(p[0], p[1], p[2], p[3])
-		case 4:
-			k[0], k[1], k[2], k[3] = sbox4(p[0], p[1], p[2], p[3])
-		case 5:
-			k[0], k[1], k[2], k[3] = sbox5(p[0], p[1], p[2], p[3])
-		case 6:
-			k[0], k[1], k[2], k[3] = sbox6(p[0], p[1], p[2], p[3])
-		default:
-			k[0], k[1], k[2], k[3] = sbox7(p[0], p[1], p[2], p[3])
-		}
-		c.rk[i] = k
+		c.rk[i] = sboxByTable(&sboxes[(3-i)&7], p[0], p[1], p[2], p[3])
 	}
 	clear(w[:])
 	clear(padded[:])
+}
+
+// sboxByTable applies S-box s to the 32 nibbles of x0..x3 (bit j of xk is
+// bit k of nibble j) by looking each one up: slow, but the key schedule
+// runs once per key, and it keeps the S-box circuits in one place, the
+// rounds.
+func sboxByTable(s *[16]uint8, x0, x1, x2, x3 uint32) [4]uint32 {
+	var y [4]uint32
+	for j := range 32 {
+		n := x0>>j&1 | x1>>j&1<<1 | x2>>j&1<<2 | x3>>j&1<<3
+		v := uint32(s[n])
+		for k := range 4 {
+			y[k] |= v >> k & 1 << j
+		}
+	}
+	return y
 }

@@ -7,7 +7,7 @@
 // the block is four 32-bit words, each round XORs a round key, applies one
 // of eight 4-bit S-boxes to the 32 nibbles formed by the words' bit columns,
 // and mixes the words with the linear transformation. The S-boxes are
-// boolean circuits (sboxes_gen.go) that gen_test.go derives from the
+// boolean circuits written out in the rounds (rounds_gen.go) that gen_test.go derives from the
 // specification's tables (sbox.go) by a small search, so no code or
 // formula is taken from another implementation.
 //
