@@ -2,18 +2,15 @@
 
 package adiantum
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/luksd/luksd/internal/cpuimpl"
+)
 
 // impls lists the implementations this machine runs, slowest first.
 func impls() []impl {
-	l := []impl{implGeneric}
-	if cpu.X86.HasAVX2 {
-		l = append(l, implAVX2)
-		if cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW {
-			l = append(l, implAVX512)
-		}
-	}
-	return l
+	return cpuimpl.Available(cpu.X86.HasAVX2, cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW, false)
 }
 
 // chachaMaxWidth is the most blocks a ChaCha kernel here XORs at a time.
@@ -22,9 +19,9 @@ const chachaMaxWidth = 16
 // chachaWidths lists the group sizes of im's ChaCha kernels, widest first.
 func chachaWidths(im impl) []int {
 	switch im {
-	case implAVX512:
+	case cpuimpl.AVX512:
 		return widthsAVX512
-	case implAVX2:
+	case cpuimpl.AVX2:
 		return widthsAVX2
 	}
 	return nil
@@ -51,7 +48,7 @@ func chachaKernel(im impl, width int, s *[16]uint32, dst, src *byte, groups, rou
 	switch {
 	case width == 16:
 		chachaXOR16AVX512(s, dst, src, groups, rounds)
-	case im == implAVX512:
+	case im == cpuimpl.AVX512:
 		chachaXOR8AVX512(s, dst, src, groups, rounds)
 	default:
 		chachaXOR8AVX2(s, dst, src, groups, rounds)
@@ -67,7 +64,7 @@ func nhAVX2(k *nhKey, m *byte, n int, h *[4]uint64)
 func nhAVX512(k *nhKey, m *byte, n int, h *[4]uint64)
 
 func nhKernel(im impl, k *nhKey, m *byte, n int, h *[4]uint64) {
-	if im == implAVX512 {
+	if im == cpuimpl.AVX512 {
 		nhAVX512(k, m, n, h)
 		return
 	}

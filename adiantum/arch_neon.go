@@ -2,19 +2,16 @@
 
 package adiantum
 
+import "github.com/luksd/luksd/internal/cpuimpl"
+
 // impls lists the implementations this machine runs, slowest first.
-func impls() []impl {
-	if hasNEON {
-		return []impl{implGeneric, implNEON}
-	}
-	return []impl{implGeneric}
-}
+func impls() []impl { return cpuimpl.Available(false, false, hasNEON) }
 
 // chachaMaxWidth is the most blocks a ChaCha kernel here XORs at a time.
 const chachaMaxWidth = neonWidth
 
 func chachaWidths(im impl) []int {
-	if im == implNEON {
+	if im == cpuimpl.NEON {
 		return widthsNEON
 	}
 	return nil

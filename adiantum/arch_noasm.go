@@ -2,8 +2,10 @@
 
 package adiantum
 
+import "github.com/luksd/luksd/internal/cpuimpl"
+
 // impls lists the implementations this machine runs: the portable code only.
-func impls() []impl { return []impl{implGeneric} }
+func impls() []impl { return []impl{cpuimpl.Generic} }
 
 const chachaMaxWidth = 1
 

@@ -1,6 +1,10 @@
 package adiantum
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/luksd/luksd/internal/cpuimpl"
+)
 
 // NH as Adiantum uses it: four passes over a message of up to 1024 bytes in
 // 16-byte units; pass p adds key words offset by 4p words to the message
@@ -33,7 +37,7 @@ func (k *nhKey) init(b []byte) {
 // nhSum sets h to NH of m, a whole number of 16-byte units, at most 1024
 // bytes, with im's kernel.
 func nhSum(im impl, k *nhKey, m []byte, h *[4]uint64) {
-	if im == implGeneric || len(m) == 0 {
+	if im == cpuimpl.Generic || len(m) == 0 {
 		nhSumGeneric(k, m, h)
 		return
 	}

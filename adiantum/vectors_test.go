@@ -136,53 +136,55 @@ func streamOnly(key []byte, rounds int, im impl) *Cipher {
 // TestXChaChaVectors checks XChaCha12 and XChaCha20 keystream blocks at
 // block counters 0, 1, 1023, 1024 and 2048, and XChaCha20 encryptions.
 func TestXChaChaVectors(t *testing.T) {
-	vs := readFields(t, "testdata/xchacha.txt")
+	forEachStreamLine(t, "testdata/xchacha.txt", func(t *testing.T, i int, f []string, c *Cipher, nonce *[24]byte) {
+		switch f[3] {
+		case "block":
+			n, _ := strconv.Atoi(f[4])
+			ks := make([]byte, (n+1)*chachaBlockBytes)
+			c.xorKeyStream(ks, ks, nonce)
+			if want := unhex(t, f[5]); !bytes.Equal(ks[n*chachaBlockBytes:], want) {
+				t.Fatalf("line %d: XChaCha%d block %d\n got %x\nwant %x", i, c.rounds, n, ks[n*chachaBlockBytes:], want)
+			}
+		case "xor":
+			pt, ct := unhex(t, f[4]), unhex(t, f[5])
+			got := make([]byte, len(pt))
+			c.xorKeyStream(got, pt, nonce)
+			if !bytes.Equal(got, ct) {
+				t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, c.rounds, len(pt), got, ct)
+			}
+		default:
+			t.Fatalf("line %d: unknown kind %q", i, f[3])
+		}
+	})
+}
+
+// forEachStreamLine calls check, under every impl, for each line of file
+// with a Cipher of the line's rounds (field 0) and XChaCha key (field 1),
+// and the nonce: field 2's first 24 bytes.
+func forEachStreamLine(t *testing.T, file string, check func(t *testing.T, i int, f []string, c *Cipher, nonce *[24]byte)) {
+	vs := readFields(t, file)
 	forEachImpl(t, func(t *testing.T, im impl) {
 		for i, f := range vs {
 			rounds, _ := strconv.Atoi(f[0])
-			c := streamOnly(unhex(t, f[1]), rounds, im)
 			var nonce [24]byte
 			copy(nonce[:], unhex(t, f[2]))
-			switch f[3] {
-			case "block":
-				n, _ := strconv.Atoi(f[4])
-				ks := make([]byte, (n+1)*chachaBlockBytes)
-				c.xorKeyStream(ks, ks, &nonce)
-				if want := unhex(t, f[5]); !bytes.Equal(ks[n*chachaBlockBytes:], want) {
-					t.Fatalf("line %d: XChaCha%d block %d\n got %x\nwant %x", i, rounds, n, ks[n*chachaBlockBytes:], want)
-				}
-			case "xor":
-				pt, ct := unhex(t, f[4]), unhex(t, f[5])
-				got := make([]byte, len(pt))
-				c.xorKeyStream(got, pt, &nonce)
-				if !bytes.Equal(got, ct) {
-					t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, rounds, len(pt), got, ct)
-				}
-			default:
-				t.Fatalf("line %d: unknown kind %q", i, f[3])
-			}
+			check(t, i, f, streamOnly(unhex(t, f[1]), rounds, im), &nonce)
 		}
 	})
 }
 
 // TestNHVectors checks NH on 16-, 1008- and 1024-byte messages.
 func TestNHVectors(t *testing.T) {
-	vs := readFields(t, "testdata/nh.txt")
-	forEachImpl(t, func(t *testing.T, im impl) {
-		for i, f := range vs {
-			var k nhKey
-			k.init(unhex(t, f[0]))
-			msg := unhex(t, f[1])
-			var h [4]uint64
-			nhSum(im, &k, msg, &h)
-			got := make([]byte, 32)
-			for p := range h {
-				binary.LittleEndian.PutUint64(got[8*p:], h[p])
-			}
-			if want := unhex(t, f[2]); !bytes.Equal(got, want) {
-				t.Fatalf("line %d (%d bytes): NH\n got %x\nwant %x", i, len(msg), got, want)
-			}
+	checkKeyedHash(t, "testdata/nh.txt", "NH", func(im impl, key, msg []byte) []byte {
+		var k nhKey
+		k.init(key)
+		var h [4]uint64
+		nhSum(im, &k, msg, &h)
+		got := make([]byte, 32)
+		for p := range h {
+			binary.LittleEndian.PutUint64(got[8*p:], h[p])
 		}
+		return got
 	})
 }
 
@@ -190,18 +192,26 @@ func TestNHVectors(t *testing.T) {
 // the last unit zero-padded, then Poly1305 without s) on messages of 0, 16,
 // 19, 1024, 1040 and 2048 bytes.
 func TestNHPoly1305Vectors(t *testing.T) {
-	vs := readFields(t, "testdata/nhpoly1305.txt")
+	checkKeyedHash(t, "testdata/nhpoly1305.txt", "NHPoly1305", func(im impl, key, msg []byte) []byte {
+		c := Cipher{impl: im}
+		c.message.init(key[:16])
+		c.nh.init(key[16:])
+		got := make([]byte, 16)
+		c.messageHash(msg).put(got)
+		return got
+	})
+}
+
+// checkKeyedHash checks hash, under every impl, against the lines of file:
+// key, message and digest in hex.
+func checkKeyedHash(t *testing.T, file, name string, hash func(im impl, key, msg []byte) []byte) {
+	vs := readFields(t, file)
 	forEachImpl(t, func(t *testing.T, im impl) {
 		for i, f := range vs {
-			key := unhex(t, f[0])
-			c := Cipher{impl: im}
-			c.message.init(key[:16])
-			c.nh.init(key[16:])
 			msg := unhex(t, f[1])
-			got := make([]byte, 16)
-			c.messageHash(msg).put(got)
+			got := hash(im, unhex(t, f[0]), msg)
 			if want := unhex(t, f[2]); !bytes.Equal(got, want) {
-				t.Fatalf("line %d (%d bytes): NHPoly1305\n got %x\nwant %x", i, len(msg), got, want)
+				t.Fatalf("line %d (%d bytes): %s\n got %x\nwant %x", i, len(msg), name, got, want)
 			}
 		}
 	})
@@ -210,20 +220,13 @@ func TestNHPoly1305Vectors(t *testing.T) {
 // TestKernelXChaChaVectors checks Linux's xchacha12 and xchacha20 self-test
 // vectors, whose IV carries a starting block counter.
 func TestKernelXChaChaVectors(t *testing.T) {
-	vs := readFields(t, "testdata/xchacha_kernel.txt")
-	forEachImpl(t, func(t *testing.T, im impl) {
-		for i, f := range vs {
-			rounds, _ := strconv.Atoi(f[0])
-			c := streamOnly(unhex(t, f[1]), rounds, im)
-			iv := unhex(t, f[2])
-			var nonce [24]byte
-			copy(nonce[:], iv)
-			pt, ct := unhex(t, f[3]), unhex(t, f[4])
-			got := make([]byte, len(pt))
-			c.xorKeyStreamAt(got, pt, &nonce, binary.LittleEndian.Uint64(iv[24:]))
-			if !bytes.Equal(got, ct) {
-				t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, rounds, len(pt), got, ct)
-			}
+	forEachStreamLine(t, "testdata/xchacha_kernel.txt", func(t *testing.T, i int, f []string, c *Cipher, nonce *[24]byte) {
+		counter := binary.LittleEndian.Uint64(unhex(t, f[2])[24:])
+		pt, ct := unhex(t, f[3]), unhex(t, f[4])
+		got := make([]byte, len(pt))
+		c.xorKeyStreamAt(got, pt, nonce, counter)
+		if !bytes.Equal(got, ct) {
+			t.Fatalf("line %d: XChaCha%d of %d bytes\n got %x\nwant %x", i, c.rounds, len(pt), got, ct)
 		}
 	})
 }

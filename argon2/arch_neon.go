@@ -2,13 +2,10 @@
 
 package argon2
 
+import "github.com/luksd/luksd/internal/cpuimpl"
+
 // impls lists the implementations this machine runs, slowest first.
-func impls() []impl {
-	if hasNEON {
-		return []impl{implGeneric, implNEON}
-	}
-	return []impl{implGeneric}
-}
+func impls() []impl { return cpuimpl.Available(false, false, hasNEON) }
 
 func compressArch(im impl, out, x, y *block, xor bool) {
 	blockNEON(out, x, y, xor)

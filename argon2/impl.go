@@ -1,24 +1,11 @@
 package argon2
 
-// impl names one implementation of the block function G. Each derivation
-// runs with one; tests run every impl the machine has.
-type impl int
+import "github.com/luksd/luksd/internal/cpuimpl"
 
-const (
-	implGeneric impl = iota // portable Go
-	implAVX2                // amd64 AVX2
-	implAVX512              // amd64 AVX-512F
-	implNEON                // arm64 Advanced SIMD, or ARMv7 NEON
-)
-
-var implNames = [...]string{
-	implGeneric: "generic",
-	implAVX2:    "avx2",
-	implAVX512:  "avx512",
-	implNEON:    "neon",
-}
-
-func (im impl) String() string { return implNames[im] }
+// impl names one implementation of the block function G; its AVX-512
+// kernel needs F only. Each derivation runs with one; tests run every impl
+// the machine has.
+type impl = cpuimpl.Impl
 
 // defaultImpl is the fastest impl this machine runs.
 var defaultImpl = impls()[len(impls())-1]
@@ -26,7 +13,7 @@ var defaultImpl = impls()[len(impls())-1]
 // compress sets out to G(x, y), or XORs G(x, y) into out when xor is set
 // (the passes after the first, in version 0x13). out may be y, not x.
 func compress(im impl, out, x, y *block, xor bool) {
-	if im == implGeneric {
+	if im == cpuimpl.Generic {
 		compressGeneric(out, x, y, xor)
 		return
 	}

@@ -1,22 +1,18 @@
 package blockdev_test
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestCapsOf: a plain device is what its methods offer; a layer declares
 // its own from the device below, whatever methods it has.
 func TestCapsOf(t *testing.T) {
 	mem := devtest.NewMem(1 << 20)
-	img := filepath.Join(t.TempDir(), "img")
-	if err := os.WriteFile(img, make([]byte, 1<<20), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	img := testtool.Image(t, 1<<20)
 	rw, err := blockdev.OpenFile(img, false)
 	if err != nil {
 		t.Fatal(err)

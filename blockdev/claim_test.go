@@ -30,7 +30,7 @@ func loopDevice(t *testing.T, image string) string {
 // mount would; a file with a loop device over it is refused; a loop
 // device whose backing file is claimed is refused.
 func TestClaimLoopDevice(t *testing.T) {
-	img := tempImage(t, 4<<20)
+	img := testtool.Image(t, 4<<20)
 	loop := loopDevice(t, img)
 
 	_, err := openFile(img, OpenOptions{Exclusive: true})
@@ -65,7 +65,7 @@ func TestClaimLoopDevice(t *testing.T) {
 
 	// The image claimed first; a loop device set up over it afterwards is
 	// refused by name of its backing file.
-	img2 := tempImage(t, 4<<20)
+	img2 := testtool.Image(t, 4<<20)
 	f, err := openFile(img2, OpenOptions{Exclusive: true})
 	if err != nil {
 		t.Fatal(err)

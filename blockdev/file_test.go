@@ -10,28 +10,26 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
-func tempImage(t *testing.T, size int64) string {
+// openTempImage opens a new zero-filled image file of size bytes, closed
+// when the test ends, and returns it with its path.
+func openTempImage(t *testing.T, size int64, readOnly bool) (*File, string) {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "img")
-	if err := os.WriteFile(p, nil, 0o600); err != nil {
+	p := testtool.Image(t, size)
+	f, err := OpenFile(p, readOnly)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(p, size); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	t.Cleanup(func() { f.Close() })
+	return f, p
 }
 
 func TestFileReadWriteConcurrent(t *testing.T) {
 	const size = 1 << 20
-	p := tempImage(t, size)
-	f, err := OpenFile(p, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, p := openTempImage(t, size, false)
 	if f.Size() != size {
 		t.Fatalf("Size = %d, want %d", f.Size(), size)
 	}
@@ -60,7 +58,7 @@ func TestFileReadWriteConcurrent(t *testing.T) {
 	if _, err := f.ReadAt(got, 5*64<<10); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{6}, 10)) {
 		t.Fatalf("ReadAt = %v, %v", got, err)
 	}
-	_, err = f.WriteAt(make([]byte, 2), size-1)
+	_, err := f.WriteAt(make([]byte, 2), size-1)
 	var oe *OpError
 	if !errors.Is(err, ErrOutOfRange) || !errors.As(err, &oe) || oe.Path != p || oe.Off != size-1 {
 		t.Fatalf("write past the end: %v (want ErrOutOfRange naming the path and offset)", err)
@@ -72,12 +70,7 @@ func TestFileReadWriteConcurrent(t *testing.T) {
 
 func TestFileTrimAndZeroes(t *testing.T) {
 	const size = 1 << 20
-	p := tempImage(t, size)
-	f, err := OpenFile(p, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, p := openTempImage(t, size, false)
 	if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, size), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -115,12 +108,7 @@ func allocated(t *testing.T, p string) int64 {
 }
 
 func TestFileReadOnlyAndErrors(t *testing.T) {
-	p := tempImage(t, 4096)
-	f, err := OpenFile(p, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, _ := openTempImage(t, 4096, true)
 	if !CapsOf(f).ReadOnly {
 		t.Fatal("Caps().ReadOnly false")
 	}
@@ -153,12 +141,7 @@ func directSupported(t *testing.T, p string) bool {
 // bounce buffer, and all of them see each other's data.
 func TestFileDirectAndMisaligned(t *testing.T) {
 	const size = 1 << 20
-	p := tempImage(t, size)
-	f, err := OpenFile(p, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, p := openTempImage(t, size, false)
 	if directSupported(t, p) != f.Direct() {
 		t.Fatalf("Direct() = %v, but O_DIRECT on this file system works: %v", f.Direct(), directSupported(t, p))
 	}
@@ -212,7 +195,7 @@ func TestFileDirectAndMisaligned(t *testing.T) {
 // Reading the last, partial block of a file whose size is not aligned
 // returns what is there and io.EOF.
 func TestFileDirectShortTail(t *testing.T) {
-	p := tempImage(t, 4096+1000)
+	p := testtool.Image(t, 4096+1000)
 	os.WriteFile(p, bytes.Repeat([]byte{7}, 4096+1000), 0o600)
 	f, err := OpenFile(p, true)
 	if err != nil {
@@ -230,7 +213,7 @@ func TestFileDirectShortTail(t *testing.T) {
 // An exclusive open of an image file is refused while another holds it;
 // read-only opens share it.
 func TestFileExclusiveImage(t *testing.T) {
-	p := tempImage(t, 1<<20)
+	p := testtool.Image(t, 1<<20)
 	a, err := openFile(p, OpenOptions{Exclusive: true})
 	if err != nil {
 		t.Fatal(err)
@@ -277,12 +260,7 @@ func TestFileExclusiveImage(t *testing.T) {
 // A FUA write is durable by itself: it settles a range a failed flush had
 // lost, without a Flush; a misaligned one is written and flushed.
 func TestFileWriteAtFUA(t *testing.T) {
-	p := tempImage(t, 1<<20)
-	f, err := OpenFile(p, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, p := openTempImage(t, 1<<20, false)
 	f.fail([]span{{8192, 12288}}, errors.New("lost by a flush"))
 	if err := f.Flush(); !errors.Is(err, ErrLostWrites) {
 		t.Fatalf("flush with a lost range: %v", err)

@@ -51,6 +51,12 @@ func startFakeDev(t *testing.T, name string, dev opened) (*daemontest.Fake, chan
 
 func waitDaemon(t *testing.T, done chan error) error { return daemontest.Wait(t, done) }
 
+// stopVolume closes volume name and waits until its daemon ends.
+func stopVolume(t *testing.T, name string, done chan error) {
+	t.Helper()
+	daemontest.Stop(t, func() error { _, err := Close(name); return err }, done)
+}
+
 func TestDaemonOpenStatusClose(t *testing.T) {
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	fe, dev, done := startFake(t, "vol")
@@ -74,12 +80,7 @@ func TestDaemonOpenStatusClose(t *testing.T) {
 		t.Fatalf("second daemon: %v, want ErrExists", err)
 	}
 
-	if _, err := Close("vol"); err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatalf("daemon: %v", err)
-	}
+	stopVolume(t, "vol", done)
 	if n := fe.Last().Detaches(); n != 1 {
 		t.Fatalf("detached %d times", n)
 	}
@@ -157,12 +158,7 @@ func TestControlRejectsUnknownCommand(t *testing.T) {
 	if !Alive("ctl") {
 		t.Fatal("an unknown command stopped the daemon")
 	}
-	if _, err := Close("ctl"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "ctl", done)
 }
 
 // TestRunReadsNoHeader: Run takes the volume from its Spec alone. The data
@@ -203,12 +199,7 @@ func TestRunReadsNoHeader(t *testing.T) {
 	if _, err := fe.Last().Dev.WriteAt(plain, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Close("bare"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "bare", done)
 	raw, err := os.ReadFile(img)
 	if err != nil {
 		t.Fatal(err)

@@ -115,10 +115,5 @@ func TestDaemonSIGHUPReopensLog(t *testing.T) {
 	if !Alive("hup") {
 		t.Fatal("SIGHUP stopped the daemon")
 	}
-	if _, err := Close("hup"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "hup", done)
 }

@@ -167,19 +167,7 @@ func (d *Device) readChunk(dst []byte, off int64) error {
 
 // WriteAt encrypts p into a buffer of its own and writes it at off; p is
 // never modified.
-func (d *Device) WriteAt(p []byte, off int64) (int, error) {
-	if err := d.checkWrite("write", off, int64(len(p))); err != nil {
-		return 0, err
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	err := d.write(off, int64(len(p)), false, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
-	if err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
+func (d *Device) WriteAt(p []byte, off int64) (int, error) { return d.writeAt(p, off, false) }
 
 // WriteAtFUA is WriteAt that returns once the write is durable: each piece
 // goes to the backend as a FUA write where it takes them
@@ -192,13 +180,18 @@ func (d *Device) WriteAtFUA(p []byte, off int64) (int, error) {
 		}
 		return n, err
 	}
+	return d.writeAt(p, off, true)
+}
+
+// writeAt is WriteAt, each piece a FUA write when fua is set.
+func (d *Device) writeAt(p []byte, off int64, fua bool) (int, error) {
 	if err := d.checkWrite("write", off, int64(len(p))); err != nil {
 		return 0, err
 	}
 	if len(p) == 0 {
 		return 0, nil
 	}
-	err := d.write(off, int64(len(p)), true, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
+	err := d.write(off, int64(len(p)), fua, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
 	if err != nil {
 		return 0, err
 	}

@@ -67,21 +67,25 @@ func (a *adiantumCipher) tweak(sector uint64) [adiantum.TweakSize]byte {
 }
 
 func (a *adiantumCipher) Encrypt(buf []byte, sector uint64, sectorSize int) {
-	step := uint64(sectorSize / 512)
-	for off := 0; off < len(buf); off += sectorSize {
-		t := a.tweak(sector)
-		s := buf[off : off+sectorSize]
-		a.c.Encrypt(s, s, t[:])
-		sector += step
-	}
+	a.crypt(buf, sector, sectorSize, true)
 }
 
 func (a *adiantumCipher) Decrypt(buf []byte, sector uint64, sectorSize int) {
+	a.crypt(buf, sector, sectorSize, false)
+}
+
+// crypt encrypts or decrypts buf's sectors in place; the direction is a
+// flag so that the per-sector call stays direct.
+func (a *adiantumCipher) crypt(buf []byte, sector uint64, sectorSize int, encrypt bool) {
 	step := uint64(sectorSize / 512)
 	for off := 0; off < len(buf); off += sectorSize {
 		t := a.tweak(sector)
 		s := buf[off : off+sectorSize]
-		a.c.Decrypt(s, s, t[:])
+		if encrypt {
+			a.c.Encrypt(s, s, t[:])
+		} else {
+			a.c.Decrypt(s, s, t[:])
+		}
 		sector += step
 	}
 }

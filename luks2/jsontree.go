@@ -190,30 +190,25 @@ func (n *node) write(b *bytes.Buffer, indent int) {
 		b.WriteString(n.str)
 	case kindString:
 		writeJSONString(b, n.str)
-	case kindObject:
-		b.WriteByte('{')
-		for i, k := range n.keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			nl(indent + 1)
-			writeJSONString(b, k)
-			b.WriteByte(':')
-			n.vals[i].write(b, next(indent))
+	case kindObject, kindArray:
+		opening, closing := byte('['), byte(']')
+		if n.kind == kindObject {
+			opening, closing = '{', '}'
 		}
-		nl(indent)
-		b.WriteByte('}')
-	case kindArray:
-		b.WriteByte('[')
+		b.WriteByte(opening)
 		for i, v := range n.vals {
 			if i > 0 {
 				b.WriteByte(',')
 			}
 			nl(indent + 1)
+			if n.kind == kindObject {
+				writeJSONString(b, n.keys[i])
+				b.WriteByte(':')
+			}
 			v.write(b, next(indent))
 		}
 		nl(indent)
-		b.WriteByte(']')
+		b.WriteByte(closing)
 	}
 }
 

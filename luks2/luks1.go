@@ -277,10 +277,7 @@ func (h *luks1Header) dump(w io.Writer, opts DumpOptions) error {
 	fmt.Fprintf(&b, "MK bits:       \t%d\n", h.keyBytes*8)
 	b.WriteString("MK digest:     \t")
 	hexLine(&b, h.mkDigest[:], " ")
-	b.WriteString("\nMK salt:       \t")
-	hexLine(&b, h.mkDigestSalt[:16], " ")
-	b.WriteString("\n               \t")
-	hexLine(&b, h.mkDigestSalt[16:], " ")
+	hexHalves(&b, "\nMK salt:       \t", h.mkDigestSalt[:], "\n               \t")
 	fmt.Fprintf(&b, "\nMK iterations: \t%d\n", h.mkDigestIter)
 	fmt.Fprintf(&b, "UUID:          \t%s\n\n", h.uuidText)
 	for i, s := range h.slots {
@@ -290,10 +287,7 @@ func (h *luks1Header) dump(w io.Writer, opts DumpOptions) error {
 		}
 		fmt.Fprintf(&b, "Key Slot %d: ENABLED\n", i)
 		fmt.Fprintf(&b, "\tIterations:         \t%d\n", s.iterations)
-		b.WriteString("\tSalt:               \t")
-		hexLine(&b, s.salt[:16], " ")
-		b.WriteString("\n\t                      \t")
-		hexLine(&b, s.salt[16:], " ")
+		hexHalves(&b, "\tSalt:               \t", s.salt[:], "\n\t                      \t")
 		fmt.Fprintf(&b, "\n\tKey material offset:\t%d\n", s.offset)
 		fmt.Fprintf(&b, "\tAF stripes:            \t%d\n", s.stripes)
 	}
@@ -319,6 +313,15 @@ func hexLine(b *strings.Builder, data []byte, sep string) {
 	for _, c := range data {
 		fmt.Fprintf(b, "%02x%s", c, sep)
 	}
+}
+
+// hexHalves writes a 32-byte salt as luksDump does: label, the first 16
+// bytes in hex, then cont and the other 16.
+func hexHalves(b *strings.Builder, label string, salt []byte, cont string) {
+	b.WriteString(label)
+	hexLine(b, salt[:16], " ")
+	b.WriteString(cont)
+	hexLine(b, salt[16:], " ")
 }
 
 // writeVolumeKey prints the "MK bits" and "MK dump" lines (the latter

@@ -14,40 +14,35 @@ import (
 // NBD error the specification names for it, for every command that can
 // meet it.
 func TestBackendErrorsMapped(t *testing.T) {
-	opErr := func(err error) error {
-		return &blockdev.OpError{Op: "write", Path: "/dev/sdz", Off: 4096, Len: 512, Err: err}
-	}
 	for _, tc := range []struct {
 		err error
 		// want per command: read, write, flush, trim, write zeroes
 		read, write, flush, trim, zeroes uint32
 	}{
 		{syscall.EIO, errIO, errIO, errIO, errIO, errIO},
-		{opErr(syscall.EIO), errIO, errIO, errIO, errIO, errIO},
+		{devtest.AsOpError(syscall.EIO), errIO, errIO, errIO, errIO, errIO},
 		{errors.New("the disk caught fire"), errIO, errIO, errIO, errIO, errIO},
 		{fmt.Errorf("reading: %w", syscall.ETIMEDOUT), errIO, errIO, errIO, errIO, errIO},
 		{syscall.EAGAIN, errIO, errIO, errIO, errIO, errIO},
 		{syscall.EINVAL, errIO, errIO, errIO, errIO, errIO}, // the server's own trouble (O_DIRECT alignment), not the client's
-		{opErr(syscall.ENOSPC), errNoSpc, errNoSpc, errNoSpc, errNoSpc, errNoSpc},
+		{devtest.AsOpError(syscall.ENOSPC), errNoSpc, errNoSpc, errNoSpc, errNoSpc, errNoSpc},
 		{syscall.EDQUOT, errNoSpc, errNoSpc, errNoSpc, errNoSpc, errNoSpc},
 		{syscall.EFBIG, errNoSpc, errNoSpc, errNoSpc, errNoSpc, errNoSpc},
 		{blockdev.ErrOutOfRange, errInval, errNoSpc, errInval, errInval, errNoSpc},
-		{opErr(blockdev.ErrReadOnly), errPerm, errPerm, errPerm, errPerm, errPerm},
+		{devtest.AsOpError(blockdev.ErrReadOnly), errPerm, errPerm, errPerm, errPerm, errPerm},
 		{syscall.EROFS, errPerm, errPerm, errPerm, errPerm, errPerm},
 		{syscall.EPERM, errPerm, errPerm, errPerm, errPerm, errPerm},
 		{syscall.ENOMEM, errNoMem, errNoMem, errNoMem, errNoMem, errNoMem},
 		// A discard the device cannot do is a hint ignored; write zeroes
 		// are then written out.
 		{blockdev.ErrNotSupported, errInval, errInval, errInval, 0, 0},
-		{opErr(syscall.EOPNOTSUPP), errInval, errInval, errInval, 0, 0},
+		{devtest.AsOpError(syscall.EOPNOTSUPP), errInval, errInval, errInval, 0, 0},
 	} {
 		t.Run(tc.err.Error(), func(t *testing.T) {
 			dev := devtest.NewErring(devtest.NewMem(1 << 20))
 			sock, _ := serveMem(t, dev, Config{})
 			c := dialGo(t, sock, "")
-			for _, op := range []devtest.ErringOp{devtest.OpRead, devtest.OpWrite, devtest.OpFlush, devtest.OpTrim, devtest.OpWriteZeroes} {
-				dev.Fail(op, tc.err)
-			}
+			dev.FailAll(tc.err)
 			if _, got := c.read(t, 0, 512); got != tc.read {
 				t.Errorf("read: error %d, want %d", got, tc.read)
 			}

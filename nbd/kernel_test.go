@@ -11,24 +11,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // These tests drive a real /dev/nbdN. They need root and nbd.ko, which the
 // VM suite has (contrib/vmtest, scenario 90) and this machine does not.
 func needKernel(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP (not a pass): the nbd kernel tests need root")
-	}
-	if err := Available(); err != nil {
-		t.Skipf("SKIP (not a pass): %v; the nbd kernel tests run in the VM suite", err)
-	}
+	testtool.NeedKernel(t, "nbd", Available)
 }
 
 // attachTest attaches dev as /dev/nbdN over conns connections, served by
@@ -80,13 +75,6 @@ func loseConnections(t *testing.T, a *Attachment, replace bool) {
 	}
 }
 
-// alignedBuf returns a buffer aligned for O_DIRECT.
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+4096)
-	off := int(4096 - uintptr(unsafe.Pointer(&b[0]))%4096)
-	return b[off : off+n]
-}
-
 // openDirect opens the device for O_DIRECT reads and writes.
 func openDirect(t *testing.T, a *Attachment) int {
 	t.Helper()
@@ -101,12 +89,12 @@ func openDirect(t *testing.T, a *Attachment) int {
 // roundTrip writes random data at off through fd and reads it back.
 func roundTrip(t *testing.T, fd int, off int64, n int) {
 	t.Helper()
-	w := alignedBuf(n)
+	w := testtool.AlignedBuffer(n)
 	rand.Read(w)
 	if k, err := unix.Pwrite(fd, w, off); err != nil || k != n {
 		t.Fatalf("pwrite %d at %d: %d, %v", n, off, k, err)
 	}
-	r := alignedBuf(n)
+	r := testtool.AlignedBuffer(n)
 	if k, err := unix.Pread(fd, r, off); err != nil || k != n {
 		t.Fatalf("pread %d at %d: %d, %v", n, off, k, err)
 	}
@@ -192,7 +180,7 @@ func TestKernelResendsAfterReconnect(t *testing.T) {
 	want := mem.Bytes()[3<<20 : 3<<20+4096]
 	hold.Stall()
 	done := make(chan error, 1)
-	got := alignedBuf(4096)
+	got := testtool.AlignedBuffer(4096)
 	go func() {
 		_, err := unix.Pread(fd, got, 3<<20)
 		done <- err
@@ -267,7 +255,7 @@ func TestKernelTimeoutReconnects(t *testing.T) {
 	want := mem.Bytes()[1<<20 : 1<<20+4096]
 	hold.Stall()
 	done := make(chan error, 1)
-	got := alignedBuf(4096)
+	got := testtool.AlignedBuffer(4096)
 	go func() {
 		_, err := unix.Pread(fd, got, 1<<20)
 		done <- err
@@ -303,7 +291,7 @@ func TestKernelRequestTimeoutFailsRequest(t *testing.T) {
 	roundTrip(t, fd, 0, 4096)
 	hold.Stall()
 	start := time.Now()
-	_, err := unix.Pread(fd, alignedBuf(4096), 8192)
+	_, err := unix.Pread(fd, testtool.AlignedBuffer(4096), 8192)
 	took := time.Since(start)
 	hold.Release()
 	if !errors.Is(err, unix.EIO) {

@@ -124,22 +124,22 @@ func decodeConnectRequest(b []byte) (connectRequest, error) {
 	if err != nil {
 		return r, err
 	}
+	u64 := map[uint16]*uint64{
+		genlAttrSizeBytes:       &r.SizeBytes,
+		genlAttrBlockSizeBytes:  &r.BlockSizeBytes,
+		genlAttrTimeout:         &r.TimeoutSec,
+		genlAttrDeadConnTimeout: &r.DeadConnSec,
+		genlAttrServerFlags:     &r.ServerFlags,
+		genlAttrClientFlags:     &r.ClientFlags,
+	}
 	for ad.Next() {
+		if p, ok := u64[ad.Type()]; ok {
+			*p = ad.Uint64()
+			continue
+		}
 		switch ad.Type() {
 		case genlAttrIndex:
 			r.Index = int(ad.Uint32())
-		case genlAttrSizeBytes:
-			r.SizeBytes = ad.Uint64()
-		case genlAttrBlockSizeBytes:
-			r.BlockSizeBytes = ad.Uint64()
-		case genlAttrTimeout:
-			r.TimeoutSec = ad.Uint64()
-		case genlAttrDeadConnTimeout:
-			r.DeadConnSec = ad.Uint64()
-		case genlAttrServerFlags:
-			r.ServerFlags = ad.Uint64()
-		case genlAttrClientFlags:
-			r.ClientFlags = ad.Uint64()
 		case genlAttrBackendID:
 			r.BackendID = ad.String()
 		case genlAttrSockets:

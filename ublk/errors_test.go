@@ -13,9 +13,6 @@ import (
 // TestBackendErrnos: every backend error is completed with the errno whose
 // block status means the same (see errno), for every request type.
 func TestBackendErrnos(t *testing.T) {
-	opErr := func(err error) error {
-		return &blockdev.OpError{Op: "read", Path: "/dev/sdz", Off: 4096, Len: 512, Err: err}
-	}
 	const (
 		eio      = -int32(syscall.EIO)
 		enospc   = -int32(syscall.ENOSPC)
@@ -28,7 +25,7 @@ func TestBackendErrnos(t *testing.T) {
 		read, write, flush, discard, zeroes int32
 	}{
 		{syscall.EIO, eio, eio, eio, eio, eio},
-		{opErr(syscall.EIO), eio, eio, eio, eio, eio},
+		{devtest.AsOpError(syscall.EIO), eio, eio, eio, eio, eio},
 		{errors.New("the disk caught fire"), eio, eio, eio, eio, eio},
 		{syscall.EAGAIN, eio, eio, eio, eio, eio},
 		{syscall.EBUSY, eio, eio, eio, eio, eio},
@@ -37,8 +34,8 @@ func TestBackendErrnos(t *testing.T) {
 		{syscall.ENOLINK, eio, eio, eio, eio, eio},
 		{syscall.ENODEV, eio, eio, eio, eio, eio},
 		{syscall.EINVAL, eio, eio, eio, eio, eio},
-		{opErr(blockdev.ErrOutOfRange), eio, eio, eio, eio, eio},
-		{opErr(syscall.ENOSPC), enospc, enospc, enospc, enospc, enospc},
+		{devtest.AsOpError(blockdev.ErrOutOfRange), eio, eio, eio, eio, eio},
+		{devtest.AsOpError(syscall.ENOSPC), enospc, enospc, enospc, enospc, enospc},
 		{syscall.EDQUOT, enospc, enospc, enospc, enospc, enospc},
 		{syscall.EFBIG, enospc, enospc, enospc, enospc, enospc},
 		{blockdev.ErrReadOnly, erofs, erofs, erofs, erofs, erofs},
@@ -47,13 +44,11 @@ func TestBackendErrnos(t *testing.T) {
 		// An impossible discard is a hint ignored; write zeroes are then
 		// written out.
 		{blockdev.ErrNotSupported, enotsupp, enotsupp, enotsupp, 0, 0},
-		{opErr(syscall.EOPNOTSUPP), enotsupp, enotsupp, enotsupp, 0, 0},
+		{devtest.AsOpError(syscall.EOPNOTSUPP), enotsupp, enotsupp, enotsupp, 0, 0},
 	} {
 		dev := devtest.NewErring(devtest.NewMem(1 << 20))
 		h := newHandler(dev, false, true, nil)
-		for _, op := range []devtest.ErringOp{devtest.OpRead, devtest.OpWrite, devtest.OpFlush, devtest.OpTrim, devtest.OpWriteZeroes} {
-			dev.Fail(op, tc.err)
-		}
+		dev.FailAll(tc.err)
 		if got := h.serve(desc(opRead, 0, 1), &memPayload{}); got != tc.read {
 			t.Errorf("%v: read %d, want %d", tc.err, got, tc.read)
 		}

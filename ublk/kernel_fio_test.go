@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // fileDevice is a blockdev.Device on a regular file.
@@ -36,32 +38,15 @@ func newFileDevice(t *testing.T, size int64) fileDevice {
 	return fileDevice{f}
 }
 
-func needFio(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("fio")
-	if err != nil {
-		t.Skip("SKIP (not a pass): fio is not installed")
-	}
-	return p
-}
-
 // fio writes 4 KiB blocks at random with crc32c in each, 32 in flight, then
 // reads everything back and checks it: concurrency on every queue, in both
 // data copy modes and both ways of serving.
 func TestKernelFioVerify(t *testing.T) {
 	needKernel(t)
-	fio := needFio(t)
+	fio := testtool.Need(t, "fio")
 	for _, mode := range []Options{{}, {CopyMode: true}, {Workers: true}} {
 		t.Run(fmt.Sprintf("copy=%v,workers=%v", mode.CopyMode, mode.Workers), func(t *testing.T) {
-			dev := newFileDevice(t, 64<<20)
-			mode.ID = -1
-			d, err := New(dev, mode)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := d.Start(); err != nil {
-				t.Fatal(err)
-			}
+			d := startDevice(t, newFileDevice(t, 64<<20), mode)
 			defer d.Stop()
 			out, err := exec.Command(fio, "--name=verify", "--filename="+d.Path(), "--ioengine=libaio",
 				"--direct=1", "--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=32M",
@@ -85,17 +70,9 @@ func TestKernelSpeed(t *testing.T) {
 		t.Skip("set UBLK_SPEED_SECONDS to measure")
 	}
 	needKernel(t)
-	fio := needFio(t)
+	fio := testtool.Need(t, "fio")
 	for _, mode := range []Options{{}, {CopyMode: true}, {Workers: true}, {Workers: true, CopyMode: true}} {
-		dev := newFileDevice(t, 128<<20)
-		mode.ID = -1
-		d, err := New(dev, mode)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Start(); err != nil {
-			t.Fatal(err)
-		}
+		d := startDevice(t, newFileDevice(t, 128<<20), mode)
 		for _, rw := range []string{"randread", "randwrite"} {
 			out, err := exec.Command(fio, "--name=speed", "--filename="+d.Path(), "--ioengine=libaio",
 				"--direct=1", "--rw="+rw, "--bs=4k", "--iodepth=32", "--runtime="+secs, "--time_based",

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // slowDevice answers every read after a delay (as dm-delay does) and
@@ -60,7 +61,7 @@ func TestKernelStalledQueueServesOnWorkers(t *testing.T) {
 	}
 	defer unix.Close(fd)
 	read := func(off int64) {
-		if _, err := unix.Pread(fd, alignedBuf(4096), off); err != nil {
+		if _, err := unix.Pread(fd, testtool.AlignedBuffer(4096), off); err != nil {
 			t.Errorf("pread at %d: %v", off, err)
 		}
 	}

@@ -17,18 +17,18 @@ import (
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // These tests drive a real ublk device. They need root and ublk_drv, which
-// the VM suite has (contrib/vmtest) and this machine and CI do not.
+// the VM suite has (contrib/vmtest, scenario 65) and this machine and CI do
+// not.
 func needKernel(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(ControlPath); err != nil {
-		t.Skipf("SKIP (not a pass): %s is missing; the ublk kernel tests run in the VM suite", ControlPath)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP (not a pass): the ublk kernel tests need root")
-	}
+	testtool.NeedKernel(t, "ublk", func() error {
+		_, err := os.Stat(ControlPath)
+		return err
+	})
 }
 
 // kernelDev is the in-memory device the kernel tests serve: Mem with
@@ -56,13 +56,6 @@ func startDevice(t *testing.T, dev blockdev.Device, opts Options) *Device {
 	return d
 }
 
-// alignedBuf returns a buffer aligned for O_DIRECT.
-func alignedBuf(n int) []byte {
-	b := make([]byte, n+4096)
-	off := int(4096 - uintptr(unsafe.Pointer(&b[0]))%4096)
-	return b[off : off+n]
-}
-
 func testDataPath(t *testing.T, opts Options) {
 	needKernel(t)
 	dev := newKernelDev(32 << 20)
@@ -74,7 +67,7 @@ func testDataPath(t *testing.T, opts Options) {
 		t.Fatalf("open %s: %v", d.Path(), err)
 	}
 	for _, c := range []struct{ off, n int }{{0, 4096}, {1 << 20, 128 << 10}, {32<<20 - 8192, 8192}, {5 << 20, 1 << 20}} {
-		w := alignedBuf(c.n)
+		w := testtool.AlignedBuffer(c.n)
 		rand.Read(w)
 		if n, err := unix.Pwrite(fd, w, int64(c.off)); err != nil || n != c.n {
 			t.Fatalf("pwrite %d at %d: %d, %v", c.n, c.off, n, err)
@@ -82,7 +75,7 @@ func testDataPath(t *testing.T, opts Options) {
 		if !bytes.Equal(dev.mem.Bytes()[c.off:c.off+c.n], w) {
 			t.Fatalf("write of %d at %d did not reach the device there", c.n, c.off)
 		}
-		r := alignedBuf(c.n)
+		r := testtool.AlignedBuffer(c.n)
 		if n, err := unix.Pread(fd, r, int64(c.off)); err != nil || n != c.n {
 			t.Fatalf("pread %d at %d: %d, %v", c.n, c.off, n, err)
 		}
@@ -146,7 +139,7 @@ func TestKernelRecover(t *testing.T) {
 	}()
 	d.abandon()
 
-	w := alignedBuf(64 << 10)
+	w := testtool.AlignedBuffer(64 << 10)
 	rand.Read(w)
 	wrote := make(chan error, 1)
 	go func() {
@@ -176,7 +169,7 @@ func TestKernelRecover(t *testing.T) {
 	if !bytes.Equal(dev.mem.Bytes()[3<<20:3<<20+len(w)], w) {
 		t.Fatal("the write held across recovery did not land")
 	}
-	r := alignedBuf(len(w))
+	r := testtool.AlignedBuffer(len(w))
 	if _, err := unix.Pread(fd, r, 3<<20); err != nil || !bytes.Equal(r, w) {
 		t.Fatalf("read after recovery: %v", err)
 	}
@@ -205,7 +198,7 @@ func TestKernelDeleteAbandoned(t *testing.T) {
 	d.abandon()
 	done := make(chan error, 1)
 	go func() {
-		_, err := unix.Pread(fd, alignedBuf(4096), 0)
+		_, err := unix.Pread(fd, testtool.AlignedBuffer(4096), 0)
 		done <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
@@ -281,7 +274,7 @@ func TestKernelAbandonUnderIO(t *testing.T) {
 			readers.Add(1)
 			go func() {
 				defer readers.Done()
-				buf := alignedBuf(4096)
+				buf := testtool.AlignedBuffer(4096)
 				for {
 					if _, err := unix.Pread(fd, buf, mrand.Int64N(2048)*4096); err != nil {
 						return // the device went away: the end of the round

@@ -33,25 +33,19 @@ func (im impl) String() string {
 // defaultImpl is the fastest impl this machine runs.
 var defaultImpl = impls()[len(impls())-1]
 
-// encryptUnit encrypts one data unit with the plaintext tweak.
-func (c *Cipher) encryptUnit(dst, src []byte, tweak *[blockSize]byte) {
+// unit encrypts or decrypts one data unit with the plaintext tweak.
+func (c *Cipher) unit(dst, src []byte, tweak *[blockSize]byte, decrypt bool) {
 	if c.impl == implGeneric {
-		c.gen.crypt(dst, src, tweak, false)
+		c.gen.crypt(dst, src, tweak, decrypt)
 		return
 	}
 	var t [blockSize]byte
 	archEncryptTweaks(c, t[:], tweak[:])
-	archEncrypt(c, dst[:len(src)], src, &t)
-}
-
-func (c *Cipher) decryptUnit(dst, src []byte, tweak *[blockSize]byte) {
-	if c.impl == implGeneric {
-		c.gen.crypt(dst, src, tweak, true)
-		return
+	if decrypt {
+		archDecrypt(c, dst[:len(src)], src, &t)
+	} else {
+		archEncrypt(c, dst[:len(src)], src, &t)
 	}
-	var t [blockSize]byte
-	archEncryptTweaks(c, t[:], tweak[:])
-	archDecrypt(c, dst[:len(src)], src, &t)
 }
 
 // sectorsBatch is how many sector tweaks the assembly paths encrypt in one

@@ -31,14 +31,21 @@ func TestMem(t *testing.T) {
 	}
 }
 
-func TestRecorder(t *testing.T) {
-	before := make([]byte, 4)
-	r := NewRecorder(MemOf(before))
+// recordSample records a write, a flush, two writes and a flush on a
+// 4-byte device of zeroes, which it returns with the recorder.
+func recordSample() (before []byte, r *Recorder) {
+	before = make([]byte, 4)
+	r = NewRecorder(MemOf(before))
 	r.WriteAt([]byte{1}, 0)
 	r.Flush()
 	r.WriteAt([]byte{2}, 1)
 	r.WriteAt([]byte{3}, 2)
 	r.Flush()
+	return before, r
+}
+
+func TestRecorder(t *testing.T) {
+	before, r := recordSample()
 	if r.Writes() != 3 || len(r.Ops()) != 5 {
 		t.Fatalf("ops %+v", r.Ops())
 	}

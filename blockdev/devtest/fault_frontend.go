@@ -40,6 +40,19 @@ func (e *Erring) Fail(op ErringOp, err error) {
 	e.errs[op] = err
 }
 
+// FailAll makes every operation fail with err from now on; nil heals them.
+func (e *Erring) FailAll(err error) {
+	for _, op := range []ErringOp{OpRead, OpWrite, OpFlush, OpTrim, OpWriteZeroes} {
+		e.Fail(op, err)
+	}
+}
+
+// AsOpError wraps err as blockdev.File reports a failed request, so that a
+// test sees an error mapping look through the wrapper.
+func AsOpError(err error) error {
+	return &blockdev.OpError{Op: "write", Path: "/dev/sdz", Off: 4096, Len: 512, Err: err}
+}
+
 func (e *Erring) failure(op ErringOp) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -8,13 +8,7 @@ import (
 )
 
 func TestPowerCuts(t *testing.T) {
-	before := make([]byte, 4)
-	r := NewRecorder(MemOf(before))
-	r.WriteAt([]byte{1}, 0)
-	r.Flush()
-	r.WriteAt([]byte{2}, 1)
-	r.WriteAt([]byte{3}, 2)
-	r.Flush()
+	before, r := recordSample()
 	var got []string
 	r.PowerCuts(before, 8, func(what string, img []byte) { got = append(got, fmt.Sprint(img)) })
 	sort.Strings(got)

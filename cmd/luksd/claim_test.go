@@ -75,12 +75,7 @@ func TestOpenImageIsClaimed(t *testing.T) {
 	runTool(t, nil, cs, "luksAddKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
 		"--key-file", pass, img, newPass).expect(t, 0, "")
 
-	if err := closeVolume("held"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "held", done)
 	// Released with the daemon.
 	done = runFakeVolume(t, cs, link, link, newPass, "again")
 	closeVolume("again")

@@ -310,12 +310,7 @@ func TestFormatRefusesBusyDevice(t *testing.T) {
 		t.Fatal(st, err)
 	}
 	w.luksd(nil, append([]string{"luksFormat", "-q", st.Image, key}, pb...)...).expect(t, exitBusy, "Cannot use device "+st.Image+" which is in use (already mapped or mounted).")
-	if err := closeVolume("fmtbusy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "fmtbusy", done)
 
 	// A loop device held exclusively, as a mount holds it.
 	if os.Geteuid() != 0 {

@@ -15,7 +15,7 @@ func init() {
 			&cli.StringFlag{Name: "subsystem", Usage: "new `SUBSYSTEM`"},
 			&cli.StringFlag{Name: "priority", Usage: "keyslot priority: `ignore`, normal or prefer"},
 			&cli.IntFlag{Name: "key-slot", Aliases: []string{"S"}, Value: -1, Usage: "the keyslot `NUM` whose priority is set"},
-			&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+			headerFlag,
 		}),
 		Action: config,
 	})

@@ -85,3 +85,9 @@ func imageVolume(t *testing.T, image, header string, vk []byte) *volume {
 }
 
 func waitDaemon(t *testing.T, done chan error) error { return daemontest.Wait(t, done) }
+
+// stopVolume closes volume name and waits until its daemon ends.
+func stopVolume(t *testing.T, name string, done chan error) {
+	t.Helper()
+	daemontest.Stop(t, func() error { return closeVolume(name) }, done)
+}

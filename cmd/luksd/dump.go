@@ -31,7 +31,7 @@ func init() {
 			ArgsUsage: "<device>",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "require `TYPE` luks1 or luks2"},
-				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+				headerFlag,
 			},
 			Action: isLuks,
 		},
@@ -41,7 +41,7 @@ func init() {
 			ArgsUsage: "<device>",
 			Flags: flagSet(typeFlags, []cli.Flag{
 				&cli.StringFlag{Name: "uuid", Usage: "new `UUID`"},
-				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+				headerFlag,
 			}),
 			Action: luksUUID,
 		},
@@ -53,6 +53,10 @@ func init() {
 var typeFlags = []cli.Flag{
 	&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "device `TYPE`: luks, luks1 or luks2"},
 }
+
+// headerFlag is --header, the detached header file of the verbs that read
+// or edit a header.
+var headerFlag = &cli.StringFlag{Name: "header", Usage: "detached header `FILE`"}
 
 // requiresArgs is cryptsetup's error for missing positional arguments.
 func requiresArgs(c *cli.Context, args string) error {

@@ -11,7 +11,7 @@ import (
 
 var headerBackupFlags = []cli.Flag{
 	&cli.StringFlag{Name: "header-backup-file", Usage: "header backup `FILE`"},
-	&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+	headerFlag,
 	&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "device `TYPE` (accepted for cryptsetup compatibility)"},
 }
 

@@ -57,7 +57,7 @@ func init() {
 			Usage:     "wipe every keyslot",
 			ArgsUsage: "<device>",
 			Flags: flagSet(typeFlags, []cli.Flag{
-				&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+				headerFlag,
 			}),
 			Action: erase,
 		},

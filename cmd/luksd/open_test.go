@@ -39,12 +39,7 @@ func TestOpenRefusesActiveName(t *testing.T) {
 	img := testtool.ImageAt(t, t.TempDir(), "img", 1<<20)
 	luksd(t, nil, "open", img, "busy").expect(t, exitBusy, "Device busy already exists.")
 	luksd(t, nil, "open", st.Image, "other").expect(t, exitBusy, "Cannot use device "+st.Image+" which is in use (already mapped or mounted).")
-	if err := closeVolume("busy"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "busy", done)
 }
 
 func TestOpenTestPassphrase(t *testing.T) {

@@ -55,12 +55,7 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 	if _, err := fe.Last().Dev.WriteAt(pattern, 5*4096); err != nil {
 		t.Fatal(err)
 	}
-	if err := closeVolume("e2e"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "e2e", done)
 
 	raw, err := os.ReadFile(img)
 	if err != nil {
@@ -78,12 +73,7 @@ func TestRunVolumeCryptsetupImage(t *testing.T) {
 	if !bytes.Equal(got, pattern) {
 		t.Fatal("data differs after close and reopen")
 	}
-	if err := closeVolume("e2e"); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitDaemon(t, done); err != nil {
-		t.Fatal(err)
-	}
+	stopVolume(t, "e2e", done)
 
 	// The daemon's log tells each activation and its end.
 	log := logged.String()

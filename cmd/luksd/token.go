@@ -27,7 +27,7 @@ func init() {
 			&cli.StringFlag{Name: "json-file", Usage: "token JSON `FILE` to import or export (- or none: standard input/output)"},
 			&cli.BoolFlag{Name: "token-replace", Usage: "replace the token at --token-id"},
 			&cli.BoolFlag{Name: "unbound", Usage: "add the token unassigned to any keyslot"},
-			&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+			headerFlag,
 		},
 		Action: tokenAction,
 	})

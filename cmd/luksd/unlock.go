@@ -22,7 +22,7 @@ var keyFlags = []cli.Flag{
 	&cli.Int64Flag{Name: "keyfile-size", Aliases: []string{"l"}, Usage: "read at most `BYTES` from the key file"},
 	&cli.IntFlag{Name: "key-slot", Aliases: []string{"S"}, Value: -1, Usage: "use only key slot `NUM`"},
 	&cli.IntFlag{Name: "tries", Aliases: []string{"T"}, Value: 3, Usage: "how often the passphrase may be retyped on a terminal"},
-	&cli.StringFlag{Name: "header", Usage: "detached header `FILE`"},
+	headerFlag,
 }
 
 // volume is an unlocked LUKS volume: its header and data segment and the

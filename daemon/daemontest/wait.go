@@ -33,3 +33,15 @@ func Wait(t testing.TB, done <-chan error) error {
 		return nil
 	}
 }
+
+// Stop closes the volume with close and waits until its daemon ends;
+// either failing fails the test.
+func Stop(t testing.TB, close func() error, done <-chan error) {
+	t.Helper()
+	if err := close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Wait(t, done); err != nil {
+		t.Fatal(err)
+	}
+}
