@@ -142,11 +142,10 @@ func (p *jsonParser) object(depth int) (*node, error) {
 	p.pos++ // {
 	n := jObject()
 	for {
-		if err := p.skip(); err != nil {
+		switch closed, err := p.closes('}'); { // also after a trailing comma
+		case err != nil:
 			return nil, err
-		}
-		if p.peek() == '}' { // also after a trailing comma
-			p.pos++
+		case closed:
 			return n, nil
 		}
 		if c := p.peek(); c != '"' && c != '\'' {
@@ -169,25 +168,13 @@ func (p *jsonParser) object(depth int) (*node, error) {
 		if err := p.skip(); err != nil {
 			return nil, err
 		}
-		if depth >= jsonMaxDepth-1 {
-			return nil, errJSONDepth
-		}
-		v, err := p.value(depth + 1)
+		v, done, err := p.member(depth, '}', "object")
 		if err != nil {
 			return nil, err
 		}
 		n.set(key, v) // a repeated name replaces the value in its place
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		switch p.peek() {
-		case '}':
-			p.pos++
+		if done {
 			return n, nil
-		case ',':
-			p.pos++
-		default:
-			return nil, p.fail("object value separator ',' expected")
 		}
 	}
 }
@@ -196,34 +183,52 @@ func (p *jsonParser) array(depth int) (*node, error) {
 	p.pos++ // [
 	n := jArray()
 	for {
-		if err := p.skip(); err != nil {
+		switch closed, err := p.closes(']'); { // also after a trailing comma
+		case err != nil:
 			return nil, err
-		}
-		if p.peek() == ']' { // also after a trailing comma
-			p.pos++
+		case closed:
 			return n, nil
 		}
-		if depth >= jsonMaxDepth-1 {
-			return nil, errJSONDepth
-		}
-		v, err := p.value(depth + 1)
+		v, done, err := p.member(depth, ']', "array")
 		if err != nil {
 			return nil, err
 		}
 		n.push(v)
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		switch p.peek() {
-		case ']':
-			p.pos++
+		if done {
 			return n, nil
-		case ',':
-			p.pos++
-		default:
-			return nil, p.fail("array value separator ',' expected")
 		}
 	}
+}
+
+// member parses a value inside an object or array (of the given depth) and
+// the separator after it; done is true when end closed the container.
+func (p *jsonParser) member(depth int, end byte, container string) (v *node, done bool, err error) {
+	if depth >= jsonMaxDepth-1 {
+		return nil, false, errJSONDepth
+	}
+	if v, err = p.value(depth + 1); err != nil {
+		return nil, false, err
+	}
+	if done, err = p.closes(end); err != nil || done {
+		return v, done, err
+	}
+	if p.peek() != ',' {
+		return nil, false, p.fail(container + " value separator ',' expected")
+	}
+	p.pos++
+	return v, false, nil
+}
+
+// closes skips white space and comments and steps over end if it is next.
+func (p *jsonParser) closes(end byte) (bool, error) {
+	if err := p.skip(); err != nil {
+		return false, err
+	}
+	if p.peek() != end {
+		return false, nil
+	}
+	p.pos++
+	return true, nil
 }
 
 // str parses a string quoted by '"' or '\”; its bytes are kept as they are
