@@ -139,65 +139,69 @@ func (p *jsonParser) literal(word string) bool {
 }
 
 func (p *jsonParser) object(depth int) (*node, error) {
-	p.pos++ // {
-	n := jObject()
+	return p.members(jObject(), depth, '}', "object")
+}
+
+func (p *jsonParser) array(depth int) (*node, error) {
+	return p.members(jArray(), depth, ']', "array")
+}
+
+// members parses the members of the object or array n (at depth) up to
+// end, the bracket that opened it being next.
+func (p *jsonParser) members(n *node, depth int, end byte, container string) (*node, error) {
+	p.pos++ // { or [
 	for {
-		switch closed, err := p.closes('}'); { // also after a trailing comma
+		switch closed, err := p.closes(end); { // also after a trailing comma
 		case err != nil:
 			return nil, err
 		case closed:
 			return n, nil
 		}
-		if c := p.peek(); c != '"' && c != '\'' {
-			return nil, p.fail("quoted object property name expected")
+		var key string
+		if n.kind == kindObject {
+			var err error
+			if key, err = p.name(); err != nil {
+				return nil, err
+			}
 		}
-		key, err := p.str()
+		v, done, err := p.member(depth, end, container)
 		if err != nil {
 			return nil, err
 		}
-		if i := strings.IndexByte(key, 0); i >= 0 {
-			key = key[:i] // json-c keeps the name as a C string
+		if n.kind == kindObject {
+			n.set(key, v) // a repeated name replaces the value in its place
+		} else {
+			n.push(v)
 		}
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		if p.peek() != ':' {
-			return nil, p.fail("object property name separator ':' expected")
-		}
-		p.pos++
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		v, done, err := p.member(depth, '}', "object")
-		if err != nil {
-			return nil, err
-		}
-		n.set(key, v) // a repeated name replaces the value in its place
 		if done {
 			return n, nil
 		}
 	}
 }
 
-func (p *jsonParser) array(depth int) (*node, error) {
-	p.pos++ // [
-	n := jArray()
-	for {
-		switch closed, err := p.closes(']'); { // also after a trailing comma
-		case err != nil:
-			return nil, err
-		case closed:
-			return n, nil
-		}
-		v, done, err := p.member(depth, ']', "array")
-		if err != nil {
-			return nil, err
-		}
-		n.push(v)
-		if done {
-			return n, nil
-		}
+// name parses an object property's name and the ':' after it.
+func (p *jsonParser) name() (string, error) {
+	if c := p.peek(); c != '"' && c != '\'' {
+		return "", p.fail("quoted object property name expected")
 	}
+	key, err := p.str()
+	if err != nil {
+		return "", err
+	}
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		key = key[:i] // json-c keeps the name as a C string
+	}
+	if err := p.skip(); err != nil {
+		return "", err
+	}
+	if p.peek() != ':' {
+		return "", p.fail("object property name separator ':' expected")
+	}
+	p.pos++
+	if err := p.skip(); err != nil {
+		return "", err
+	}
+	return key, nil
 }
 
 // member parses a value inside an object or array (of the given depth) and
