@@ -327,19 +327,24 @@ func TestLUKS1EditOrder(t *testing.T) {
 	}
 }
 
+// addKeyPeerOpens adds the passphrase added to img's header h with luksd
+// and checks that cryptsetup opens it in the keyslot AddKey chose.
+func addKeyPeerOpens(t *testing.T, h *Header, f fileDev, img string, vk, added []byte) {
+	t.Helper()
+	n, err := h.AddKey(f, vk, added, -1, cheapPBKDF2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := opensSlot(t, img, added); s != n {
+		t.Fatalf("cryptsetup opens the added key in slot %d, want %d", s, n)
+	}
+}
+
 // TestPeerLUKS1ImagesEdited: cryptsetup's own LUKS1 test images, copied,
 // take a new key and lose their old one under luksd, and cryptsetup
 // agrees; images whose cipher luksd cannot run are refused unchanged.
 func TestPeerLUKS1ImagesEdited(t *testing.T) {
-	dir := peerFile(t, t.TempDir(), "luks1-images.tar.xz")
-	imgs, _ := filepath.Glob(filepath.Join(dir, "luks1-images", "*.img"))
-	if len(imgs) == 0 {
-		t.Fatal("no LUKS1 images in the peer corpus")
-	}
-	key, err := os.ReadFile(filepath.Join(dir, "luks1-images", "keyfile1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	imgs, _, key := peerLUKS1Images(t)
 	edited := 0
 	for _, img := range imgs {
 		t.Run(filepath.Base(img), func(t *testing.T) {
@@ -427,13 +432,7 @@ func TestPeerCompatImagesEdited(t *testing.T) {
 				t.Fatal(err)
 			}
 			added := []byte("luksd compat")
-			n, err := h.AddKey(f, vk, added, -1, cheapPBKDF2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s := opensSlot(t, img, added); s != n {
-				t.Fatalf("cryptsetup opens slot %d, want %d", s, n)
-			}
+			addKeyPeerOpens(t, h, f, img, vk, added)
 			sameLines(t, "luksDump", dumpText(t, h, DumpOptions{Device: img}), cryptsetup(t, "luksDump", img))
 		})
 	}

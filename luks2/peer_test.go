@@ -44,17 +44,25 @@ func peerFile(t *testing.T, dir, name string) string {
 	return dst
 }
 
-func TestPeerLUKS1Images(t *testing.T) {
+// peerLUKS1Images unpacks copies of the peer corpus's LUKS1 images and
+// returns their paths, the key file that opens them and its contents.
+func peerLUKS1Images(t *testing.T) (imgs []string, keyfile string, key []byte) {
+	t.Helper()
 	dir := peerFile(t, t.TempDir(), "luks1-images.tar.xz")
-	imgs, _ := filepath.Glob(filepath.Join(dir, "luks1-images", "*.img"))
+	imgs, _ = filepath.Glob(filepath.Join(dir, "luks1-images", "*.img"))
 	if len(imgs) == 0 {
 		t.Fatal("no LUKS1 images in the peer corpus")
 	}
-	keyfile := filepath.Join(dir, "luks1-images", "keyfile1")
+	keyfile = filepath.Join(dir, "luks1-images", "keyfile1")
 	key, err := os.ReadFile(keyfile)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return imgs, keyfile, key
+}
+
+func TestPeerLUKS1Images(t *testing.T) {
+	imgs, keyfile, key := peerLUKS1Images(t)
 	opened := 0
 	for _, img := range imgs {
 		t.Run(filepath.Base(img), func(t *testing.T) {
