@@ -1,31 +1,14 @@
 package argon2
 
 import (
-	"bytes"
 	"os"
-	"strconv"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // peakRSS returns the process's peak resident set size (VmHWM) in KiB.
-func peakRSS(t *testing.T) int {
-	t.Helper()
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range bytes.Lines(status) {
-		if f := bytes.Fields(line); len(f) == 3 && string(f[0]) == "VmHWM:" {
-			kib, err := strconv.Atoi(string(f[1]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kib
-		}
-	}
-	t.Fatal("no VmHWM in /proc/self/status")
-	return 0
-}
+func peakRSS(t *testing.T) int64 { return testtool.ProcStatusKiB(t, "VmHWM") }
 
 // TestKeysInARowHoldOneMemory checks that Key's memory is gone when it
 // returns: three 64 MiB derivations in a row, as a calibration runs them,

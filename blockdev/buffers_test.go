@@ -1,32 +1,14 @@
 package blockdev
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // vmLocked returns this process's VmLck in bytes.
-func vmLocked(t *testing.T) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmLck:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmLck in /proc/self/status")
-	return 0
-}
+func vmLocked(t *testing.T) int64 { return testtool.ProcStatusKiB(t, "VmLck") << 10 }
 
 func TestBuffersAlignedLockedAndReturned(t *testing.T) {
 	before, lockedBefore := BufferBytesMapped(), vmLocked(t)

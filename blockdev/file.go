@@ -334,40 +334,45 @@ func (d *fileIO) dropCache(off, length int64) {
 // a block device. Afterwards the range reads as zeroes (file) or as
 // whatever the device returns for discarded blocks.
 func (d *fileIO) Trim(off, length int64) error {
-	if err := d.check("trim", off, length); err != nil {
-		return err
-	}
-	if length == 0 {
-		return nil
-	}
-	err := d.rangeCall(unix.BLKDISCARD, unix.FALLOC_FL_PUNCH_HOLE, off, length)
-	if err == unix.EOPNOTSUPP || err == unix.ENOTTY {
+	err := d.rangeOp("trim", unix.BLKDISCARD, unix.FALLOC_FL_PUNCH_HOLE, off, length, false)
+	if err == errNoRangeCall {
 		return d.opError("trim", off, int(length), ErrNotSupported)
 	}
-	if err != nil {
-		return d.opError("trim", off, int(length), err)
-	}
-	return nil
+	return err
 }
 
 // WriteZeroes makes the range read as zeroes: BLKZEROOUT on a block device,
 // fallocate(ZERO_RANGE) on a file, or writes of a zeroed buffer where
 // neither is available.
 func (d *fileIO) WriteZeroes(off, length int64) error {
-	if err := d.check("write zeroes", off, length); err != nil {
+	err := d.rangeOp("write zeroes", unix.BLKZEROOUT, unix.FALLOC_FL_ZERO_RANGE, off, length, true)
+	if err == errNoRangeCall {
+		return writeZeroBuffers(d, off, length)
+	}
+	return err
+}
+
+// errNoRangeCall is rangeOp's answer where the device has no such call.
+var errNoRangeCall = errors.New("no range call")
+
+// rangeOp checks the range and runs rangeCall on it. EOPNOTSUPP and ENOTTY
+// (and EINVAL, where einvalUnsupported) become errNoRangeCall; other
+// errors an *OpError.
+func (d *fileIO) rangeOp(op string, req uint, mode uint32, off, length int64, einvalUnsupported bool) error {
+	if err := d.check(op, off, length); err != nil {
 		return err
 	}
 	if length == 0 {
 		return nil
 	}
-	err := d.rangeCall(unix.BLKZEROOUT, unix.FALLOC_FL_ZERO_RANGE, off, length)
-	if err == nil {
+	err := d.rangeCall(req, mode, off, length)
+	switch {
+	case err == nil:
 		return nil
+	case err == unix.EOPNOTSUPP || err == unix.ENOTTY || err == unix.EINVAL && einvalUnsupported:
+		return errNoRangeCall
 	}
-	if err != unix.EOPNOTSUPP && err != unix.ENOTTY && err != unix.EINVAL {
-		return d.opError("write zeroes", off, int(length), err)
-	}
-	return writeZeroBuffers(d, off, length)
+	return d.opError(op, off, int(length), err)
 }
 
 // rangeCall asks the kernel to act on [off, off+length): the block-device

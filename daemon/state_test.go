@@ -3,10 +3,11 @@ package daemon
 import (
 	"errors"
 	"os"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 func sampleState() *State {
@@ -22,18 +23,7 @@ func sampleState() *State {
 }
 
 func TestStateRoundTrip(t *testing.T) {
-	want := sampleState()
-	b, err := want.marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := parseState(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
-	}
+	b := testtool.RoundTrip(t, sampleState(), (*State).marshal, parseState)
 	text := string(b)
 	for _, line := range []string{"device=/dev/nbd3\n", "mode=readonly\n", "pid=4242\n", "nbd-index=3\n", "sector-size=4096\n"} {
 		if !strings.Contains(text, line) {

@@ -1,7 +1,6 @@
 package dmcrypt
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/sha256"
 	"encoding/binary"
@@ -53,18 +52,21 @@ func (plain64beIV) generate(iv []byte, sector uint64) {
 }
 
 // essivIV encrypts the plain64 IV with a cipher keyed by a hash of the
-// volume key: "encrypted salt-sector IV".
+// volume key: "encrypted salt-sector IV". The cipher is the spec's block
+// cipher (the kernel's essiv template takes it from the inner mode), keyed
+// with the whole SHA-256 digest: AES-256, Serpent-256, Twofish-256.
 type essivIV struct{ b cipher.Block }
 
 func newESSIV(sp Spec, key []byte) (ivGenerator, error) {
 	if sp.IVOpt != "sha256" {
 		return nil, fmt.Errorf("unsupported ESSIV hash %q (only sha256)", sp.IVOpt)
 	}
-	if sp.Cipher != "aes" {
+	bc, ok := blockCiphers[sp.Cipher]
+	if !ok {
 		return nil, fmt.Errorf("ESSIV with cipher %q is not supported", sp.Cipher)
 	}
 	salt := sha256.Sum256(key)
-	b, err := aes.NewCipher(salt[:])
+	b, err := bc.new(salt[:])
 	clear(salt[:])
 	if err != nil {
 		return nil, err

@@ -11,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/luksd/luksd/internal/testtool"
+	"github.com/luksd/luksd/serpent"
+	//lint:ignore SA1019 the reference for twofish specs, as in blockcipher.go.
+	"golang.org/x/crypto/twofish"
 
 	"golang.org/x/crypto/xts"
 )
@@ -35,15 +38,30 @@ func TestIVGenerators(t *testing.T) {
 	}
 }
 
-// TestCBCESSIVIndependent checks aes-cbc-essiv:sha256 against crypto/cipher's
-// CBC with the ESSIV IV derived from its definition, for each sector size:
+// refBlocks are the block ciphers the reference modes below run over,
+// taken from their packages directly.
+var refBlocks = map[string]func([]byte) (cipher.Block, error){
+	"aes":     aes.NewCipher,
+	"serpent": func(k []byte) (cipher.Block, error) { return serpent.NewCipher(k) },
+	"twofish": func(k []byte) (cipher.Block, error) { return twofish.NewCipher(k) },
+}
+
+// TestCBCESSIVIndependent checks CIPHER-cbc-essiv:sha256 against
+// crypto/cipher's CBC with the ESSIV IV derived from its definition (the
+// same block cipher keyed with SHA-256 of the key), for each sector size:
 // IVs count 512-byte units even in 4096-byte sectors.
 func TestCBCESSIVIndependent(t *testing.T) {
+	for name, newBlock := range refBlocks {
+		t.Run(name, func(t *testing.T) { testCBCESSIV(t, name, newBlock) })
+	}
+}
+
+func testCBCESSIV(t *testing.T, name string, newBlock func([]byte) (cipher.Block, error)) {
 	for _, keyLen := range []int{16, 32} {
 		for _, ss := range []int{512, 1024, 4096} {
 			key := make([]byte, keyLen)
 			rand.Read(key)
-			c, err := New("aes-cbc-essiv:sha256", key)
+			c, err := New(name+"-cbc-essiv:sha256", key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,8 +72,8 @@ func TestCBCESSIVIndependent(t *testing.T) {
 			c.Encrypt(buf, first, ss)
 
 			salt := sha256.Sum256(key)
-			essiv, _ := aes.NewCipher(salt[:])
-			data, _ := aes.NewCipher(key)
+			essiv, _ := newBlock(salt[:])
+			data, _ := newBlock(key)
 			for i := 0; i < 4; i++ {
 				var iv [16]byte
 				binary.LittleEndian.PutUint64(iv[:], first+uint64(i*ss/512))
@@ -74,10 +92,16 @@ func TestCBCESSIVIndependent(t *testing.T) {
 	}
 }
 
-// TestXTSPlain64Independent checks aes-xts-plain64 and aes-xts-plain against
-// golang.org/x/crypto/xts, whose sector number is the LE64 tweak.
+// TestXTSPlain64Independent checks CIPHER-xts-plain64 and CIPHER-xts-plain
+// against golang.org/x/crypto/xts, whose sector number is the LE64 tweak.
 func TestXTSPlain64Independent(t *testing.T) {
-	for _, spec := range []string{"aes-xts-plain64", "aes-xts-plain"} {
+	for name, newBlock := range refBlocks {
+		t.Run(name, func(t *testing.T) { testXTSPlain64(t, name, newBlock) })
+	}
+}
+
+func testXTSPlain64(t *testing.T, name string, newBlock func([]byte) (cipher.Block, error)) {
+	for _, spec := range []string{name + "-xts-plain64", name + "-xts-plain"} {
 		for _, keyLen := range []int{32, 64} {
 			for _, ss := range []int{512, 4096} {
 				key := make([]byte, keyLen)
@@ -86,7 +110,7 @@ func TestXTSPlain64Independent(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ref, _ := xts.NewCipher(aes.NewCipher, key)
+				ref, _ := xts.NewCipher(newBlock, key)
 				plain := make([]byte, 3*ss)
 				rand.Read(plain)
 				buf := bytes.Clone(plain)
@@ -94,7 +118,7 @@ func TestXTSPlain64Independent(t *testing.T) {
 				c.Encrypt(buf, first, ss)
 				for i := 0; i < 3; i++ {
 					tweak := first + uint64(i*ss/512)
-					if spec == "aes-xts-plain" {
+					if spec == name+"-xts-plain" {
 						tweak &= 0xffffffff
 					}
 					want := make([]byte, ss)
@@ -116,7 +140,8 @@ func TestSectorCipherNoAllocs(t *testing.T) {
 	if testtool.Race {
 		t.Skip("allocation counts are meaningless under -race; make unit runs this test without it")
 	}
-	for _, spec := range []string{"aes-xts-plain64", "aes-cbc-essiv:sha256"} {
+	for _, spec := range []string{"aes-xts-plain64", "aes-cbc-essiv:sha256",
+		"serpent-xts-plain64", "serpent-cbc-essiv:sha256", "twofish-xts-plain64", "twofish-xts-essiv:sha256"} {
 		c, err := New(spec, make([]byte, 32))
 		if err != nil {
 			t.Fatal(err)

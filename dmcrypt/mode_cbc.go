@@ -1,7 +1,6 @@
 package dmcrypt
 
 import (
-	"crypto/aes"
 	"crypto/cipher"
 	"crypto/subtle"
 	"fmt"
@@ -9,7 +8,7 @@ import (
 
 func init() {
 	modes["cbc"] = modeInfo{
-		keySizes:  aesKeySizes(16, 24, 32),
+		keySizes:  func(c string) []int { return blockCiphers[c].keySizes },
 		newCipher: newCBC,
 	}
 }
@@ -22,10 +21,11 @@ type cbcCipher struct {
 }
 
 func newCBC(sp Spec, key []byte, iv ivGenerator) (SectorCipher, error) {
-	if sp.Cipher != "aes" {
+	bc, ok := blockCiphers[sp.Cipher]
+	if !ok {
 		return nil, fmt.Errorf("cipher %q is not supported in CBC mode", sp.Cipher)
 	}
-	b, err := aes.NewCipher(key)
+	b, err := bc.new(key)
 	if err != nil {
 		return nil, err
 	}
@@ -74,5 +74,9 @@ func (c *cbcCipher) sectors(buf []byte, sector uint64, sectorSize int, fn func(s
 	}
 }
 
-// Wipe is a no-op: crypto/aes keeps its expanded key out of reach.
-func (c *cbcCipher) Wipe() {}
+func (c *cbcCipher) Wipe() {
+	wipeBlock(c.b)
+	if e, ok := c.iv.(essivIV); ok {
+		wipeBlock(e.b)
+	}
+}

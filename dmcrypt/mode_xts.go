@@ -9,13 +9,19 @@ import (
 
 func init() {
 	modes["xts"] = modeInfo{
-		keySizes:  aesKeySizes(32, 48, 64),
+		keySizes: func(c string) []int {
+			var n []int
+			for _, k := range blockCiphers[c].keySizes {
+				n = append(n, 2*k)
+			}
+			return n
+		},
 		newCipher: newXTS,
 	}
 }
 
-// xtsCipher is AES-XTS (package xts) with the IV generator's output as the
-// tweak. plain64, the common case, goes through the batch API; plain and
+// xtsCipher is XTS (package xts: AES with its assembly, other block ciphers
+// through its portable path) with the IV generator's output as the tweak. plain64, the common case, goes through the batch API; plain and
 // plain64be are computed inline; other generators (essiv) are asked for each
 // sector's IV.
 type xtsCipher struct {
@@ -24,14 +30,34 @@ type xtsCipher struct {
 }
 
 func newXTS(sp Spec, key []byte, iv ivGenerator) (SectorCipher, error) {
-	if sp.Cipher != "aes" {
-		return nil, fmt.Errorf("cipher %q is not supported in XTS mode", sp.Cipher)
+	var c *xts.Cipher
+	var err error
+	if sp.Cipher == "aes" {
+		c, err = xts.NewCipher(key)
+	} else {
+		c, err = newXTSFromBlocks(sp.Cipher, key)
 	}
-	c, err := xts.NewCipher(key)
 	if err != nil {
 		return nil, err
 	}
 	return &xtsCipher{c: c, iv: iv}, nil
+}
+
+// newXTSFromBlocks keys the block cipher named c with each half of key.
+func newXTSFromBlocks(c string, key []byte) (*xts.Cipher, error) {
+	bc, ok := blockCiphers[c]
+	if !ok {
+		return nil, fmt.Errorf("cipher %q is not supported in XTS mode", c)
+	}
+	data, err := bc.new(key[:len(key)/2])
+	if err != nil {
+		return nil, err
+	}
+	tweak, err := bc.new(key[len(key)/2:])
+	if err != nil {
+		return nil, err
+	}
+	return xts.NewCipherFromBlocks(data, tweak)
 }
 
 func (x *xtsCipher) Encrypt(buf []byte, sector uint64, sectorSize int) {
@@ -87,4 +113,9 @@ func (x *xtsCipher) tweak(s []byte, sector uint64) [16]byte {
 	return t
 }
 
-func (x *xtsCipher) Wipe() { x.c.Wipe() }
+func (x *xtsCipher) Wipe() {
+	x.c.Wipe()
+	if e, ok := x.iv.(essivIV); ok {
+		wipeBlock(e.b)
+	}
+}

@@ -102,13 +102,3 @@ type modeInfo struct {
 }
 
 var modes = map[string]modeInfo{}
-
-// aesKeySizes is the keySizes of a mode that takes AES only, with sizes.
-func aesKeySizes(sizes ...int) func(cipher string) []int {
-	return func(c string) []int {
-		if c == "aes" {
-			return sizes
-		}
-		return nil
-	}
-}

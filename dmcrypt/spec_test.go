@@ -59,6 +59,16 @@ func TestKeySizes(t *testing.T) {
 		{"aes-cbc-essiv:sha256", 16, true},
 		{"aes-cbc-essiv:sha256", 32, true},
 		{"aes-cbc-essiv:sha256", 64, false},
+		{"serpent-xts-plain64", 32, true},
+		{"serpent-xts-plain64", 48, true},
+		{"serpent-xts-plain64", 64, true},
+		{"serpent-xts-plain64", 16, false},
+		{"twofish-xts-plain64", 64, true},
+		{"twofish-xts-plain64", 40, false},
+		{"serpent-cbc-essiv:sha256", 32, true},
+		{"twofish-cbc-plain", 16, true},
+		{"twofish-cbc-plain64", 64, false},
+		{"blowfish-cbc-plain", 16, false},
 	}
 	for _, c := range cases {
 		_, err := New(c.spec, make([]byte, c.n))

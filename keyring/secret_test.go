@@ -3,11 +3,11 @@ package keyring
 import (
 	"bytes"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 func TestSecretFromBytesWipesSource(t *testing.T) {
@@ -90,24 +90,7 @@ func TestSecretGrowKeepsBytes(t *testing.T) {
 }
 
 // vmLocked returns VmLck from /proc/self/status in KiB.
-func vmLocked(t *testing.T) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Skipf("SKIP (not a pass): %v", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmLck:" {
-			n, err := strconv.Atoi(f[1])
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Skip("SKIP (not a pass): no VmLck in /proc/self/status")
-	return 0
-}
+func vmLocked(t *testing.T) int { return int(testtool.ProcStatusKiB(t, "VmLck")) }
 
 func TestSecretIsLockedInMemory(t *testing.T) {
 	var lim unix.Rlimit

@@ -3,7 +3,6 @@ package keyring
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -11,26 +10,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // openPTY returns a pseudo-terminal's master and slave ends.
 func openPTY(t *testing.T) (master, slave *os.File) {
 	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("SKIP (not a pass): no /dev/ptmx: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, s := testtool.OpenPTY(t)
 	t.Cleanup(func() { s.Close(); m.Close() })
 	return m, s
 }

@@ -18,6 +18,24 @@ func stopAfter(f fileDev, n int) *devtest.FailAfter {
 	return d
 }
 
+// formatSlot0 formats a new image with pass in keyslot 0 (cheap PBKDF2)
+// and unlocks it; it returns the keyslot's area offset too.
+func formatSlot0(t *testing.T, pass []byte) (img string, f fileDev, h *Header, key []byte, slot int, area uint64) {
+	t.Helper()
+	img = testtool.Image(t, 20<<20)
+	f, size := openRW(t, img)
+	h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, pass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	area = h.impl.(*header).meta.keyslots[0].areaOffset
+	key, slot, err = h.Unlock(f, pass, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, f, h, key, slot, area
+}
+
 // TestConvertKeyCrashSafe stops ConvertKey after every write it makes, in
 // place and not, and checks that the passphrase still opens the header
 // left on disk, with the old or the new PBKDF.
@@ -25,18 +43,8 @@ func TestConvertKeyCrashSafe(t *testing.T) {
 	pass := []byte("convert")
 	for _, inPlace := range []bool{true, false} {
 		for n := 0; ; n++ {
-			img := testtool.Image(t, 20<<20)
-			f, size := openRW(t, img)
-			h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, pass)
-			if err != nil {
-				t.Fatal(err)
-			}
-			oldArea := h.impl.(*header).meta.keyslots[0].areaOffset
-			key, slot, err := h.Unlock(f, pass, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = h.ConvertKey(stopAfter(f, n), slot, key, pass, cheapArgon2id, inPlace)
+			img, f, h, key, slot, oldArea := formatSlot0(t, pass)
+			err := h.ConvertKey(stopAfter(f, n), slot, key, pass, cheapArgon2id, inPlace)
 			if err != nil && !errors.Is(err, errStopped) {
 				t.Fatalf("in place %v, stop after %d writes: %v", inPlace, n, err)
 			}
@@ -93,18 +101,8 @@ func TestConvertKeyRefusals(t *testing.T) {
 func TestChangeKeyCrashSafe(t *testing.T) {
 	old, next := []byte("old passphrase"), []byte("new passphrase")
 	for n := 0; ; n++ {
-		img := testtool.Image(t, 20<<20)
-		f, size := openRW(t, img)
-		h, _, err := Format(f, size, FormatOptions{PBKDF: cheapPBKDF2, Keyslot: 0}, old)
-		if err != nil {
-			t.Fatal(err)
-		}
-		oldArea := h.impl.(*header).meta.keyslots[0].areaOffset
-		key, slot, err := h.Unlock(f, old, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = h.ChangeKey(stopAfter(f, n), slot, key, next, cheapPBKDF2)
+		img, f, h, key, slot, oldArea := formatSlot0(t, old)
+		err := h.ChangeKey(stopAfter(f, n), slot, key, next, cheapPBKDF2)
 		if err != nil && !errors.Is(err, errStopped) {
 			t.Fatalf("stop after %d writes: %v", n, err)
 		}

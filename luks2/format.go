@@ -50,14 +50,23 @@ func format(dev Device, size int64, opts FormatOptions, passphrase []byte) (*Hea
 	if err != nil {
 		return nil, nil, err
 	}
-	vk, err := newVolumeKey(plan.opts)
+	return withVolumeKey(plan.opts, func(vk []byte) (onDisk, error) {
+		h, m, ks, err := plan.build(vk)
+		if err != nil {
+			return nil, err
+		}
+		return h, h.writeFormat(dev, m, ks, vk, passphrase, plan.areaEnd())
+	})
+}
+
+// withVolumeKey makes a new volume key for opts and formats with it;
+// where format fails the key is wiped.
+func withVolumeKey(opts FormatOptions, format func(vk []byte) (onDisk, error)) (*Header, []byte, error) {
+	vk, err := newVolumeKey(opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	h, m, ks, err := plan.build(vk)
-	if err == nil {
-		err = h.writeFormat(dev, m, ks, vk, passphrase, plan.areaEnd())
-	}
+	h, err := format(vk)
 	if err != nil {
 		clear(vk)
 		return nil, nil, err

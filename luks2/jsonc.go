@@ -139,91 +139,100 @@ func (p *jsonParser) literal(word string) bool {
 }
 
 func (p *jsonParser) object(depth int) (*node, error) {
-	p.pos++ // {
-	n := jObject()
+	return p.members(jObject(), depth, '}', "object")
+}
+
+func (p *jsonParser) array(depth int) (*node, error) {
+	return p.members(jArray(), depth, ']', "array")
+}
+
+// members parses the members of the object or array n (at depth) up to
+// end, the bracket that opened it being next.
+func (p *jsonParser) members(n *node, depth int, end byte, container string) (*node, error) {
+	p.pos++ // { or [
 	for {
-		if err := p.skip(); err != nil {
+		switch closed, err := p.closes(end); { // also after a trailing comma
+		case err != nil:
 			return nil, err
-		}
-		if p.peek() == '}' { // also after a trailing comma
-			p.pos++
+		case closed:
 			return n, nil
 		}
-		if c := p.peek(); c != '"' && c != '\'' {
-			return nil, p.fail("quoted object property name expected")
+		var key string
+		if n.kind == kindObject {
+			var err error
+			if key, err = p.name(); err != nil {
+				return nil, err
+			}
 		}
-		key, err := p.str()
+		v, done, err := p.member(depth, end, container)
 		if err != nil {
 			return nil, err
 		}
-		if i := strings.IndexByte(key, 0); i >= 0 {
-			key = key[:i] // json-c keeps the name as a C string
+		if n.kind == kindObject {
+			n.set(key, v) // a repeated name replaces the value in its place
+		} else {
+			n.push(v)
 		}
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		if p.peek() != ':' {
-			return nil, p.fail("object property name separator ':' expected")
-		}
-		p.pos++
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		if depth >= jsonMaxDepth-1 {
-			return nil, errJSONDepth
-		}
-		v, err := p.value(depth + 1)
-		if err != nil {
-			return nil, err
-		}
-		n.set(key, v) // a repeated name replaces the value in its place
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		switch p.peek() {
-		case '}':
-			p.pos++
+		if done {
 			return n, nil
-		case ',':
-			p.pos++
-		default:
-			return nil, p.fail("object value separator ',' expected")
 		}
 	}
 }
 
-func (p *jsonParser) array(depth int) (*node, error) {
-	p.pos++ // [
-	n := jArray()
-	for {
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		if p.peek() == ']' { // also after a trailing comma
-			p.pos++
-			return n, nil
-		}
-		if depth >= jsonMaxDepth-1 {
-			return nil, errJSONDepth
-		}
-		v, err := p.value(depth + 1)
-		if err != nil {
-			return nil, err
-		}
-		n.push(v)
-		if err := p.skip(); err != nil {
-			return nil, err
-		}
-		switch p.peek() {
-		case ']':
-			p.pos++
-			return n, nil
-		case ',':
-			p.pos++
-		default:
-			return nil, p.fail("array value separator ',' expected")
-		}
+// name parses an object property's name and the ':' after it.
+func (p *jsonParser) name() (string, error) {
+	if c := p.peek(); c != '"' && c != '\'' {
+		return "", p.fail("quoted object property name expected")
 	}
+	key, err := p.str()
+	if err != nil {
+		return "", err
+	}
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		key = key[:i] // json-c keeps the name as a C string
+	}
+	if err := p.skip(); err != nil {
+		return "", err
+	}
+	if p.peek() != ':' {
+		return "", p.fail("object property name separator ':' expected")
+	}
+	p.pos++
+	if err := p.skip(); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// member parses a value inside an object or array (of the given depth) and
+// the separator after it; done is true when end closed the container.
+func (p *jsonParser) member(depth int, end byte, container string) (v *node, done bool, err error) {
+	if depth >= jsonMaxDepth-1 {
+		return nil, false, errJSONDepth
+	}
+	if v, err = p.value(depth + 1); err != nil {
+		return nil, false, err
+	}
+	if done, err = p.closes(end); err != nil || done {
+		return v, done, err
+	}
+	if p.peek() != ',' {
+		return nil, false, p.fail(container + " value separator ',' expected")
+	}
+	p.pos++
+	return v, false, nil
+}
+
+// closes skips white space and comments and steps over end if it is next.
+func (p *jsonParser) closes(end byte) (bool, error) {
+	if err := p.skip(); err != nil {
+		return false, err
+	}
+	if p.peek() != end {
+		return false, nil
+	}
+	p.pos++
+	return true, nil
 }
 
 // str parses a string quoted by '"' or '\”; its bytes are kept as they are

@@ -53,16 +53,9 @@ func formatLUKS1(dev Device, size int64, opts FormatOptions, passphrase []byte) 
 	if pl.opts.UUID, err = formatUUID(pl.opts.UUID); err != nil {
 		return nil, nil, err
 	}
-	vk, err := newVolumeKey(pl.opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	h, err := pl.write(dev, vk, passphrase)
-	if err != nil {
-		clear(vk)
-		return nil, nil, err
-	}
-	return &Header{impl: h}, vk, nil
+	return withVolumeKey(pl.opts, func(vk []byte) (onDisk, error) {
+		return pl.write(dev, vk, passphrase)
+	})
 }
 
 // luks1Plan is a new LUKS1 volume's options, checked and completed with

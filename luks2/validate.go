@@ -213,17 +213,13 @@ func validateDigests(root *node) error {
 	if digests == nil || keyslots == nil || segments == nil {
 		return invalid("no digests, keyslots or segments object")
 	}
-	for i, key := range digests.keys {
-		d := digests.vals[i]
-		if !numbered(key) || containsString(d, "type") == nil {
-			return invalid("digest %q has no type", key)
-		}
+	return eachTyped(digests, "digest", func(key string, d *node) error {
 		ks, segs := contains(d, "keyslots", kindArray), contains(d, "segments", kindArray)
 		if ks == nil || segs == nil || !keyslotsNamed(ks, keyslots) || !keyslotsNamed(segs, segments) {
 			return invalid("digest %s names a missing keyslot or segment", key)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func validateKeyslots(root *node) error {
@@ -231,13 +227,24 @@ func validateKeyslots(root *node) error {
 	if keyslots == nil {
 		return invalid("no keyslots object")
 	}
-	for i, key := range keyslots.keys {
-		k := keyslots.vals[i]
-		if !numbered(key) || containsString(k, "type") == nil {
-			return invalid("keyslot %q has no type", key)
-		}
+	return eachTyped(keyslots, "keyslot", func(key string, k *node) error {
 		if ks := containsInt(k, "key_size"); ks == nil || !isUint32(ks) {
 			return invalid("keyslot %s key_size is not a 32-bit number", key)
+		}
+		return nil
+	})
+}
+
+// eachTyped checks that each member of obj is numbered and has a type,
+// then runs check on it; what names a member in the error.
+func eachTyped(obj *node, what string, check func(key string, v *node) error) error {
+	for i, key := range obj.keys {
+		v := obj.vals[i]
+		if !numbered(key) || containsString(v, "type") == nil {
+			return invalid("%s %q has no type", what, key)
+		}
+		if err := check(key, v); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -179,12 +179,7 @@ func TestKernelResendsAfterReconnect(t *testing.T) {
 	roundTrip(t, fd, 3<<20, 4096)
 	want := mem.Bytes()[3<<20 : 3<<20+4096]
 	hold.Stall()
-	done := make(chan error, 1)
-	got := testtool.AlignedBuffer(4096)
-	go func() {
-		_, err := unix.Pread(fd, got, 3<<20)
-		done <- err
-	}()
+	read := startRead(fd, 3<<20)
 	<-hold.Entered()
 	loseConnections(t, a, true)
 	for deadline := time.Now().Add(10 * time.Second); a.Reconnects() == 0; time.Sleep(10 * time.Millisecond) {
@@ -193,20 +188,42 @@ func TestKernelResendsAfterReconnect(t *testing.T) {
 		}
 	}
 	hold.Release() // the first copy's answer goes to the dead socket
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the read in flight on the lost connection: %v", err)
-		}
-	case <-time.After(90 * time.Second):
-		t.Fatal("the read in flight on the lost connection never completed")
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("the read returned other data")
-	}
+	read.check(t, want, 90*time.Second, "the read in flight on the lost connection", "never completed")
 	stillAttached(t, a)
 	if n := a.Reconnects(); n != 1 {
 		t.Fatalf("%d reconnects, want 1", n)
+	}
+}
+
+// pendingRead is a 4 KiB read of the device running in the background.
+type pendingRead struct {
+	got  []byte
+	done chan error
+}
+
+func startRead(fd int, off int64) pendingRead {
+	r := pendingRead{testtool.AlignedBuffer(4096), make(chan error, 1)}
+	go func() {
+		_, err := unix.Pread(fd, r.got, off)
+		r.done <- err
+	}()
+	return r
+}
+
+// check waits up to limit for the read and checks that it returned want;
+// what names the read and late says what it failed to do in time.
+func (r pendingRead) check(t *testing.T, want []byte, limit time.Duration, what, late string) {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(limit):
+		t.Fatalf("%s %s", what, late)
+	}
+	if !bytes.Equal(r.got, want) {
+		t.Fatalf("%s returned other data", what)
 	}
 }
 
@@ -254,25 +271,10 @@ func TestKernelTimeoutReconnects(t *testing.T) {
 	roundTrip(t, fd, 1<<20, 4096)
 	want := mem.Bytes()[1<<20 : 1<<20+4096]
 	hold.Stall()
-	done := make(chan error, 1)
-	got := testtool.AlignedBuffer(4096)
-	go func() {
-		_, err := unix.Pread(fd, got, 1<<20)
-		done <- err
-	}()
+	read := startRead(fd, 1<<20)
 	time.Sleep(7 * time.Second)
 	hold.Release()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("read across the stall: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("read across the stall did not finish a minute after the backend came back")
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("read across the stall returned other data")
-	}
+	read.check(t, want, 60*time.Second, "the read across the stall", "did not finish a minute after the backend came back")
 	if a.Reconnects() == 0 {
 		t.Fatal("the kernel timed the stalled request out, yet no connection was replaced")
 	}

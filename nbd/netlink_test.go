@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/mdlayher/netlink"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 func TestConnectRequestRoundTrip(t *testing.T) {
@@ -23,17 +25,7 @@ func TestConnectRequestRoundTrip(t *testing.T) {
 		Sockets:        []uint32{5, 6, 9},
 		BackendID:      "luksd:vol",
 	}
-	b, err := want.encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := decodeConnectRequest(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("decoded %+v, want %+v", got, want)
-	}
+	testtool.RoundTrip(t, want, connectRequest.encode, decodeConnectRequest)
 }
 
 func TestConnectRequestAnyIndex(t *testing.T) {
@@ -138,17 +130,7 @@ func TestIndexRoundTrip(t *testing.T) {
 
 func TestStatusDecode(t *testing.T) {
 	want := []DeviceStatus{{Index: 0, Connected: true}, {Index: 1}, {Index: 15, Connected: true}}
-	b, err := encodeStatusReply(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := decodeStatus(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("got %+v, want %+v", got, want)
-	}
+	testtool.RoundTrip(t, want, encodeStatusReply, decodeStatus)
 }
 
 // TestUAPIValues compares the constants with the kernel's header when it is

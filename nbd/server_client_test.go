@@ -20,7 +20,13 @@ type rawClient struct {
 
 func dialRaw(t testing.TB, sock string) *rawClient {
 	t.Helper()
-	c, err := net.Dial("unix", sock)
+	return dialRawNet(t, "unix", sock)
+}
+
+// dialRawNet connects a rawClient over network ("unix" or "tcp").
+func dialRawNet(t testing.TB, network, addr string) *rawClient {
+	t.Helper()
+	c, err := net.Dial(network, addr)
 	if err != nil {
 		t.Fatal(err)
 	}

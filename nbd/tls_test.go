@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,17 +94,6 @@ func containsAll(s string, words ...string) bool {
 	return true
 }
 
-func dialRawTCP(t *testing.T, addr string) *rawClient {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	return &rawClient{c: c, r: bufio.NewReader(c)}
-}
-
 // clientTLS is a Go TLS client config that trusts the CA in dir and
 // presents dir's client certificate when there is one.
 func clientTLS(t *testing.T, dir string) *tls.Config {
@@ -155,7 +143,7 @@ func (rc *rawClient) refusedAfterTLS(t *testing.T) error {
 // export is served through TLS.
 func TestStartTLSRequire(t *testing.T) {
 	e := serveTLS(t, TLSRequire, "", true, Config{Name: "vol"})
-	c := dialRawTCP(t, e.addr)
+	c := dialRawNet(t, "tcp", e.addr)
 	c.greet(t, flagCFixedNew|flagCNoZeroes)
 	for _, tc := range []struct {
 		name string
@@ -208,7 +196,7 @@ func TestStartTLSRequire(t *testing.T) {
 func TestStartTLSRequireRefusals(t *testing.T) {
 	e := serveTLS(t, TLSRequire, "", false, Config{Name: "vol"})
 
-	c := dialRawTCP(t, e.addr)
+	c := dialRawNet(t, "tcp", e.addr)
 	c.greet(t, flagCFixedNew)
 	if types, _ := c.option(t, optGo, goData("vol")); types[0] != repErrTLSReqd {
 		t.Fatalf("go: %#x", types)
@@ -218,7 +206,7 @@ func TestStartTLSRequireRefusals(t *testing.T) {
 	}
 	e.logged(t, "handshake failed", "TLS, which the server requires", "1 options refused", "aborted")
 
-	c = dialRawTCP(t, e.addr)
+	c = dialRawNet(t, "tcp", e.addr)
 	c.greet(t, flagCFixedNew)
 	c.send(t, optionBytes(optExportName, []byte("vol")))
 	if !c.closed(t) {
@@ -228,7 +216,7 @@ func TestStartTLSRequireRefusals(t *testing.T) {
 
 	// STARTTLS and, in the same write, a plaintext option that a
 	// man in the middle would like the server to take as sent through TLS.
-	c = dialRawTCP(t, e.addr)
+	c = dialRawNet(t, "tcp", e.addr)
 	c.greet(t, flagCFixedNew)
 	c.send(t, append(optionBytes(optStartTLS, nil), optionBytes(optStructuredReply, nil)...))
 	if !c.closed(t) {
@@ -251,7 +239,7 @@ func TestStartTLSBadClientCertificates(t *testing.T) {
 		{"another CA", other.ClientDir(t, "mallory", e.ca), "unknown authority"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := dialRawTCP(t, e.addr)
+			c := dialRawNet(t, "tcp", e.addr)
 			c.greet(t, flagCFixedNew)
 			err := c.startTLS(t, clientTLS(t, tc.dir))
 			if err == nil {
@@ -269,7 +257,7 @@ func TestStartTLSBadClientCertificates(t *testing.T) {
 			}
 		})
 	}
-	c := dialRawTCP(t, e.addr)
+	c := dialRawNet(t, "tcp", e.addr)
 	c.greet(t, flagCFixedNew)
 	if err := c.startTLS(t, clientTLS(t, e.ca.ClientDir(t, "alice", e.ca))); err != nil {
 		t.Fatal(err)
@@ -289,7 +277,7 @@ func TestStartTLSOn(t *testing.T) {
 		t.Fatalf("plaintext write: %d", code)
 	}
 
-	c := dialRawTCP(t, e.addr)
+	c := dialRawNet(t, "tcp", e.addr)
 	c.greet(t, flagCFixedNew|flagCNoZeroes)
 	if types, _ := c.option(t, optStructuredReply, nil); types[0] != repAck {
 		t.Fatalf("structured reply: %#x", types)
@@ -309,7 +297,7 @@ func TestStartTLSOn(t *testing.T) {
 
 func dialGoTCP(t *testing.T, addr string) *rawClient {
 	t.Helper()
-	c := dialRawTCP(t, addr)
+	c := dialRawNet(t, "tcp", addr)
 	c.greet(t, flagCFixedNew|flagCNoZeroes)
 	if types, _ := c.option(t, optGo, goData("")); types[len(types)-1] != repAck {
 		t.Fatalf("NBD_OPT_GO refused: %#x", types)

@@ -122,6 +122,21 @@ func parseRequest(b []byte) (request, error) {
 
 // inRange reports whether [off, off+length) lies inside the export, without
 // overflowing on hostile offsets.
+// refuseZeroing returns the error code for a trim or write-zeroes request
+// that may not run (read-only export, the request not allowed as sent,
+// or the range outside the export, answered with outOfRange), or 0.
+func (ss *session) refuseZeroing(req request, ro, allowed bool, outOfRange uint32) uint32 {
+	switch {
+	case ro:
+		return errPerm
+	case !allowed:
+		return errInval
+	case !ss.inRange(req):
+		return outOfRange
+	}
+	return 0
+}
+
 func (ss *session) inRange(req request) bool {
 	size := uint64(ss.srv.size)
 	return req.offset <= size && uint64(req.length) <= size-req.offset
@@ -175,24 +190,16 @@ func (ss *session) dispatch(req request) error {
 	case cmdFlush:
 		ss.start(req, 0, ss.then(req, ss.doFlush))
 	case cmdTrim:
-		switch {
-		case ro:
-			return ss.replyError(req, errPerm)
-		case ss.flags&FlagSendTrim == 0:
-			return ss.replyError(req, errInval)
-		case !ss.inRange(req):
-			return ss.replyError(req, errInval)
+		allowed := ss.flags&FlagSendTrim != 0
+		if code := ss.refuseZeroing(req, ro, allowed, errInval); code != 0 {
+			return ss.replyError(req, code)
 		}
 		ss.start(req, 0, ss.then(req, ss.doTrim))
 	case cmdWriteZeroes:
-		switch {
-		case ro:
-			return ss.replyError(req, errPerm)
-		case ss.flags&FlagSendWriteZeroes == 0 || req.flags&cmdFlagFastZero != 0:
-			// NBD_FLAG_SEND_FAST_ZERO is not advertised.
-			return ss.replyError(req, errInval)
-		case !ss.inRange(req):
-			return ss.replyError(req, errNoSpc)
+		// NBD_FLAG_SEND_FAST_ZERO is not advertised.
+		allowed := ss.flags&FlagSendWriteZeroes != 0 && req.flags&cmdFlagFastZero == 0
+		if code := ss.refuseZeroing(req, ro, allowed, errNoSpc); code != 0 {
+			return ss.replyError(req, code)
 		}
 		ss.start(req, 0, ss.then(req, ss.doWriteZeroes))
 	case cmdBlockStatus:

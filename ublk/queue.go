@@ -298,25 +298,15 @@ type userCopyPayload struct {
 func (p *userCopyPayload) buffer(n int) []byte { return blockdev.GetBuffer(n) }
 func (p *userCopyPayload) release(b []byte)    { blockdev.PutBuffer(b) }
 
-func (p *userCopyPayload) load(buf []byte) error {
-	off := userCopyOffset(p.q.id, p.tag)
-	for done := 0; done < len(buf); {
-		n, err := unix.Pread(p.q.charFD, buf[done:], off+int64(done))
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return errShortCopy
-		}
-		done += n
-	}
-	return nil
-}
+func (p *userCopyPayload) load(buf []byte) error  { return p.copyAll(unix.Pread, buf) }
+func (p *userCopyPayload) store(buf []byte) error { return p.copyAll(unix.Pwrite, buf) }
 
-func (p *userCopyPayload) store(buf []byte) error {
+// copyAll runs rw (pread or pwrite on the char device) until all of buf
+// is moved to or from the tag's request.
+func (p *userCopyPayload) copyAll(rw func(int, []byte, int64) (int, error), buf []byte) error {
 	off := userCopyOffset(p.q.id, p.tag)
 	for done := 0; done < len(buf); {
-		n, err := unix.Pwrite(p.q.charFD, buf[done:], off+int64(done))
+		n, err := rw(p.q.charFD, buf[done:], off+int64(done))
 		if err != nil {
 			return err
 		}

@@ -51,30 +51,27 @@ func (p *timedPayload) release(b []byte) {
 	p.inner.release(b)
 }
 
-func (p *timedPayload) load(buf []byte) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.expired {
-		return errTimedOut
-	}
-	if p.tagBuf != nil {
-		copy(buf, p.tagBuf)
-		return nil
-	}
-	return p.inner.load(buf)
-}
+func (p *timedPayload) load(buf []byte) error  { return p.move(buf, false) }
+func (p *timedPayload) store(buf []byte) error { return p.move(buf, true) }
 
-func (p *timedPayload) store(buf []byte) error {
+// move copies buf into the request (store) or the request into buf (load),
+// through the tag's own buffer once the timeout has given it one.
+func (p *timedPayload) move(buf []byte, store bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.expired {
+	switch {
+	case p.expired:
 		return errTimedOut
-	}
-	if p.tagBuf != nil {
+	case p.tagBuf == nil && store:
+		return p.inner.store(buf)
+	case p.tagBuf == nil:
+		return p.inner.load(buf)
+	case store:
 		copy(p.tagBuf, buf)
-		return nil
+	default:
+		copy(buf, p.tagBuf)
 	}
-	return p.inner.store(buf)
+	return nil
 }
 
 // expire claims the request for the timeout; finish claims it for the

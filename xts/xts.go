@@ -11,6 +11,10 @@
 // number little-endian and zero padded, which EncryptSectors and
 // DecryptSectors generate themselves for a run of sectors.
 //
+// NewCipherFromBlocks makes the same mode over any other 16-byte block
+// cipher, such as Serpent or Twofish for dm-crypt's serpent-xts and
+// twofish-xts: the portable path below, with the caller's ciphers.
+//
 // On amd64 the work is done by AES-NI assembly with eight blocks in flight;
 // by VAES on 256-bit vectors (16 blocks in flight) where the CPU has VAES,
 // VPCLMULQDQ and AVX2; and by VAES on 512-bit vectors (32 blocks in flight)
@@ -24,7 +28,10 @@
 // the arm64 assembly is written by hand, as avo only targets amd64.
 package xts
 
-import "errors"
+import (
+	"crypto/cipher"
+	"errors"
+)
 
 const blockSize = 16
 
@@ -46,6 +53,17 @@ type Cipher struct {
 // tweak key (32, 48 or 64 bytes in all).
 func NewCipher(key []byte) (*Cipher, error) {
 	return newCipher(key, defaultImpl)
+}
+
+// NewCipherFromBlocks returns XTS over the block ciphers data and tweak,
+// keyed with the two halves of an XTS key. Both must have 16-byte blocks. The
+// Cipher uses them through the portable path only; Wipe calls their Wipe
+// method, where they have one.
+func NewCipherFromBlocks(data, tweak cipher.Block) (*Cipher, error) {
+	if data.BlockSize() != blockSize || tweak.BlockSize() != blockSize {
+		return nil, errors.New("xts: block cipher does not have 16-byte blocks")
+	}
+	return &Cipher{impl: implGeneric, gen: &generic{data: data, tweak: tweak}}, nil
 }
 
 func newCipher(key []byte, im impl) (*Cipher, error) {
@@ -99,11 +117,19 @@ func (c *Cipher) DecryptSectors(buf []byte, sectorSize int, firstSector, step ui
 
 // Wipe zeroes the round keys. The Cipher must not be used afterwards. On
 // the portable path, the crypto/aes ciphers it used are dropped but cannot be
-// zeroed.
+// zeroed; block ciphers given to NewCipherFromBlocks are wiped if they have
+// a Wipe method.
 func (c *Cipher) Wipe() {
 	clear(c.enc[:])
 	clear(c.dec[:])
 	clear(c.tweak[:])
+	if c.gen != nil {
+		for _, b := range []cipher.Block{c.gen.data, c.gen.tweak} {
+			if w, ok := b.(interface{ Wipe() }); ok {
+				w.Wipe()
+			}
+		}
+	}
 	c.gen = nil
 }
 

@@ -19,9 +19,17 @@ type benchCipher struct {
 
 var benchCiphers = []benchCipher{
 	{"aes", "cbc", 128, "plain64"},
+	{"serpent", "cbc", 128, "plain64"},
+	{"twofish", "cbc", 128, "plain64"},
 	{"aes", "cbc", 256, "plain64"},
+	{"serpent", "cbc", 256, "plain64"},
+	{"twofish", "cbc", 256, "plain64"},
 	{"aes", "xts", 256, "plain64"},
+	{"serpent", "xts", 256, "plain64"},
+	{"twofish", "xts", 256, "plain64"},
 	{"aes", "xts", 512, "plain64"},
+	{"serpent", "xts", 512, "plain64"},
+	{"twofish", "xts", 512, "plain64"},
 	{"xchacha12,aes", "adiantum", 256, "plain64"},
 	{"xchacha20,aes", "adiantum", 256, "plain64"},
 }

@@ -166,8 +166,7 @@ var compatCases = []compatCase{
 // "cryptsetup: ", so luksd's must be its tail), and stdout where asked.
 func TestCLILikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
-	img, key := w.image("vol.img"), w.key("key", "pw")
-	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	img, key := w.formatted("pbkdf2")
 	plain := testtool.ImageAt(t, w.dir, "plain.img", 1<<20)
 	orig, err := os.ReadFile(img)
 	if err != nil {

@@ -22,7 +22,7 @@ func init() {
 			Name:      "luksDump",
 			Usage:     "print a LUKS header",
 			ArgsUsage: "<device>",
-			Flags:     flagSet(keyFlags, dumpFlags, typeFlags),
+			Flags:     flagSet(keyFlags, dumpFlags, typeFlags, tokenFlags),
 			Action:    luksDump,
 		},
 		&cli.Command{

@@ -69,6 +69,15 @@ func (w *workspace) key(name, pass string) string {
 	return p
 }
 
+// formatted returns vol.img, formatted by cryptsetup with a cheap kind
+// PBKDF, and the key file ("pw") that opens it.
+func (w *workspace) formatted(kind string) (img, key string) {
+	w.t.Helper()
+	img, key = w.image("vol.img"), w.key("key", "pw")
+	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF(kind)...)...).ok(w.t)
+	return img, key
+}
+
 func (w *workspace) path(name string) string { return filepath.Join(w.dir, name) }
 
 func (w *workspace) cs(stdin []byte, args ...string) result {
@@ -257,8 +266,7 @@ func TestInteropCryptsetupFormatsLuksdEdits(t *testing.T) {
 
 func TestInteropUUIDAndIsLuks(t *testing.T) {
 	w := newWorkspace(t)
-	img, key := w.image("vol.img"), w.key("key", "pw")
-	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	img, key := w.formatted("pbkdf2")
 	const uuid = "12345678-9abc-def0-1234-56789abcdef0"
 	w.luksd(nil, "luksUUID", "-q", img, "--uuid", uuid).ok(t)
 	if got := strings.TrimSpace(w.cs(nil, "luksUUID", img).ok(t).stdout); got != uuid {
@@ -273,8 +281,7 @@ func TestInteropUUIDAndIsLuks(t *testing.T) {
 
 func TestInteropHeaderBackupRestore(t *testing.T) {
 	w := newWorkspace(t)
-	img, key := w.image("vol.img"), w.key("key", "pw")
-	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("argon2id")...)...).ok(t)
+	img, key := w.formatted("argon2id")
 	vk := w.sameVolumeKey(img, key, 512)
 
 	// The same header backed up by both tools is the same file, and the
@@ -373,8 +380,7 @@ func TestInteropDetachedHeader(t *testing.T) {
 
 func TestInteropExitCodes(t *testing.T) {
 	w := newWorkspace(t)
-	img, key := w.image("vol.img"), w.key("key", "pw")
-	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	img, key := w.formatted("pbkdf2")
 	bad := w.key("bad", "nope")
 	w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", bad, img).expect(t, 2, "No key available with this passphrase.")
 	w.luksd(nil, "luksAddKey", "-d", bad, img, key).expect(t, 2, "No key available with this passphrase.")
@@ -519,8 +525,7 @@ func TestInteropKillSlotBatchWithoutInput(t *testing.T) {
 // standard input with and without --key-file -, newlines, limits.
 func TestInteropKeySourcesLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
-	img, key := w.image("vol.img"), w.key("key", "pw")
-	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	img, key := w.formatted("pbkdf2")
 	padded := w.key("padded", "xxpwyy")
 	big := w.key("big", strings.Repeat("p", 8<<20+1))
 	cases := []struct {
@@ -573,8 +578,7 @@ func TestInteropKeySourcesLikeCryptsetup(t *testing.T) {
 
 func TestInteropKeySlotOptionLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
-	img, key := w.image("vol.img"), w.key("key", "pw")
-	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	img, key := w.formatted("pbkdf2")
 	for _, args := range [][]string{
 		{"luksChangeKey", img, "-d", key, "-S", "1", key},
 		{"luksChangeKey", img, "-d", key, "-S", "40", key},
@@ -665,8 +669,7 @@ func TestInteropErrorsLikeCryptsetup(t *testing.T) {
 
 func TestInteropDumpVolumeKeyToFile(t *testing.T) {
 	w := newWorkspace(t)
-	img, key := w.image("vol.img"), w.key("key", "pw")
-	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	img, key := w.formatted("pbkdf2")
 	csFile, lFile := w.path("cs.vk"), w.path("luksd.vk")
 	want := w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, "--volume-key-file", csFile, img).ok(t).stdout
 	got := w.luksd(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, "--volume-key-file", lFile, img).ok(t).stdout

@@ -34,7 +34,7 @@ func init() {
 			Name:      "luksAddKey",
 			Usage:     "add a passphrase to a free keyslot",
 			ArgsUsage: "<device> [<new key file>]",
-			Flags:     flagSet(keyFlags, newKeyFlags, pbkdfFlags, typeFlags, addKeyFlags),
+			Flags:     flagSet(keyFlags, newKeyFlags, pbkdfFlags, typeFlags, addKeyFlags, tokenFlags),
 			Action:    luksAddKey,
 		},
 		&cli.Command{
@@ -246,7 +246,16 @@ func keyToAdd(c *cli.Context, h *luks2.Header, f io.ReaderAt, unlockSlot int) (*
 	if len(h.BoundKeyslots()) == 0 {
 		return nil, exitf(exitParams, "Cannot add key slot, all slots disabled and no volume key provided.")
 	}
-	vk, slot, err := unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
+	var vk *keyring.Secret
+	var slot int
+	var err error
+	if tokensAsked(c) {
+		// cryptsetup's luksAddKey unlocks by token when asked to, and
+		// then only so.
+		vk, slot, err = unlockByToken(c, h, f, false)
+	} else {
+		vk, slot, err = unlockWith(c, h, f, keySource(c), "Enter any existing passphrase: ", unlockSlot, false)
+	}
 	if err == nil && h.Unbound(slot) {
 		// cryptsetup fails here (exit 1) without a word.
 		vk.Wipe()

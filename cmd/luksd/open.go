@@ -32,7 +32,7 @@ func init() {
 		Aliases:   []string{"luksOpen"},
 		Usage:     "unlock a LUKS volume and attach it as a kernel block device",
 		ArgsUsage: "IMAGE NAME",
-		Flags:     append(openFlags, keyFlags...),
+		Flags:     flagSet(openFlags, keyFlags, tokenFlags),
 		Action:    openAction,
 	}, &cli.Command{
 		Name:   daemon.ChildVerb,

@@ -217,7 +217,6 @@ var unsupported = map[string]map[string]string{
 		"refresh":           "",
 		"size":              "",
 		"volume-key-file":   "",
-		"token-only":        "",
 		"offset":            "Option --offset with open action is only supported for plain and loopaes devices.",
 		"skip":              "Option --skip is supported only for open of plain and loopaes devices.",
 		"shared":            "Option --shared is allowed only for open of plain device.",
@@ -232,23 +231,23 @@ var unsupported = map[string]map[string]string{
 	// Deferred removal is a device-mapper feature; a luksd volume closes
 	// when asked or not at all.
 	"close":          {"deferred": "", "cancel-deferred": ""},
-	"luksAddKey":     {"keyslot-cipher": "", "keyslot-key-size": "", "new-token-id": "", "token-only": ""},
+	"luksAddKey":     {"keyslot-cipher": "", "keyslot-key-size": "", "new-token-id": ""},
 	"luksChangeKey":  {"keyslot-cipher": "", "keyslot-key-size": ""},
 	"luksConvertKey": {"keyslot-cipher": "", "keyslot-key-size": ""},
 }
 
 // Every other option of cryptsetup's table that a verb does not define is
 // accepted and ignored, because it changes nothing for luksd:
-//   - --debug-json, --disable-external-tokens, --disable-keyring,
-//     --use-directio, --use-fsync: luksd has no token plugins or kernel
-//     keyring use, and syncs its header writes anyway;
+//   - --debug-json, --disable-keyring, --use-directio, --use-fsync:
+//     luksd keeps no volume keys in the kernel keyring, and syncs its
+//     header writes anyway;
 //   - --perf-*, --serialize-memory-hard-pbkdf: dm-crypt workqueue and
 //     OOM tuning; luksd runs its crypto on the request's goroutine;
 //   - --use-random, --use-urandom: luksd takes volume keys from the
 //     kernel's CSPRNG (getrandom), which is what both mean today;
-//   - --force-password, --timeout, --key-description, --token-id,
-//     --token-type (but on token): no password quality library, no
-//     token unlocking; a prompt without a timeout only waits;
+//   - --force-password, --timeout, --key-description (but on token), and
+//     the token options on verbs that do not unlock by token: no password
+//     quality library; a prompt without a timeout only waits;
 //   - options of actions luksd does not have (reencrypt, tcrypt,
 //     resize), and options an action takes but does not use for LUKS
 //     (open --cipher, luksDump --cipher, luksUUID --key-file), which

@@ -16,7 +16,7 @@ func init() {
 			"Stops on SIGINT or SIGTERM after flushing. --tls=on|require with " +
 			"--tls-certificates DIR (nbdkit's file names) lets clients upgrade with " +
 			"NBD_OPT_STARTTLS; --tls-verify-peer requires client certificates.",
-		Flags: append([]cli.Flag{
+		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Usage: "listen on the unix socket `PATH`"},
 			&cli.StringFlag{Name: "listen", Usage: "listen on TCP `HOST:PORT` (empty host = 127.0.0.1)"},
 			&cli.StringFlag{Name: "export-name", Usage: "export `NAME` (the export also answers to \"\")"},
@@ -25,7 +25,7 @@ func init() {
 			&cli.StringFlag{Name: "tls", Value: "off", Usage: "NBD STARTTLS: `off`, on (clients choose) or require (as nbdkit)"},
 			&cli.StringFlag{Name: "tls-certificates", Usage: "`DIR` with ca-cert.pem, server-cert.pem, server-key.pem"},
 			&cli.BoolFlag{Name: "tls-verify-peer", Usage: "require a client certificate signed by ca-cert.pem"},
-		}, keyFlags...),
+		}, keyFlags, tokenFlags),
 		Action: runServe,
 	})
 }

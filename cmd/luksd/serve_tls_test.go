@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/luksd/luksd/daemon/daemontest"
 	"github.com/luksd/luksd/internal/testtool"
 )
 
@@ -22,21 +22,10 @@ type tcpServe struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	addr   string
-	mu     sync.Mutex
-	log    bytes.Buffer
+	log    daemontest.LogBuffer // its stderr
 }
 
-func (p *tcpServe) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.Write(b)
-}
-
-func (p *tcpServe) logged() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
+func (p *tcpServe) logged() string { return p.log.String() }
 
 // startTCPServe runs luksd serve on an ephemeral loopback port and waits
 // for the log line that names it.
@@ -44,7 +33,7 @@ func startTCPServe(t *testing.T, args ...string) *tcpServe {
 	t.Helper()
 	p := &tcpServe{exited: make(chan struct{})}
 	p.cmd = exec.Command(testtool.Luksd(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	p.cmd.Stderr = p
+	p.cmd.Stderr = &p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -35,21 +34,7 @@ func startOnTTY(t *testing.T, args ...string) *ttySession {
 // pseudo-terminal.
 func startProgOnTTY(t *testing.T, prog string, args ...string) *ttySession {
 	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		testtool.Missing(t, "no /dev/ptmx: "+err.Error())
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slave, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, slave := testtool.OpenPTY(t)
 	cmd := exec.Command(prog, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -243,8 +228,7 @@ func TestTTYAddKeyPrompts(t *testing.T) {
 
 func TestTTYDialogsDeclined(t *testing.T) {
 	w := newWorkspace(t)
-	img, key := w.image("vol.img"), w.key("key", "pw")
-	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	img, _ := w.formatted("pbkdf2")
 	backup := w.path("hdr")
 	w.cs(nil, "luksHeaderBackup", img, "--header-backup-file", backup).ok(t)
 	before, _ := os.ReadFile(img)
@@ -277,8 +261,7 @@ func TestTTYDialogsDeclined(t *testing.T) {
 
 func TestTTYInterruptRestoresEcho(t *testing.T) {
 	w := newWorkspace(t)
-	img, key := w.image("vol.img"), w.key("key", "pw")
-	w.cs(nil, append([]string{"luksFormat", "-q", img, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	img, _ := w.formatted("pbkdf2")
 	s := startOnTTY(t, "luksDump", "--dump-volume-key", "-q", img)
 	s.expect("Enter passphrase for "+img+": ", 1)
 	// Echo is off while luksd waits (the pty's settings are shared by

@@ -400,11 +400,7 @@ func unlockHeader(c *cli.Context, path string, h *luks2.Header, f *headerDevice,
 		// without a word.
 		return nil, exitf(exitParams, "")
 	}
-	if retry && h.Version() == 2 {
-		// cryptsetup's open tries the LUKS2 tokens first and says so.
-		verbosef(c, "No usable token is available.")
-	}
-	key, slot, err := unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), slot, retry)
+	key, slot, err := unlockHeaderKey(c, path, h, f, slot, retry)
 	if err != nil {
 		return nil, err
 	}

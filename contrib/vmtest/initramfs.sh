@@ -32,6 +32,10 @@ modules=(
 	xts essiv aesni-intel sha256-ssse3 crc32c_generic crc32c-intel
 	chacha_generic chacha-x86_64 poly1305_generic poly1305-x86_64
 	nhpoly1305 nhpoly1305-sse2 nhpoly1305-avx2 adiantum
+	# The generic C only: dm-crypt and cryptsetup benchmark then run the
+	# kernel code scenario 22 compares luksd with (the SSE2/AVX variants
+	# would win where the emulated CPU runs them).
+	serpent_generic twofish_generic
 )
 mdir=lib/modules/$kver
 mkdir -p "$root/$mdir"

@@ -1,0 +1,137 @@
+// Package token unlocks LUKS2 volumes with their tokens, as cryptsetup
+// 2.6.1's library does (crypt_activate_by_token): it picks the tokens
+// luks2 says may open the data segment, asks each type's handler for the
+// keyslot passphrase and opens the token's keyslots with it. The
+// handlers: luks2-keyring (cryptsetup's built-in one: a user key in the
+// kernel keyring) and clevis (keyring/clevis), which cryptsetup would
+// load as an external plugin.
+package token
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/luksd/luksd/keyring"
+	"github.com/luksd/luksd/keyring/clevis"
+	"github.com/luksd/luksd/luks2"
+)
+
+// The outcomes of a failed token unlock, cryptsetup's errnos, which its
+// CLI reports and exits by.
+var (
+	// ErrNoToken (ENOENT): no token of the asked id or type can open the
+	// volume, or none has a handler.
+	ErrNoToken = errors.New("no usable token is available")
+	// ErrWrongPassphrase (EPERM): a token's handler failed, or the
+	// passphrase it gave opens none of its keyslots.
+	ErrWrongPassphrase = errors.New("token cannot unlock assigned keyslot(s)")
+	// ErrMissingResource (EAGAIN): a token needs something out of reach
+	// now, such as its tang server.
+	ErrMissingResource = errors.New("token requires additional missing resource")
+	// ErrInvalidID (EINVAL): a token id outside -1..31.
+	ErrInvalidID = errors.New("token id is invalid")
+)
+
+// Options select the tokens to try, as cryptsetup's --token-id,
+// --token-type and --disable-external-tokens.
+type Options struct {
+	ID         int    // -1: any token
+	Type       string // "": any type
+	NoExternal bool   // only cryptsetup's built-in luks2-keyring type
+
+	// Clevis reaches tang servers; the zero value gives up after 30 s.
+	Clevis clevis.Decrypter
+	// Warn, when set, receives one line for each token whose handler
+	// failed for a reason worth telling (a tang server down, a tampered
+	// JWE); cryptsetup's own built-in type says nothing.
+	Warn func(string)
+}
+
+// A handler returns the keyslot passphrase token t holds.
+type handler struct {
+	open     func(ctx context.Context, o *Options, t luks2.Token) (*keyring.Secret, error)
+	external bool // cryptsetup would need a plugin
+	quiet    bool // its failures are not worth a line
+}
+
+var handlers = map[string]handler{
+	"luks2-keyring": {open: openKeyring, quiet: true},
+	"clevis": {open: func(ctx context.Context, o *Options, t luks2.Token) (*keyring.Secret, error) {
+		return o.Clevis.TokenPassphrase(ctx, t.JSON)
+	}, external: true},
+}
+
+// Unlock opens h's data segment with its tokens, as cryptsetup 2.6.1
+// does: in luks2.TokenAttempts' order, the first token that opens a
+// keyslot wins. It returns the volume key, the keyslot and the token.
+// When none opens, the error is the most telling of the failures, in
+// cryptsetup's ranking: ErrWrongPassphrase, then ErrMissingResource,
+// then ErrNoToken. Other errors (memory, reading dev) end the search.
+func Unlock(ctx context.Context, h *luks2.Header, dev io.ReaderAt, o Options) (vk *keyring.Secret, slot, id int, err error) {
+	if o.ID < -1 || o.ID >= luks2.MaxTokens {
+		return nil, -1, -1, ErrInvalidID
+	}
+	res := ErrNoToken
+	for _, a := range h.TokenAttempts(o.ID, o.Type) {
+		vk, slot, err := o.try(ctx, h, dev, a)
+		switch {
+		case err == nil:
+			return vk, slot, a.ID, nil
+		case errors.Is(err, ErrWrongPassphrase):
+			res = err
+		case errors.Is(err, ErrMissingResource):
+			if !errors.Is(res, ErrWrongPassphrase) {
+				res = err
+			}
+		case errors.Is(err, ErrNoToken):
+		default:
+			return nil, -1, -1, err
+		}
+	}
+	return nil, -1, -1, res
+}
+
+// try runs token attempt a: its handler, then its keyslots.
+func (o *Options) try(ctx context.Context, h *luks2.Header, dev io.ReaderAt, a luks2.TokenAttempt) (*keyring.Secret, int, error) {
+	hd, ok := handlers[a.Type]
+	if !ok || hd.external && o.NoExternal {
+		return nil, -1, ErrNoToken
+	}
+	pass, err := hd.open(ctx, o, a.Token)
+	if err != nil {
+		if errors.Is(err, keyring.ErrNoMemory) {
+			return nil, -1, err
+		}
+		if !hd.quiet && o.Warn != nil {
+			o.Warn(fmt.Sprintf("Token %d (%s): %s", a.ID, a.Type, strings.TrimPrefix(err.Error(), a.Type+": ")))
+		}
+		var srv *clevis.ServerError
+		if errors.As(err, &srv) {
+			return nil, -1, fmt.Errorf("%w: %w", ErrMissingResource, err)
+		}
+		return nil, -1, fmt.Errorf("%w: %w", ErrWrongPassphrase, err)
+	}
+	defer pass.Wipe()
+	vk, slot, err := h.UnlockToken(dev, a, pass.Bytes())
+	if errors.Is(err, luks2.ErrWrongPassphrase) {
+		return nil, -1, fmt.Errorf("%w: %w", ErrWrongPassphrase, err)
+	}
+	if err != nil {
+		return nil, -1, err
+	}
+	key, err := keyring.FromBytes(vk)
+	return key, slot, err
+}
+
+// openKeyring is the luks2-keyring handler: the passphrase is the user
+// key named by the token's key_description.
+func openKeyring(_ context.Context, _ *Options, t luks2.Token) (*keyring.Secret, error) {
+	desc, err := t.KeyDescription()
+	if err != nil {
+		return nil, err
+	}
+	return keyring.FromKernel(desc)
+}
