@@ -98,6 +98,9 @@ func (v *Volume) upload(e *entry) {
 	default:
 		err = v.st.put(chunkName(e.idx), snap, false)
 	}
+	if v.hooks.stored != nil {
+		v.hooks.stored(e.idx)
+	}
 	v.uploaded(e, gen, err)
 	v.kickUploads()
 }

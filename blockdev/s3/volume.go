@@ -32,6 +32,14 @@ type Volume struct {
 	wg       sync.WaitGroup
 	closeErr error
 	closeMu  sync.Mutex
+	hooks    testHooks
+}
+
+// testHooks, set only by tests before the first write, stop a writer or
+// an upload at the points where their interleaving matters.
+type testHooks struct {
+	reserved func(idx int64) // a writer has reserved chunk idx, not yet written it
+	stored   func(idx int64) // an upload of chunk idx is in the store, its end not yet recorded
 }
 
 // Options bound a volume's memory and uploads.
@@ -312,6 +320,9 @@ func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 	defer e.mu.Unlock()
 	if err := v.c.reserve(e, v.kickUploads, v.st.Timeout); err != nil {
 		return err
+	}
+	if v.hooks.reserved != nil {
+		v.hooks.reserved(idx)
 	}
 	n := v.chunkLen(idx)
 	if at != 0 || int64(len(part)) != n {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -55,6 +56,7 @@ func TestVolume(t *testing.T) {
 	t.Run("Manifest", func(t *testing.T) { testManifest(t, srv) })
 	t.Run("ReadWrite", func(t *testing.T) { testReadWrite(t, srv) })
 	t.Run("ConcurrentPartialWrites", func(t *testing.T) { testConcurrentPartialWrites(t, srv) })
+	t.Run("WriteAsUploadEnds", func(t *testing.T) { testWriteAsUploadEnds(t, srv) })
 	t.Run("SparseAndTrim", func(t *testing.T) { testSparseAndTrim(t, srv) })
 	t.Run("Refusals", func(t *testing.T) { testRefusals(t, srv) })
 }
@@ -208,6 +210,63 @@ func testConcurrentPartialWrites(t *testing.T, srv *s3test.Server) {
 		if !bytes.Equal(got[off:off+piece], bytes.Repeat([]byte{byte(i + 1)}, piece)) {
 			t.Errorf("the write of piece %d at %d was lost", i, off)
 		}
+	}
+}
+
+// A write to a chunk whose upload ends between the write's reservation
+// and its change of the data (the hooks hold each at that point) is not
+// lost: the chunk stays dirty and the next flush uploads it. Before the
+// writer held the chunk's lock across both, the ending upload marked the
+// chunk clean and the flush had nothing to wait for.
+func testWriteAsUploadEnds(t *testing.T, srv *s3test.Server) {
+	st := NewStore(srv.Client(), srv.Bucket(), "race")
+	if err := Create(st, 2*testChunk, testChunk); err != nil {
+		t.Fatal(err)
+	}
+	v, err := OpenVolume(st, Options{WriteDelay: time.Hour}) // uploads only on a flush
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	first := bytes.Repeat([]byte{1}, testChunk)
+	if _, err := v.WriteAt(first, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	stored, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	v.hooks.stored = func(int64) {
+		once.Do(func() { close(stored); <-release })
+	}
+	v.hooks.reserved = func(int64) {
+		// Let the upload record its end, and give it time to: with the
+		// writer holding the chunk's lock it cannot, and the wait runs out.
+		close(release)
+		for deadline := time.Now().Add(2 * time.Second); v.dirtyChunks() > 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- v.Flush() }()
+	<-stored // the first write is in the store; its upload has not said so
+	second := []byte("written as the upload ended")
+	if _, err := v.WriteAt(second, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	v.hooks.reserved = nil
+	if err := v.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, testChunk)
+	if _, err := reopen(t, st).ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	copy(first[100:], second)
+	if !bytes.Equal(got, first) {
+		t.Fatalf("the store holds %q at 100 after a flush, want %q", got[100:100+len(second)], second)
 	}
 }
 
