@@ -109,15 +109,18 @@ func open(location string, opts blockdev.OpenOptions) (blockdev.Device, error) {
 	return OpenVolume(st, o)
 }
 
-// optionsFromEnv reads a volume's cache bounds from the environment:
-// LUKSD_S3_CACHE_MIB, LUKSD_S3_DIRTY_MIB and LUKSD_S3_UPLOADS (the
-// defaults of Options where unset).
+// optionsFromEnv reads a volume's cache bounds and lease from the
+// environment: LUKSD_S3_CACHE_MIB, LUKSD_S3_DIRTY_MIB, LUKSD_S3_UPLOADS
+// and LUKSD_S3_LEASE_SECONDS (the defaults of Options where unset). A
+// longer lease rides out a longer store outage without refusing writes,
+// and keeps another host out longer after this one dies.
 func optionsFromEnv() (Options, error) {
 	var o Options
 	for name, set := range map[string]func(int64){
-		"LUKSD_S3_CACHE_MIB": func(n int64) { o.CacheBytes = n << 20 },
-		"LUKSD_S3_DIRTY_MIB": func(n int64) { o.DirtyBytes = n << 20 },
-		"LUKSD_S3_UPLOADS":   func(n int64) { o.Uploads = int(n) },
+		"LUKSD_S3_CACHE_MIB":     func(n int64) { o.CacheBytes = n << 20 },
+		"LUKSD_S3_DIRTY_MIB":     func(n int64) { o.DirtyBytes = n << 20 },
+		"LUKSD_S3_UPLOADS":       func(n int64) { o.Uploads = int(n) },
+		"LUKSD_S3_LEASE_SECONDS": func(n int64) { o.LeaseTTL = time.Duration(n) * time.Second },
 	} {
 		if s := os.Getenv(name); s != "" {
 			n, err := strconv.ParseInt(s, 10, 32)

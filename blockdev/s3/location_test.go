@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/blockdev/s3/s3test"
@@ -79,5 +80,22 @@ func TestOpenByLocation(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
 	if _, err := blockdev.Open(loc, blockdev.OpenOptions{}); !errors.Is(err, os.ErrPermission) {
 		t.Errorf("open with a wrong secret: %v, want ErrPermission", err)
+	}
+}
+
+// The environment sets the cache bounds and the lease; a value that is
+// not a positive number is refused, not ignored.
+func TestOptionsFromEnv(t *testing.T) {
+	t.Setenv("LUKSD_S3_CACHE_MIB", "16")
+	t.Setenv("LUKSD_S3_LEASE_SECONDS", "300")
+	o, err := optionsFromEnv()
+	if err != nil || o.CacheBytes != 16<<20 || o.LeaseTTL != 300*time.Second || o.DirtyBytes != 0 {
+		t.Fatalf("optionsFromEnv = %+v, %v", o, err)
+	}
+	for _, bad := range []string{"0", "-5", "1.5", "ten"} {
+		t.Setenv("LUKSD_S3_LEASE_SECONDS", bad)
+		if _, err := optionsFromEnv(); !errors.Is(err, ErrLocation) {
+			t.Errorf("LUKSD_S3_LEASE_SECONDS=%s: %v, want ErrLocation", bad, err)
+		}
 	}
 }

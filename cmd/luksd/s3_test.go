@@ -153,13 +153,19 @@ func TestS3CredentialsAndMissingVolume(t *testing.T) {
 // fio writes 4 KiB blocks at random (over three chunks) at iodepth 32
 // through `luksd serve` of an S3 volume whose cache holds two chunks and
 // lets one be dirty (so writes wait for uploads and chunks are evicted
-// and read back all the time), and verifies them; a new server, on a cold cache, verifies them
-// again from the store.
+// and read back all the time), and verifies them; a new server, on a
+// cold cache, verifies them again from the store. Then the store is
+// killed and restarted under a writing fio, which must see no error.
 func TestS3FioVerify(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.Setenv(t)
 	t.Setenv("LUKSD_S3_CACHE_MIB", "8")
 	t.Setenv("LUKSD_S3_DIRTY_MIB", "4")
+	// A restart of weed on a loaded machine may take tens of seconds:
+	// the lease (by default valid 27 s past its last renewal) and the
+	// store timeout (60 s) must outlast it, or the writes fail by design.
+	t.Setenv("LUKSD_S3_LEASE_SECONDS", "600")
+	t.Setenv("LUKSD_S3_TIMEOUT", "300")
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key")
 	os.WriteFile(key, []byte("fio"), 0o600)
@@ -197,12 +203,27 @@ func TestS3FioVerify(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(p, "--randseed=8", "--size=8M", "--do_verify=0") }()
 	time.Sleep(2 * time.Second)
+	select {
+	case err := <-done:
+		t.Fatalf("fio ended (%v) before the store was killed: the outage went untested", err)
+	default:
+	}
 	srv.Kill()
+	down := time.Now()
 	time.Sleep(time.Second)
 	srv.Restart()
+	outage := time.Since(down)
 	if err := <-done; err != nil {
-		t.Fatalf("while the store was killed and restarted: %v", err)
+		// The log says which request failed and why (a lapsed lease, a
+		// store timeout); the outage says whether the store was down
+		// longer than the limits above allow.
+		p.cmd.Process.Kill()
+		<-p.exited
+		t.Fatalf("while the store was down %v (lease %s s, timeout %s s): %v\nluksd serve:\n%s\nweed:\n%s",
+			outage.Round(time.Millisecond), os.Getenv("LUKSD_S3_LEASE_SECONDS"), os.Getenv("LUKSD_S3_TIMEOUT"),
+			err, p.stderr, srv.LogTail())
 	}
+	t.Logf("the store was down %v", outage.Round(time.Millisecond))
 	p.stop(t)
 	p = startServe(t, sock, "--key-file", key, loc)
 	fio(p, "--randseed=8", "--size=8M", "--verify_only=1")

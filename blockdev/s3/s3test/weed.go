@@ -140,7 +140,7 @@ func (s *Server) start() error {
 	s.mu.Unlock()
 	if err := s.waitReady(exited); err != nil {
 		s.Kill()
-		return fmt.Errorf("weed server did not start: %w\n%s", err, s.logTail())
+		return fmt.Errorf("weed server did not start: %w\n%s", err, s.LogTail())
 	}
 	return nil
 }
@@ -278,7 +278,8 @@ func (s *Server) signal(sig syscall.Signal) bool {
 	return true
 }
 
-func (s *Server) logTail() string {
+// LogTail is the end of weed's log, for a failure message.
+func (s *Server) LogTail() string {
 	b, _ := os.ReadFile(filepath.Join(s.dir, "weed.log"))
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
