@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,7 @@ type Server struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	buckets int
+	sockets map[string]uint64 // weed's gRPC sockets in /tmp: path, inode
 }
 
 // Start starts a weed server for t and stops it when t ends.
@@ -75,7 +77,10 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
+	t.Cleanup(func() {
+		s.Stop()
+		s.removeSockets()
+	})
 	return s
 }
 
@@ -142,7 +147,45 @@ func (s *Server) start() error {
 		s.Kill()
 		return fmt.Errorf("weed server did not start: %w\n%s", err, s.LogTail())
 	}
+	s.noteSockets()
 	return nil
+}
+
+// grpcServices are the services whose gRPC ports weed server also
+// serves on a Unix socket, /tmp/seaweedfs-NAME-grpc-PORT.sock: a path
+// weed builds in, with no flag to move it and no removal at exit.
+var grpcServices = map[string]string{"master": "master.port.grpc", "volume": "volume.port.grpc",
+	"filer": "filer.port.grpc", "s3": "s3.port.grpc"}
+
+// noteSockets records the inodes of this server's gRPC sockets, so that
+// removeSockets removes these files and not another server's that took
+// the same port since.
+func (s *Server) noteSockets() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sockets = map[string]uint64{}
+	for name, flag := range grpcServices {
+		port := s.ports[slices.Index(portFlags, flag)]
+		path := fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%d.sock", name, port)
+		var st syscall.Stat_t
+		if syscall.Stat(path, &st) == nil {
+			s.sockets[path] = st.Ino
+		}
+	}
+}
+
+// removeSockets removes the gRPC sockets noteSockets recorded, once
+// the server has exited.
+func (s *Server) removeSockets() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for path, ino := range s.sockets {
+		var st syscall.Stat_t
+		if syscall.Stat(path, &st) == nil && st.Ino == ino {
+			os.Remove(path)
+		}
+	}
+	s.sockets = nil
 }
 
 // waitReady polls until a bucket can be made and an object written (the
