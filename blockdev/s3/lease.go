@@ -25,14 +25,34 @@ import (
 // lease is taken over at once. A holder that cannot renew in time, or
 // finds its lease taken, stops writing (its writes and flushes fail).
 //
+// The holder trusts its lease for 9/10 of its time from the start of the
+// write that renewed it (the rest is a margin for clock skew and a
+// request the store takes late), and no request of its own to write the
+// volume outlives that: an upload's retries end there (Store.until). The
+// lease lasts twice the store timeout unless set (LeaseTTLFor), so a store
+// that stalls turns into the timeout's I/O errors while the lease still
+// holds, and a lease that lapses all the same (a longer stall, a short
+// LUKSD_S3_LEASE_SECONDS) makes writes and flushes fail at once, the
+// dirty chunks kept, until a renewal succeeds.
+//
 // To break another host's lease before it expires, delete the object
 // (e.g. `aws s3 rm s3://BUCKET/PREFIX/luksd-lease.json`); its holder then
 // stops writing at its next renewal.
 const leaseName = "luksd-lease.json"
 
-// DefaultLeaseTTL is how long a lease lasts unless renewed; it is renewed
-// every third of it.
-const DefaultLeaseTTL = 30 * time.Second
+// LeaseTTLFor is how long a lease lasts unless renewed, for a store
+// whose operations time out after timeout: twice that. It is renewed
+// every quarter of it, so even a stall that begins just before a renewal
+// leaves 9/10 - 1/4 of it, 1.3 timeouts, before the holder stops
+// trusting it: an upload that began in the stall times out first.
+func LeaseTTLFor(timeout time.Duration) time.Duration { return 2 * timeout }
+
+// leaseTrust and leaseRenewals are the part of a lease's time its holder
+// trusts it, and how many renewals it gets in that time.
+const (
+	leaseTrust    = 0.9
+	leaseRenewals = 4
+)
 
 // ErrLeaseLost: the lease expired before it could be renewed, or another
 // opener took it: the volume refuses writes.
@@ -89,7 +109,7 @@ func acquireLease(st *Store, ttl time.Duration) (*lease, error) {
 		rec := me
 		rec.Generation = cur.Generation + 1
 		own := *st
-		own.Timeout = ttl / 3
+		own.Timeout = ttl / leaseRenewals
 		l := &lease{st: &own, ttl: ttl, rec: rec, done: make(chan struct{})}
 		err = l.write(ifNoneMatch, etag)
 		if errors.Is(err, errPrecondition) {
@@ -120,15 +140,15 @@ func (l *lease) write(ifNoneMatch, ifMatch string) error {
 	}
 	// Counted from before the request: the store may have seen it late.
 	l.etag = etag
-	l.validUntil.Store(start.Add(l.ttl * 9 / 10).UnixNano())
+	l.validUntil.Store(start.Add(time.Duration(float64(l.ttl) * leaseTrust)).UnixNano())
 	return nil
 }
 
-// renew renews the lease every third of its time until release; it gives
-// up when another opener has taken it.
+// renew renews the lease every quarter of its time until release; it
+// gives up when another opener has taken it.
 func (l *lease) renew() {
 	defer l.wg.Done()
-	t := time.NewTicker(l.ttl / 3)
+	t := time.NewTicker(l.ttl / leaseRenewals)
 	defer t.Stop()
 	for {
 		select {
@@ -171,11 +191,14 @@ func (l *lease) stillOurs() bool {
 
 // check returns ErrLeaseLost once the lease cannot be trusted.
 func (l *lease) check() error {
-	if time.Now().UnixNano() < l.validUntil.Load() {
+	if time.Now().UnixNano() < l.until().UnixNano() {
 		return nil
 	}
 	return ErrLeaseLost
 }
+
+// until is when the lease stops being trusted, unless renewed by then.
+func (l *lease) until() time.Time { return time.Unix(0, l.validUntil.Load()) }
 
 // release stops the renewals and marks the lease released, unless
 // another opener holds it by now.

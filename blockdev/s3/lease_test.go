@@ -104,3 +104,83 @@ func TestLease(t *testing.T) {
 		t.Error("a flush after the lease was lost succeeded")
 	}
 }
+
+// The lease outlasts a store's timeout: a stall that begins just before
+// a renewal still leaves the holder's trust in its lease longer than an
+// upload that began in the stall tries, so the stall is the timeout's
+// I/O error, not a lost lease, and no upload ever runs past the lease.
+func TestLeaseTTLFor(t *testing.T) {
+	for _, timeout := range []time.Duration{time.Second, DefaultTimeout, 10 * time.Minute} {
+		ttl := LeaseTTLFor(timeout)
+		left := time.Duration(float64(ttl)*leaseTrust) - ttl/leaseRenewals
+		if left <= timeout {
+			t.Errorf("timeout %v: lease %v leaves %v after a stall, not more than the timeout", timeout, ttl, left)
+		}
+	}
+	var o Options
+	o.fill(testChunk, DefaultTimeout)
+	if o.LeaseTTL != LeaseTTLFor(DefaultTimeout) {
+		t.Errorf("default lease %v, want LeaseTTLFor(%v)", o.LeaseTTL, DefaultTimeout)
+	}
+}
+
+// A holder whose store stalls past its lease stops at the lease: its
+// flush fails with ErrLeaseLost, not after the store's (here far longer)
+// timeout, and so do its writes; once the store answers again and the
+// lease is renewed, the dirty chunks go up and writes work again, without
+// reopening.
+func TestLeaseBoundsAStalledStore(t *testing.T) {
+	srv := s3test.Start(t)
+	st := NewStore(srv.Client(), srv.Bucket(), "stalled")
+	st.Timeout = time.Hour
+	if err := Create(st, 4*testChunk, testChunk); err != nil {
+		t.Fatal(err)
+	}
+	v, err := OpenVolume(st, Options{Exclusive: true, LeaseTTL: 3 * time.Second, WriteDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	if _, err := v.WriteAt([]byte("before the stall"), 0); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Pause()
+	flushed := make(chan error, 1)
+	go func() { flushed <- v.Flush() }()
+	select {
+	case err := <-flushed:
+		if !errors.Is(err, ErrLeaseLost) {
+			srv.Resume()
+			t.Fatalf("a flush with the store stalled: %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(60 * time.Second):
+		srv.Resume()
+		t.Fatal("a flush with the store stalled still waits a minute on, its lease long lapsed")
+	}
+	if _, err := v.WriteAt([]byte("during the stall"), 0); !errors.Is(err, ErrLeaseLost) {
+		srv.Resume()
+		t.Fatalf("a write with the lease lapsed: %v, want ErrLeaseLost", err)
+	}
+
+	srv.Resume()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := v.WriteAt([]byte("after the stall!"), 0)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes 30 s after the store came back: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	flush(t, v)
+	b, err := st.get(chunkName(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b[:16]); got != "after the stall!" {
+		t.Fatalf("the store holds %q, want the write after the stall", got)
+	}
+}

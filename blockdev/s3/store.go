@@ -40,6 +40,14 @@ func NewStore(api *s3.Client, bucket, prefix string) *Store {
 	return &Store{api: api, bucket: bucket, prefix: prefix, Timeout: DefaultTimeout}
 }
 
+// until returns s with its operations' retries ending by deadline at
+// the latest.
+func (s *Store) until(deadline time.Time) *Store {
+	own := *s
+	own.Timeout = min(s.Timeout, time.Until(deadline))
+	return &own
+}
+
 // String names the store as a location: s3://bucket/prefix.
 func (s *Store) String() string {
 	return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.prefix, "/")

@@ -87,22 +87,38 @@ func (v *Volume) upload(e *entry) {
 	}
 	e.mu.Unlock()
 
-	err := v.checkLease()
+	st, err := v.writableStore()
 	switch {
 	case err != nil:
 		// Another opener may be writing the volume now.
 	case !changed:
 		// Made dirty by a write that then failed: nothing to upload.
 	case snap == nil || blockdev.IsZero(snap):
-		err = v.st.delete(chunkName(e.idx))
+		err = st.delete(chunkName(e.idx))
 	default:
-		err = v.st.put(chunkName(e.idx), snap, false)
+		err = st.put(chunkName(e.idx), snap, false)
+	}
+	if err != nil && v.checkLease() != nil {
+		err = ErrLeaseLost // the reason it stopped trying
 	}
 	if v.hooks.stored != nil {
 		v.hooks.stored(e.idx)
 	}
 	v.uploaded(e, gen, err)
 	v.kickUploads()
+}
+
+// writableStore is the store for a write of the volume's chunks: with a
+// lease, its retries end when the lease may lapse (a write past it could
+// land over another holder's).
+func (v *Volume) writableStore() (*Store, error) {
+	if v.lease == nil {
+		return v.st, nil
+	}
+	if err := v.lease.check(); err != nil {
+		return nil, err
+	}
+	return v.st.until(v.lease.until()), nil
 }
 
 // uploaded records the end of an upload of e's generation gen. It takes

@@ -49,7 +49,7 @@ type Options struct {
 	// open: another exclusive opener is refused with blockdev.ErrInUse.
 	Exclusive bool
 	// LeaseTTL is how long the lease lasts unless renewed
-	// (DefaultLeaseTTL when 0).
+	// (LeaseTTLFor the store's timeout when 0).
 	LeaseTTL time.Duration
 	// CacheBytes bounds the chunks kept in memory, dirty ones included
 	// (DefaultCacheBytes when 0; at least two chunks).
@@ -85,7 +85,7 @@ func OpenVolume(st *Store, opts Options) (*Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts.fill(m.ChunkSize)
+	opts.fill(m.ChunkSize, st.Timeout)
 	v := &Volume{st: st, m: m, opts: opts, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	if opts.Exclusive {
 		if v.lease, err = acquireLease(st, opts.LeaseTTL); err != nil {
@@ -98,8 +98,9 @@ func OpenVolume(st *Store, opts Options) (*Volume, error) {
 	return v, nil
 }
 
-// fill sets the defaults and the bounds of o for chunks of chunkSize.
-func (o *Options) fill(chunkSize int64) {
+// fill sets the defaults and the bounds of o for chunks of chunkSize in
+// a store whose operations time out after timeout.
+func (o *Options) fill(chunkSize int64, timeout time.Duration) {
 	if o.CacheBytes == 0 {
 		o.CacheBytes = DefaultCacheBytes
 	}
@@ -115,7 +116,7 @@ func (o *Options) fill(chunkSize int64) {
 		o.WriteDelay = DefaultWriteDelay
 	}
 	if o.LeaseTTL == 0 {
-		o.LeaseTTL = DefaultLeaseTTL
+		o.LeaseTTL = LeaseTTLFor(timeout)
 	}
 }
 

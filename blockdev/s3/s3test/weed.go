@@ -281,6 +281,7 @@ func (s *Server) Stop() {
 	if !s.signal(syscall.SIGTERM) {
 		return
 	}
+	s.Resume() // a paused server takes the SIGTERM once it runs
 	s.mu.Lock()
 	exited := s.exited
 	s.mu.Unlock()
@@ -290,6 +291,14 @@ func (s *Server) Stop() {
 		s.Kill()
 	}
 }
+
+// Pause stops the server's process where it is (SIGSTOP): it takes
+// connections (the kernel's backlog) but answers nothing, as a store that
+// stalls. Resume lets it go on.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
 
 // Restart starts the server again on the same ports and data after Kill
 // or Stop.
