@@ -54,11 +54,19 @@ func register[F any](table map[string]F, what, scheme string, f F) {
 	table[scheme] = f
 }
 
-// A Creator makes a new volume of size bytes at a location of its
-// scheme, for stores where a volume is more than a name (an object store
-// records its size and layout); it fails with an error matching
-// os.ErrExist when one is there.
-type Creator func(location string, size int64) error
+// A Creator makes a new volume at a location of its scheme, for stores
+// where a volume is more than a name (an object store records its size
+// and layout); it fails with an error matching os.ErrExist when one is
+// there.
+type Creator func(location string, opts CreateOptions) error
+
+// CreateOptions are a new volume's size and layout.
+type CreateOptions struct {
+	Size int64
+	// ChunkSize is the size of the objects a store keeps the volume in (0:
+	// the store's default); a store without chunks refuses any other.
+	ChunkSize int64
+}
 
 var creators = map[string]Creator{}
 
@@ -68,17 +76,17 @@ func RegisterCreator(scheme string, create Creator) {
 	register(creators, "RegisterCreator", scheme, create)
 }
 
-// Create makes a new volume of size bytes at location. A local path, or
-// a URL whose backend has nothing to create, fails with ErrNotSupported;
-// a scheme nobody registered with a *SchemeError.
-func Create(location string, size int64) error {
+// Create makes a new volume at location. A local path, or a URL whose
+// backend has nothing to create, fails with ErrNotSupported; a scheme
+// nobody registered with a *SchemeError.
+func Create(location string, opts CreateOptions) error {
 	scheme := Scheme(location)
 	openersMu.RLock()
 	create, open := creators[scheme], openers[scheme]
 	openersMu.RUnlock()
 	switch {
 	case create != nil:
-		return create(location, size)
+		return create(location, opts)
 	case scheme != "" && open == nil:
 		return &SchemeError{Location: location, Scheme: scheme}
 	}

@@ -133,11 +133,12 @@ func optionsFromEnv() (Options, error) {
 	return o, nil
 }
 
-// create is blockdev.Create's: a new volume in chunks of the default size.
-func create(location string, size int64) error {
+// create is blockdev.Create's: a new volume in chunks of opts.ChunkSize
+// (DefaultChunkSize when 0).
+func create(location string, opts blockdev.CreateOptions) error {
 	st, err := Connect(location)
 	if err != nil {
 		return err
 	}
-	return Create(st, size, 0)
+	return Create(st, opts.Size, opts.ChunkSize)
 }

@@ -45,10 +45,10 @@ func TestOpenByLocation(t *testing.T) {
 	if _, err := blockdev.Open(loc, blockdev.OpenOptions{}); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("open before create: %v, want ErrNotExist", err)
 	}
-	if err := blockdev.Create(loc, 1<<20); err != nil {
+	if err := blockdev.Create(loc, blockdev.CreateOptions{Size: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	if err := blockdev.Create(loc, 1<<20); !errors.Is(err, os.ErrExist) {
+	if err := blockdev.Create(loc, blockdev.CreateOptions{Size: 1 << 20}); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("second create: %v, want ErrExist", err)
 	}
 	dev, err := blockdev.Open(loc, blockdev.OpenOptions{})
@@ -70,10 +70,10 @@ func TestOpenByLocation(t *testing.T) {
 		t.Fatalf("read back %q, %v", p, err)
 	}
 
-	if err := blockdev.Create(t.TempDir()+"/img", 1<<20); !errors.Is(err, blockdev.ErrNotSupported) {
+	if err := blockdev.Create(t.TempDir()+"/img", blockdev.CreateOptions{Size: 1 << 20}); !errors.Is(err, blockdev.ErrNotSupported) {
 		t.Errorf("Create of a local path: %v", err)
 	}
-	if err := blockdev.Create("nosuch://x/y", 1<<20); !errors.Is(err, blockdev.ErrUnknownScheme) {
+	if err := blockdev.Create("nosuch://x/y", blockdev.CreateOptions{Size: 1 << 20}); !errors.Is(err, blockdev.ErrUnknownScheme) {
 		t.Errorf("Create of an unknown scheme: %v", err)
 	}
 

@@ -79,7 +79,7 @@ func openClaimed(path string, readOnly bool) (blockdev.Backend, error) {
 // at least size bytes, and its overwriting confirmed.
 func openCopyTarget(c *cli.Context, dst string, size int64) (d blockdev.Backend, fresh bool, err error) {
 	if blockdev.Scheme(dst) != "" {
-		err = blockdev.Create(dst, size)
+		err = blockdev.Create(dst, blockdev.CreateOptions{Size: size})
 		fresh = err == nil
 		if err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, false, locationError(dst, err)

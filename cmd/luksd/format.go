@@ -70,6 +70,7 @@ var formatFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "verify-passphrase", Aliases: []string{"y"}, Usage: "ask for the passphrase twice"},
 	&cli.Int64Flag{Name: "align-payload", Usage: "align the data offset to `SECTORS` of 512 bytes"},
 	&cli.Int64Flag{Name: "device-size", Usage: "create a remote volume (s3://) of `SIZE` bytes first"},
+	&cli.StringFlag{Name: "chunk-size", Usage: "with --device-size: keep the volume in chunk objects of `SIZE` (default 4M; a power of two from 64K to 64M)"},
 }
 
 func init() {

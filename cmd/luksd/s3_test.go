@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/luksd/luksd/blockdev/s3"
 	"github.com/luksd/luksd/blockdev/s3/s3test"
 	"github.com/luksd/luksd/internal/testtool"
@@ -228,4 +231,73 @@ func TestS3FioVerify(t *testing.T) {
 	p = startServe(t, sock, "--key-file", key, loc)
 	fio(p, "--randseed=8", "--size=8M", "--verify_only=1")
 	p.stop(t)
+}
+
+// luksFormat --chunk-size picks the size of a new S3 volume's chunk
+// objects, and the manifest records it: data written through serve lands
+// in chunks of that size, and the volume copied out to a file opens in
+// cryptsetup and decrypts to what was written. Sizes the store does not
+// keep, and --chunk-size on an existing volume, are refused.
+func TestS3ChunkSize(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	os.WriteFile(key, []byte("chunky"), 0o600)
+	bucket := srv.Bucket()
+	loc := "s3://" + bucket + "/chunky"
+	format := func(extra ...string) result {
+		return luksd(t, nil, append([]string{"luksFormat", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
+			"--key-file", key, loc}, extra...)...)
+	}
+	format("--device-size", "32M", "--chunk-size", "6000").expect(t, exitParams, "Chunk size must be a multiple of 4096 bytes")
+	format("--device-size", "32M", "--chunk-size", "12k").expect(t, exitParams, "chunk size 12288 is not a power of two")
+	format("--device-size", "32M", "--chunk-size", "1x").expect(t, exitParams, "Invalid size specification in parameter --chunk-size.")
+	format("--device-size", "32M", "--chunk-size", "256k").expect(t, 0, "")
+	format("--chunk-size", "1M").expect(t, exitParams, "Option --chunk-size is allowed only with --device-size")
+
+	st, err := s3.Connect(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s3.ReadManifest(st)
+	if err != nil || m.ChunkSize != 256<<10 || m.Size != 32<<20 {
+		t.Fatalf("manifest %+v, %v; want 256 KiB chunks of a 32 MiB volume", m, err)
+	}
+
+	sock := filepath.Join(dir, "nbd.sock")
+	p := startServe(t, sock, "--key-file", key, loc)
+	data := make([]byte, 3<<20)
+	rand.Read(data)
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, data, 0o600)
+	testtool.Run(t, "nbdcopy", "--flush", src, p.uri())
+	p.stop(t)
+
+	// The plaintext's 3 MiB from the data offset (16 MiB) are chunks 64
+	// to 75 of 256 KiB, each stored whole; nothing past them.
+	out, err := srv.Client().ListObjectsV2(context.Background(), &awss3.ListObjectsV2Input{
+		Bucket: aws.String(bucket), Prefix: aws.String("chunky/chunk-")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := map[string]int64{}
+	for _, o := range out.Contents {
+		stored[strings.TrimPrefix(aws.ToString(o.Key), "chunky/")] = aws.ToInt64(o.Size)
+	}
+	for idx := 64; idx < 76; idx++ {
+		if n := stored[fmt.Sprintf("chunk-%016x", idx)]; n != 256<<10 {
+			t.Fatalf("chunk %d holds %d bytes, want 256 KiB (stored: %v)", idx, n, stored)
+		}
+	}
+	if _, ok := stored[fmt.Sprintf("chunk-%016x", 76)]; ok || len(stored) > 76 {
+		t.Fatalf("chunks past the data written are stored: %v", stored)
+	}
+
+	img := filepath.Join(dir, "copy.img")
+	luksd(t, nil, "copy", loc, img).expect(t, 0, "")
+	vk, off := serveVolumeKey(t, img, key)
+	if pt := xtsDecrypt(t, img, vk, off, 3<<20, 4096); !bytes.Equal(pt, data) {
+		t.Fatal("the copy of a 256 KiB-chunk volume does not decrypt (cryptsetup's key) to what was written")
+	}
 }
