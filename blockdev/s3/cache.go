@@ -114,6 +114,23 @@ func (c *cache) evict() {
 		e.elem = nil
 		delete(c.entries, e.idx)
 		c.bytes -= int64(len(e.data))
+		freeChunk(e.data)
+		e.data = nil
+	}
+}
+
+// drop frees the data of every chunk no request holds, when the volume
+// closes (the uploads have stopped).
+func (c *cache) drop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for idx, e := range c.entries {
+		if e.refs == 0 {
+			c.bytes -= int64(len(e.data))
+			freeChunk(e.data)
+			e.data = nil
+			delete(c.entries, idx)
+		}
 	}
 }
 
@@ -172,10 +189,12 @@ func (c *cache) wrote(e *entry) uint64 {
 	return e.written
 }
 
-// setData sets e's data as loaded, accounting for its bytes. e.mu is held.
+// setData sets e's data (from allocChunk, or nil) as loaded, accounting
+// for its bytes and freeing the data it replaces. e.mu is held.
 func (c *cache) setData(e *entry, data []byte, zero bool) {
 	c.mu.Lock()
 	c.bytes += int64(len(data) - len(e.data))
 	c.mu.Unlock()
+	freeChunk(e.data)
 	e.data, e.zero, e.loaded = data, zero, true
 }

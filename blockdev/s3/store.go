@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -119,6 +120,24 @@ func (s *Store) getVersion(name string) (data []byte, etag string, err error) {
 		return nil
 	})
 	return data, etag, err
+}
+
+// readInto reads object name into p; an object shorter than p leaves the
+// rest zero, one longer fills p. A missing object is errNotFound.
+func (s *Store) readInto(name string, p []byte) error {
+	return s.retry("get", name, func(ctx context.Context) error {
+		out, err := s.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: s.key(name)})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		n, err := io.ReadFull(out.Body, p)
+		clear(p[n:]) // a try that failed may have left bytes there
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			return nil
+		}
+		return err
+	})
 }
 
 // put writes object name. With ifAbsent it fails with errPrecondition

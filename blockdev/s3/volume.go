@@ -236,6 +236,7 @@ func (v *Volume) Close() error {
 	v.c.mu.Unlock()
 	close(v.done)
 	v.wg.Wait()
+	v.c.drop()
 	if v.lease != nil {
 		// Released only once every upload has ended.
 		v.closeErr = errors.Join(v.closeErr, v.lease.release())
@@ -332,7 +333,7 @@ func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 		}
 	}
 	if e.data == nil {
-		v.c.setData(e, make([]byte, n), false)
+		v.c.setData(e, allocChunk(n), false)
 	}
 	e.zero = false
 	copy(e.data[at:], part)
@@ -347,7 +348,11 @@ func (v *Volume) load(e *entry) error {
 	if e.loaded {
 		return nil
 	}
-	b, err := v.st.get(chunkName(e.idx))
+	data := allocChunk(v.chunkLen(e.idx))
+	err := v.st.readInto(chunkName(e.idx), data)
+	if err != nil {
+		freeChunk(data)
+	}
 	switch {
 	case errors.Is(err, errNotFound):
 		v.c.setData(e, nil, true)
@@ -355,8 +360,6 @@ func (v *Volume) load(e *entry) error {
 	case err != nil:
 		return err
 	}
-	data := make([]byte, v.chunkLen(e.idx))
-	copy(data, b)
 	v.c.setData(e, data, false)
 	return nil
 }
