@@ -119,6 +119,13 @@ func (c *cache) evict() {
 	}
 }
 
+// has reports whether chunk idx is in the cache (or being loaded).
+func (c *cache) has(idx int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[idx] != nil
+}
+
 // drop frees the data of every chunk no request holds, when the volume
 // closes (the uploads have stopped).
 func (c *cache) drop() {
@@ -179,13 +186,16 @@ func (c *cache) markDirty(e *entry) {
 }
 
 // wrote records a write of e (its data changed) and returns its
-// generation. e.mu is held.
-func (c *cache) wrote(e *entry) uint64 {
+// generation; with due, e's upload is due at once. e.mu is held.
+func (c *cache) wrote(e *entry, due bool) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
 	e.written = c.seq
 	e.lastWrite = time.Now()
+	if due {
+		e.lastWrite = time.Time{}
+	}
 	return e.written
 }
 

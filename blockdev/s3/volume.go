@@ -28,6 +28,7 @@ type Volume struct {
 	closed   atomic.Bool
 	stopped  bool // guarded by c.mu: the uploads have stopped
 	kick     chan struct{}
+	loads    chan struct{} // read-ahead loads under way (readahead.go)
 	done     chan struct{}
 	wg       sync.WaitGroup
 	closeErr error
@@ -61,7 +62,8 @@ type Options struct {
 	// Uploads is how many chunk uploads run at once (DefaultUploads).
 	Uploads int
 	// WriteDelay is how long a dirty chunk waits for more writes before
-	// its upload starts (a flush starts it at once).
+	// its upload starts (a flush, or a write up to its end, starts it at
+	// once).
 	WriteDelay time.Duration
 }
 
@@ -92,6 +94,7 @@ func OpenVolume(st *Store, opts Options) (*Volume, error) {
 			return nil, err
 		}
 	}
+	v.loads = make(chan struct{}, opts.Uploads)
 	v.c = newCache(m.ChunkSize, opts.CacheBytes, int(opts.DirtyBytes/m.ChunkSize), v.chunkLen)
 	v.wg.Add(1)
 	go v.scheduleUploads()
@@ -197,7 +200,7 @@ func (v *Volume) Trim(off, length int64) error {
 			return v.opError("trim", off, int(length), err)
 		}
 		v.c.setData(e, nil, true)
-		v.c.wrote(e)
+		v.c.wrote(e, true)
 		e.mu.Unlock()
 		v.c.release(e)
 	}
@@ -301,6 +304,9 @@ func (v *Volume) readChunk(idx, at int64, part []byte) error {
 	defer v.c.release(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if !e.loaded {
+		v.readAhead(idx)
+	}
 	if err := v.load(e); err != nil {
 		return err
 	}
@@ -337,7 +343,9 @@ func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 	}
 	e.zero = false
 	copy(e.data[at:], part)
-	v.c.wrote(e)
+	// A write up to the chunk's end (a sequential writer leaving it) has
+	// its upload start at once, not after WriteDelay.
+	v.c.wrote(e, at+int64(len(part)) == n)
 	v.kickUploads()
 	return nil
 }

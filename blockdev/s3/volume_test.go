@@ -59,6 +59,7 @@ func TestVolume(t *testing.T) {
 	t.Run("WriteAsUploadEnds", func(t *testing.T) { testWriteAsUploadEnds(t, srv) })
 	t.Run("SparseAndTrim", func(t *testing.T) { testSparseAndTrim(t, srv) })
 	t.Run("Refusals", func(t *testing.T) { testRefusals(t, srv) })
+	t.Run("ReadAhead", func(t *testing.T) { testReadAhead(t, srv) })
 }
 
 // A volume's layout is in its manifest; a prefix with a volume, or with
@@ -348,4 +349,61 @@ func testRefusals(t *testing.T, srv *s3test.Server) {
 	if err := v.Flush(); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("a flush after Close: %v", err)
 	}
+}
+
+// A reader going forward gets the next chunks loaded ahead of it (as many
+// as readAheadChunks), and they hold what the store holds; a read that
+// jumps does not start any.
+func testReadAhead(t *testing.T, srv *s3test.Server) {
+	v, st := newVolume(t, srv, 32*testChunk)
+	data := make([]byte, 32*testChunk)
+	for i := range data {
+		data[i] = byte(i*7 + i>>16)
+	}
+	if _, err := v.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, v)
+	r := reopen(t, st)
+	n := int64(r.readAheadChunks())
+	if n < 2 {
+		t.Fatalf("read-ahead of %d chunks by default", n)
+	}
+	p := make([]byte, 4096)
+	read := func(idx int64) {
+		t.Helper()
+		if _, err := r.ReadAt(p, idx*testChunk); err != nil || !bytes.Equal(p, data[idx*testChunk:][:4096]) {
+			t.Fatalf("read of chunk %d: %v, or other bytes", idx, err)
+		}
+	}
+	read(20) // alone: nothing ahead
+	read(0)
+	read(1) // after 0: chunks 2 to 1+n come
+	deadline := time.Now().Add(20 * time.Second)
+	for idx := int64(2); idx <= 1+n; idx++ {
+		for !r.loaded(idx) {
+			if time.Now().After(deadline) {
+				t.Fatalf("chunk %d was not read ahead after sequential reads of chunks 0 and 1", idx)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if r.loaded(21) || r.loaded(2+n) {
+		t.Fatal("chunks past the read-ahead, or after a lone read, were loaded")
+	}
+	for idx := int64(2); idx <= 1+n; idx++ {
+		read(idx)
+	}
+}
+
+// loaded reports whether chunk idx is in the cache, loaded.
+func (v *Volume) loaded(idx int64) bool {
+	v.c.mu.Lock()
+	e := v.c.entries[idx]
+	v.c.mu.Unlock()
+	if e == nil || !e.mu.TryLock() {
+		return false
+	}
+	defer e.mu.Unlock()
+	return e.loaded
 }
