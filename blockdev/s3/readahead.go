@@ -1,20 +1,20 @@
 package s3
 
 // A reader going forward would see one GET at a time, whatever the
-// store's parallel throughput: a read that misses chunk idx while chunk
-// idx-1 is cached (the previous read ended there) loads the next chunks
-// in the background, up to the read-ahead count at once (Uploads, and at
-// most a quarter of what the cache holds, so they do not push each other
-// out). Their errors are dropped: the reader that needs the chunk tries
-// again itself.
+// store's parallel throughput: a read that misses chunk idx, or enters it
+// at its start, while chunk idx-1 is cached (the previous read ended
+// there) loads the next chunks not cached in the background, so that the
+// read-ahead count of them (Uploads, and at most a quarter of what the
+// cache holds, so they do not push each other out) is always under way
+// or done. Their errors are dropped: the reader that needs the chunk
+// tries again itself.
 
 // readAheadChunks is how many chunks a sequential reader gets ahead.
 func (v *Volume) readAheadChunks() int {
 	return min(v.opts.Uploads, int(v.opts.CacheBytes/v.m.ChunkSize/4))
 }
 
-// readAhead starts loads of the chunks after idx that are not cached,
-// once a read has missed idx.
+// readAhead starts loads of the chunks after idx that are not cached.
 func (v *Volume) readAhead(idx int64) {
 	n := v.readAheadChunks()
 	if n == 0 || !v.c.has(idx-1) {

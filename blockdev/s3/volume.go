@@ -304,8 +304,8 @@ func (v *Volume) readChunk(idx, at int64, part []byte) error {
 	defer v.c.release(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.loaded {
-		v.readAhead(idx)
+	if !e.loaded || at == 0 {
+		v.readAhead(idx) // a miss, or a reader entering the chunk
 	}
 	if err := v.load(e); err != nil {
 		return err
