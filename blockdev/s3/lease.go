@@ -70,7 +70,7 @@ type leaseRecord struct {
 }
 
 type lease struct {
-	st  *Store // its own: a renewal tries for a third of the TTL at most
+	st  *Store // its own: a renewal tries for a quarter of the TTL at most
 	ttl time.Duration
 
 	mu   sync.Mutex // one write of the lease at a time
