@@ -186,16 +186,13 @@ func (c *cache) markDirty(e *entry) {
 }
 
 // wrote records a write of e (its data changed) and returns its
-// generation; with due, e's upload is due at once. e.mu is held.
-func (c *cache) wrote(e *entry, due bool) uint64 {
+// generation. e.mu is held.
+func (c *cache) wrote(e *entry) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
 	e.written = c.seq
 	e.lastWrite = time.Now()
-	if due {
-		e.lastWrite = time.Time{}
-	}
 	return e.written
 }
 

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os/exec"
@@ -141,11 +142,14 @@ func TestLeaseBoundsAStalledStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	if _, err := v.WriteAt([]byte("before the stall"), 0); err != nil {
-		t.Fatal(err)
-	}
 
 	srv.Pause()
+	// A whole chunk: cached without a read of the store, uploaded only
+	// by the flush.
+	if _, err := v.WriteAt(bytes.Repeat([]byte{7}, testChunk), 0); err != nil {
+		srv.Resume()
+		t.Fatal(err)
+	}
 	flushed := make(chan error, 1)
 	go func() { flushed <- v.Flush() }()
 	select {

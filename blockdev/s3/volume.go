@@ -62,8 +62,7 @@ type Options struct {
 	// Uploads is how many chunk uploads run at once (DefaultUploads).
 	Uploads int
 	// WriteDelay is how long a dirty chunk waits for more writes before
-	// its upload starts (a flush, or a write up to its end, starts it at
-	// once).
+	// its upload starts (a flush starts it at once).
 	WriteDelay time.Duration
 }
 
@@ -200,7 +199,7 @@ func (v *Volume) Trim(off, length int64) error {
 			return v.opError("trim", off, int(length), err)
 		}
 		v.c.setData(e, nil, true)
-		v.c.wrote(e, true)
+		v.c.wrote(e)
 		e.mu.Unlock()
 		v.c.release(e)
 	}
@@ -343,9 +342,7 @@ func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 	}
 	e.zero = false
 	copy(e.data[at:], part)
-	// A write up to the chunk's end (a sequential writer leaving it) has
-	// its upload start at once, not after WriteDelay.
-	v.c.wrote(e, at+int64(len(part)) == n)
+	v.c.wrote(e)
 	v.kickUploads()
 	return nil
 }
