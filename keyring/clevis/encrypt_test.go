@@ -122,8 +122,7 @@ func TestEncryptTrust(t *testing.T) {
 
 	// tang serves no advertisement for a thumbprint it does not know; one
 	// given in the configuration is checked against the thumbprint.
-	var se *ServerError
-	if _, err := no.Encrypt(context.Background(), "tang", []byte(`{`+url+`,"thp":"AAAA"}`), []byte("x")); !errors.As(err, &se) || !strings.Contains(err.Error(), "404") {
+	if _, err := no.Encrypt(context.Background(), "tang", []byte(`{`+url+`,"thp":"AAAA"}`), []byte("x")); err == nil || !strings.Contains(err.Error(), "unable to fetch advertisement: '"+srv.URL+"/adv/AAAA': 404") {
 		t.Fatalf("unknown thumbprint: %v", err)
 	}
 	if _, err := no.Encrypt(context.Background(), "tang", []byte(`{`+url+`,"thp":"AAAA","adv":`+string(adv)+`}`), []byte("x")); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "did not sign") {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"slices"
 	"strings"
@@ -76,7 +77,11 @@ func (e *Encrypter) advertisement(ctx context.Context, url, thp string, adv json
 	}
 	endpoint := strings.TrimSuffix(url, "/") + "/adv/" + thp
 	fail := func(err error) ([]byte, bool, error) {
-		return nil, false, &ServerError{URL: url, Err: fmt.Errorf("unable to fetch advertisement: '%s': %w", endpoint, err)}
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, false, fmt.Errorf("clevis: unable to fetch advertisement: '%s': %w", endpoint, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
 	if err != nil {
