@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	filippo.io/nistec v0.0.4
 	github.com/go-jose/go-jose/v4 v4.1.9
+	github.com/google/go-tpm v0.9.8
 	github.com/mdlayher/genetlink v1.4.0
 	github.com/mdlayher/netlink v1.11.2
 	github.com/urfave/cli/v2 v2.27.7

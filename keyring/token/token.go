@@ -16,6 +16,7 @@ import (
 
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/keyring/clevis"
+	"github.com/luksd/luksd/keyring/tpm2"
 	"github.com/luksd/luksd/luks2"
 )
 
@@ -44,6 +45,9 @@ type Options struct {
 
 	// Clevis reaches tang servers; the zero value gives up after 30 s.
 	Clevis clevis.Decrypter
+	// TPM2Device is the TPM systemd-tpm2 tokens unseal in (tpm2.Open's
+	// syntax; "" is /dev/tpmrm0).
+	TPM2Device string
 	// Warn, when set, receives one line for each token whose handler
 	// failed for a reason worth telling (a tang server down, a tampered
 	// JWE); cryptsetup's own built-in type says nothing.
@@ -62,6 +66,7 @@ var handlers = map[string]handler{
 	"clevis": {open: func(ctx context.Context, o *Options, t luks2.Token) (*keyring.Secret, error) {
 		return o.Clevis.TokenPassphrase(ctx, t.JSON)
 	}, external: true},
+	"systemd-tpm2": {open: openTPM2, external: true},
 }
 
 // Unlock opens h's data segment with its tokens, as cryptsetup 2.6.1
@@ -109,7 +114,7 @@ func (o *Options) try(ctx context.Context, h *luks2.Header, dev io.ReaderAt, a l
 			o.Warn(fmt.Sprintf("Token %d (%s): %s", a.ID, a.Type, strings.TrimPrefix(err.Error(), a.Type+": ")))
 		}
 		var srv *clevis.ServerError
-		if errors.As(err, &srv) {
+		if errors.As(err, &srv) || errors.Is(err, tpm2.ErrNoDevice) {
 			return nil, -1, fmt.Errorf("%w: %w", ErrMissingResource, err)
 		}
 		return nil, -1, fmt.Errorf("%w: %w", ErrWrongPassphrase, err)
@@ -134,4 +139,19 @@ func openKeyring(_ context.Context, _ *Options, t luks2.Token) (*keyring.Secret,
 		return nil, err
 	}
 	return keyring.FromKernel(desc)
+}
+
+// openTPM2 is the systemd-tpm2 handler: the passphrase is the base64 text
+// of the secret the TPM unseals.
+func openTPM2(_ context.Context, o *Options, t luks2.Token) (*keyring.Secret, error) {
+	tok, err := tpm2.ParseToken(t.JSON)
+	if err != nil {
+		return nil, err
+	}
+	tpm, err := tpm2.Open(o.TPM2Device)
+	if err != nil {
+		return nil, err
+	}
+	defer tpm.Close()
+	return tok.Passphrase(tpm)
 }
