@@ -9,6 +9,7 @@ package token
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/keyring/clevis"
 	"github.com/luksd/luksd/keyring/tpm2"
+	"github.com/luksd/luksd/keyring/vault"
 	"github.com/luksd/luksd/luks2"
 )
 
@@ -67,6 +69,7 @@ var handlers = map[string]handler{
 		return o.Clevis.TokenPassphrase(ctx, t.JSON)
 	}, external: true},
 	"systemd-tpm2": {open: openTPM2, external: true},
+	"luksd-vault":  {open: openVault, external: true},
 }
 
 // Unlock opens h's data segment with its tokens, as cryptsetup 2.6.1
@@ -114,7 +117,8 @@ func (o *Options) try(ctx context.Context, h *luks2.Header, dev io.ReaderAt, a l
 			o.Warn(fmt.Sprintf("Token %d (%s): %s", a.ID, a.Type, strings.TrimPrefix(err.Error(), a.Type+": ")))
 		}
 		var srv *clevis.ServerError
-		if errors.As(err, &srv) || errors.Is(err, tpm2.ErrNoDevice) {
+		var vs *vault.ServerError
+		if errors.As(err, &srv) || errors.As(err, &vs) || errors.Is(err, tpm2.ErrNoDevice) {
 			return nil, -1, fmt.Errorf("%w: %w", ErrMissingResource, err)
 		}
 		return nil, -1, fmt.Errorf("%w: %w", ErrWrongPassphrase, err)
@@ -154,4 +158,21 @@ func openTPM2(_ context.Context, o *Options, t luks2.Token) (*keyring.Secret, er
 	}
 	defer tpm.Close()
 	return tok.Passphrase(tpm)
+}
+
+// openVault is the luksd-vault handler: {"type":"luksd-vault",
+// "keyslots":[...],"vault-location":"vault:PATH[?...]"}, the passphrase
+// read from Vault with the client certificate (keyring/vault).
+func openVault(ctx context.Context, _ *Options, t luks2.Token) (*keyring.Secret, error) {
+	var tok struct {
+		Location string `json:"vault-location"`
+	}
+	if err := json.Unmarshal(t.JSON, &tok); err != nil {
+		return nil, fmt.Errorf("luksd-vault: %w", err)
+	}
+	l, err := vault.ParseLocation(tok.Location)
+	if err != nil {
+		return nil, err
+	}
+	return l.Read(ctx)
 }
