@@ -19,7 +19,7 @@ func TestSystemdTPM2Token(t *testing.T) {
 	dev := testtool.SWTPM(t)
 	img := w.image("tpm2.img")
 	testtool.CryptsetupFormat(t, img, w.key("zero", "zero"))
-	testtool.CryptenrollTPM2(t, dev, img, "zero", "--tpm2-pcrs=7")
+	testtool.CryptenrollTPM2(t, dev, img, []string{"PASSWORD=zero"}, "--tpm2-pcrs=7")
 
 	r := w.luksd(nil, "open", "--test-passphrase", "-v", "--token-only", "--tpm2-device", dev, img).ok(t)
 	if firstLine(r.stdout) != "Key slot 1 unlocked." {
@@ -98,5 +98,44 @@ func TestSystemdRecoveryKey(t *testing.T) {
 	cs := w.cs([]byte(key+"\n"), "open", "--test-passphrase", "-v", "--key-slot", "1", twin).ok(t)
 	if !strings.Contains(r.stdout, "Key slot 1 unlocked.") || r.stdout != cs.stdout {
 		t.Fatalf("recovery key: luksd %q, cryptsetup %q", r.stdout, cs.stdout)
+	}
+}
+
+// A TPM2 token with a PIN: on a terminal luksd asks for it as cryptsetup
+// asks ("Enter token PIN: "), without echo; without a terminal the token
+// is passed over and the passphrase asked.
+func TestSystemdTPM2TokenPIN(t *testing.T) {
+	w := newWorkspace(t)
+	dev := testtool.SWTPM(t)
+	img := w.image("pin.img")
+	testtool.CryptsetupFormat(t, img, w.key("zero", "zero"))
+	testtool.CryptenrollTPM2(t, dev, img, []string{"PASSWORD=zero", "NEWPIN=4711"}, "--tpm2-pcrs=7", "--tpm2-with-pin=yes")
+
+	s := startOnTTY(t, "open", "--test-passphrase", "-v", "--token-only", "--tpm2-device", dev, img)
+	s.answer("Enter token PIN: ", 1, "4711")
+	if code, screen := s.wait(); code != 0 || !strings.Contains(screen, "Key slot 1 unlocked.") || strings.Contains(screen, "4711") {
+		t.Fatalf("with the PIN: exit %d, screen %q", code, screen)
+	}
+	r := w.luksd(nil, "open", "--test-passphrase", "-v", "-d", w.path("zero"), "--tpm2-device", dev, img).ok(t)
+	if !strings.Contains(r.stdout, "Key slot 0 unlocked.") || !strings.Contains(r.stderr, "needs a TPM2 PIN") {
+		t.Fatalf("no terminal: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// FIDO2 and PKCS#11 tokens need hardware luksd has no code for: one line
+// each, then the passphrase.
+func TestSystemdHardwareTokensPassedOver(t *testing.T) {
+	w := newWorkspace(t)
+	img := w.image("fido.img")
+	testtool.CryptsetupFormat(t, img, w.key("zero", "zero"))
+	w.cs(nil, "token", "import", "--json-file", w.key("f.json", `{"type":"systemd-fido2","keyslots":["0"],"fido2-credential":"AAEC","fido2-salt":"AAEC"}`), img).ok(t)
+	w.cs(nil, "token", "import", "--json-file", w.key("p.json", `{"type":"systemd-pkcs11","keyslots":["0"],"pkcs11-uri":"pkcs11:x","pkcs11-key":"AAEC"}`), img).ok(t)
+	r := w.luksd(nil, "open", "--test-passphrase", "-d", w.path("zero"), img).ok(t)
+	want := "Token 0 (systemd-fido2): token type not supported by luksd\nToken 1 (systemd-pkcs11): token type not supported by luksd\n"
+	if r.stderr != want {
+		t.Fatalf("stderr %q, want %q", r.stderr, want)
+	}
+	if r := w.luksd(nil, "open", "--test-passphrase", "--disable-external-tokens", "-d", w.path("zero"), img).ok(t); r.stderr != "" {
+		t.Fatalf("--disable-external-tokens: stderr %q", r.stderr)
 	}
 }

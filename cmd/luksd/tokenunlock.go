@@ -51,6 +51,7 @@ func unlockByToken(c *cli.Context, h *luks2.Header, dev io.ReaderAt, fallThrough
 		Type:       c.String("token-type"),
 		NoExternal: c.Bool("disable-external-tokens"),
 		TPM2Device: c.String("tpm2-device"),
+		PIN:        tokenPIN(c),
 		Warn:       func(line string) { fmt.Fprintln(os.Stderr, line) },
 	}
 	if !c.IsSet("token-id") {
@@ -113,4 +114,21 @@ func unlockHeaderKey(c *cli.Context, path string, h *luks2.Header, f io.ReaderAt
 		}
 	}
 	return unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), slot, retry)
+}
+
+// tokenPIN asks for a token's PIN on the terminal, as cryptsetup does
+// for a plugin that needs one; without a terminal there is no PIN and
+// such tokens fail.
+func tokenPIN(c *cli.Context) func(id int) (*keyring.Secret, error) {
+	src := keyring.Source{}
+	if !src.Interactive() {
+		return nil
+	}
+	return func(id int) (*keyring.Secret, error) {
+		prompt := "Enter token PIN: "
+		if c.IsSet("token-id") {
+			prompt = fmt.Sprintf("Enter token %d PIN: ", id)
+		}
+		return src.Passphrase(prompt, false)
+	}
 }

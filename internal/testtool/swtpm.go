@@ -66,14 +66,14 @@ func freePortPair(t testing.TB) int {
 }
 
 // CryptenrollTPM2 has the real systemd-cryptenroll (systemd 252) seal a
-// new keyslot of img, which passphrase opens, to the software TPM dev,
-// with its extra args (such as --tpm2-pcrs=7).
-func CryptenrollTPM2(t testing.TB, dev, img, passphrase string, args ...string) {
+// new keyslot of img to the software TPM dev, with its extra args (such
+// as --tpm2-pcrs=7). env gives it what it reads from the environment
+// when unattended: PASSWORD= (the existing passphrase) and, with
+// --tpm2-with-pin=yes, NEWPIN= (the peer tool's ways, not luksd's).
+func CryptenrollTPM2(t testing.TB, dev, img string, env []string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(Need(t, "systemd-cryptenroll"), append([]string{"--tpm2-device=" + dev}, append(args, img)...)...)
-	// systemd-cryptenroll's way to take the existing passphrase
-	// unattended (the peer tool's, not luksd's).
-	cmd.Env = append(os.Environ(), "PASSWORD="+passphrase)
+	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("systemd-cryptenroll: %v\n%s", err, out)
 	}

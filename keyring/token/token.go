@@ -50,6 +50,9 @@ type Options struct {
 	// TPM2Device is the TPM systemd-tpm2 tokens unseal in (tpm2.Open's
 	// syntax; "" is /dev/tpmrm0).
 	TPM2Device string
+	// PIN, when set, asks for the PIN of token id (a systemd-tpm2 token
+	// enrolled with one); without it such tokens fail with tpm2.ErrPIN.
+	PIN func(id int) (*keyring.Secret, error)
 	// Warn, when set, receives one line for each token whose handler
 	// failed for a reason worth telling (a tang server down, a tampered
 	// JWE); cryptsetup's own built-in type says nothing.
@@ -71,6 +74,11 @@ var handlers = map[string]handler{
 	"systemd-tpm2": {open: openTPM2, external: true},
 	"luksd-vault":  {open: openVault, external: true},
 }
+
+// unsupported are the token types cryptsetup hands to a plugin Debian
+// installs (systemd's) that luksd has no code for: a hardware key each.
+// luksd says so and goes on to the next token or the passphrase.
+var unsupported = map[string]bool{"systemd-fido2": true, "systemd-pkcs11": true}
 
 // Unlock opens h's data segment with its tokens, as cryptsetup 2.6.1
 // does: in luks2.TokenAttempts' order, the first token that opens a
@@ -105,6 +113,9 @@ func Unlock(ctx context.Context, h *luks2.Header, dev io.ReaderAt, o Options) (v
 // try runs token attempt a: its handler, then its keyslots.
 func (o *Options) try(ctx context.Context, h *luks2.Header, dev io.ReaderAt, a luks2.TokenAttempt) (*keyring.Secret, int, error) {
 	hd, ok := handlers[a.Type]
+	if !ok && unsupported[a.Type] && !o.NoExternal && o.Warn != nil {
+		o.Warn(fmt.Sprintf("Token %d (%s): token type not supported by luksd", a.ID, a.Type))
+	}
 	if !ok || hd.external && o.NoExternal {
 		return nil, -1, ErrNoToken
 	}
@@ -157,7 +168,19 @@ func openTPM2(_ context.Context, o *Options, t luks2.Token) (*keyring.Secret, er
 		return nil, err
 	}
 	defer tpm.Close()
-	return tok.Passphrase(tpm)
+	var pin []byte
+	if tok.PIN {
+		if o.PIN == nil {
+			return nil, tpm2.ErrPIN
+		}
+		p, err := o.PIN(t.ID)
+		if err != nil {
+			return nil, err
+		}
+		defer p.Wipe()
+		pin = p.Bytes()
+	}
+	return tok.Passphrase(tpm, pin)
 }
 
 // openVault is the luksd-vault handler: {"type":"luksd-vault",

@@ -11,6 +11,7 @@
 package tpm2
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -26,11 +27,11 @@ import (
 var (
 	// ErrBadToken: the token is not one systemd 252 writes.
 	ErrBadToken = errors.New("systemd-tpm2: malformed token")
-	// ErrPIN: the token needs a TPM PIN, which luksd does not ask for.
-	ErrPIN = errors.New("systemd-tpm2: tokens with a TPM2 PIN are not supported by luksd")
-	// ErrPolicy: the TPM refused to unseal, most likely because the PCRs
-	// no longer hold their enrolled values.
-	ErrPolicy = errors.New("systemd-tpm2: the TPM refused to unseal (PCR values changed?)")
+	// ErrPIN: the token needs a TPM2 PIN and none was given.
+	ErrPIN = errors.New("systemd-tpm2: the token needs a TPM2 PIN")
+	// ErrPolicy: the TPM refused to unseal: the PCRs no longer hold their
+	// enrolled values, or the PIN is wrong.
+	ErrPolicy = errors.New("systemd-tpm2: the TPM refused to unseal (PCR values changed, or a wrong PIN)")
 )
 
 // A Token is a systemd-tpm2 token's sealing parameters.
@@ -88,9 +89,12 @@ func ParseToken(js []byte) (*Token, error) {
 }
 
 // Passphrase unseals the token's secret in tpm and returns the keyslot
-// passphrase systemd derives from it (its base64 text).
-func (t *Token) Passphrase(tpm transport.TPM) (*keyring.Secret, error) {
-	if t.PIN {
+// passphrase systemd derives from it (its base64 text). pin is the TPM2
+// PIN of a token enrolled with one (nil otherwise): systemd makes the
+// SHA-256 of the PIN the sealed object's auth value, and asserts it in
+// the policy (PolicyAuthValue).
+func (t *Token) Passphrase(tpm transport.TPM, pin []byte) (*keyring.Secret, error) {
+	if t.PIN && pin == nil {
 		return nil, ErrPIN
 	}
 	bank, err := hashAlg(t.Bank)
@@ -116,7 +120,13 @@ func (t *Token) Passphrase(tpm transport.TPM) (*keyring.Secret, error) {
 	}
 	defer flush(tpm, loaded.ObjectHandle)
 
-	sess, closeSession, err := tpm2.PolicySession(tpm, tpm2.TPMAlgSHA256, 16)
+	var opts []tpm2.AuthOption
+	if t.PIN {
+		auth := sha256.Sum256(pin)
+		defer clear(auth[:])
+		opts = append(opts, tpm2.Auth(auth[:]))
+	}
+	sess, closeSession, err := tpm2.PolicySession(tpm, tpm2.TPMAlgSHA256, 16, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("systemd-tpm2: policy session: %w", err)
 	}
@@ -125,6 +135,11 @@ func (t *Token) Passphrase(tpm transport.TPM) (*keyring.Secret, error) {
 	if len(t.PCRs) > 0 {
 		if _, err := (tpm2.PolicyPCR{PolicySession: sess.Handle(), Pcrs: pcrSelection(bank, t.PCRs)}).Execute(tpm); err != nil {
 			return nil, fmt.Errorf("systemd-tpm2: PolicyPCR: %w", err)
+		}
+	}
+	if t.PIN {
+		if _, err := (tpm2.PolicyAuthValue{PolicySession: sess.Handle()}).Execute(tpm); err != nil {
+			return nil, fmt.Errorf("systemd-tpm2: PolicyAuthValue: %w", err)
 		}
 	}
 	out, err := tpm2.Unseal{ItemHandle: tpm2.AuthHandle{Handle: loaded.ObjectHandle, Name: loaded.Name, Auth: sess}}.Execute(tpm)

@@ -14,8 +14,9 @@ import (
 
 // enrolled formats an image (passphrase "zero") and has the real
 // systemd-cryptenroll seal a new keyslot to the software TPM dev with
-// args; it returns the image and its token's JSON.
-func enrolled(t *testing.T, dev string, args ...string) (string, []byte) {
+// args (and NEWPIN=pin when pin is set); it returns the image and its
+// token's JSON.
+func enrolled(t *testing.T, dev, pin string, args ...string) (string, []byte) {
 	t.Helper()
 	dir := t.TempDir()
 	img, key := testtool.ImageAt(t, dir, "vol.img", 20<<20), filepath.Join(dir, "zero")
@@ -23,7 +24,11 @@ func enrolled(t *testing.T, dev string, args ...string) (string, []byte) {
 		t.Fatal(err)
 	}
 	testtool.CryptsetupFormat(t, img, key)
-	testtool.CryptenrollTPM2(t, dev, img, "zero", args...)
+	env := []string{"PASSWORD=zero"}
+	if pin != "" {
+		env = append(env, "NEWPIN="+pin)
+	}
+	testtool.CryptenrollTPM2(t, dev, img, env, args...)
 	return img, []byte(testtool.Run(t, "cryptsetup", "token", "export", "--token-id", "0", img))
 }
 
@@ -42,7 +47,7 @@ func TestUnsealSystemdEnrolment(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dev := testtool.SWTPM(t)
-			img, js := enrolled(t, dev, c.args...)
+			img, js := enrolled(t, dev, "", c.args...)
 			tok, err := ParseToken(js)
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +57,7 @@ func TestUnsealSystemdEnrolment(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tpm.Close()
-			pass, err := tok.Passphrase(tpm)
+			pass, err := tok.Passphrase(tpm, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +77,7 @@ func TestUnsealSystemdEnrolment(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tok.Passphrase(tpm); !errors.Is(err, ErrPolicy) {
+			if _, err := tok.Passphrase(tpm, nil); !errors.Is(err, ErrPolicy) {
 				t.Fatalf("after PCR %d changed: %v, want ErrPolicy", c.pcr, err)
 			}
 		})
@@ -98,5 +103,36 @@ func TestOpenMissingDevice(t *testing.T) {
 		if _, err := Open(dev); !errors.Is(err, ErrNoDevice) {
 			t.Errorf("%s: %v, want ErrNoDevice", dev, err)
 		}
+	}
+}
+
+// A token enrolled with --tpm2-with-pin=yes unseals with its PIN only.
+func TestUnsealWithPIN(t *testing.T) {
+	dev := testtool.SWTPM(t)
+	img, js := enrolled(t, dev, "4711", "--tpm2-pcrs=7", "--tpm2-with-pin=yes")
+	tok, err := ParseToken(js)
+	if err != nil || !tok.PIN {
+		t.Fatalf("token %v, PIN %v", err, tok != nil && tok.PIN)
+	}
+	tpm, err := Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tpm.Close()
+	if _, err := tok.Passphrase(tpm, nil); !errors.Is(err, ErrPIN) {
+		t.Fatalf("no PIN: %v, want ErrPIN", err)
+	}
+	if _, err := tok.Passphrase(tpm, []byte("4712")); !errors.Is(err, ErrPolicy) {
+		t.Fatalf("wrong PIN: %v, want ErrPolicy", err)
+	}
+	pass, err := tok.Passphrase(tpm, []byte("4711"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pass.Wipe()
+	cmd := exec.Command("cryptsetup", "open", "--test-passphrase", "--key-slot", "1", img)
+	cmd.Stdin = strings.NewReader(string(pass.Bytes()))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cryptsetup refused the passphrase unsealed with the PIN: %v\n%s", err, out)
 	}
 }
