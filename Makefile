@@ -6,7 +6,8 @@ GO       ?= go
 BIN      ?= bin/luksd
 APT_PKGS := cryptsetup-bin libnbd-bin nbdkit qemu-utils fio qemu-user-static \
             qemu-system-x86 busybox-static e2fsprogs xz-utils cpio kmod openssl \
-            util-linux binutils dmsetup time clevis-luks tang keyutils
+            util-linux binutils dmsetup time clevis-luks tang keyutils \
+            nbd-server
 export GOFLAGS := -mod=mod
 # staticcheck, pinned; `make deps` installs it from the module proxy.
 STATICCHECK_VERSION := v0.8.2
