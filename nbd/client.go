@@ -31,7 +31,8 @@ import (
 // since the last successful flush may have been lost with the server's
 // cache: the next Flush fails with EIO. A server that stays away for
 // ClientOptions.GiveUp (a minute by default) fails requests with EIO; a
-// request whose reply takes longer than IOTimeout drops its connection.
+// connection on which requests wait and no reply comes for IOTimeout is
+// dropped (and redialled) too.
 type Client struct {
 	target Target
 	tls    *tls.Config
@@ -148,6 +149,7 @@ type clientSlot struct {
 	mu        sync.Mutex
 	conn      *clientConn // nil before the first dial
 	downSince time.Time   // when the server went away, zero while it is there
+	lastTry   time.Time   // the last dial
 	lastErr   error
 }
 
@@ -161,12 +163,17 @@ func (c *Client) conn(i int) (*clientConn, error) {
 	}
 	if s.downSince.IsZero() {
 		s.downSince = time.Now()
+	} else if time.Since(s.downSince) > c.opts.GiveUp && time.Since(s.lastTry) < redialMaxWait {
+		// Given up, and tried a moment ago: fail at once rather than
+		// queue every request behind a dial.
+		return nil, c.unreachable(s)
 	}
 	wait := redialFirstWait
 	for {
 		if c.closed.Load() {
 			return nil, net.ErrClosed
 		}
+		s.lastTry = time.Now()
 		cc, err := c.connect()
 		if err == nil {
 			s.conn, s.downSince, s.lastErr = cc, time.Time{}, nil

@@ -27,7 +27,8 @@ func (c *Client) ReadAt(p []byte, off int64) (int, error) {
 	}
 	if !c.aligned(off, int64(len(p))) {
 		start, end := c.alignOut(off, int64(len(p)))
-		buf := make([]byte, end-start)
+		buf := blockdev.GetBuffer(int(end - start))
+		defer blockdev.PutBuffer(buf)
 		if err := c.readAligned(buf, start); err != nil {
 			return 0, err
 		}
