@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -121,5 +122,91 @@ func TestClientHostileServer(t *testing.T) {
 				t.Fatal("the client hangs on a hostile server")
 			}
 		})
+	}
+}
+
+// TestClientExportNameFallback: a server that does not know NBD_OPT_GO
+// (answers NBD_REP_ERR_UNSUP) is opened with NBD_OPT_EXPORT_NAME, and
+// reads and writes reach it.
+func TestClientExportNameFallback(t *testing.T) {
+	disk := make([]byte, 1<<20)
+	var mu sync.Mutex
+	var gotName string
+	uri := fakeServer(t, func(c net.Conn, r *bufio.Reader) {
+		greet := binary.BigEndian.AppendUint64(nil, magicInit)
+		greet = binary.BigEndian.AppendUint64(greet, magicIHaveOpt)
+		c.Write(binary.BigEndian.AppendUint16(greet, flagFixedNew)) // no NO_ZEROES: 124 zeroes follow
+		var cf [4]byte
+		if _, err := io.ReadFull(r, cf[:]); err != nil {
+			return
+		}
+		for {
+			opt, data, err := readOption(r, nil)
+			if err != nil {
+				return
+			}
+			if opt == optExportName {
+				mu.Lock()
+				gotName = string(data)
+				mu.Unlock()
+				b := binary.BigEndian.AppendUint64(nil, uint64(len(disk)))
+				b = binary.BigEndian.AppendUint16(b, FlagHasFlags|FlagSendFlush)
+				c.Write(append(b, make([]byte, exportNamePad)...))
+				break
+			}
+			writeOptReply(c, opt, repErrUnsup, nil)
+		}
+		serveSimple(c, r, disk, &mu)
+	})
+	c, err := Dial(strings.Replace(uri, ":///", ":///vol1", 1), ClientOptions{GiveUp: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mu.Lock()
+	name := gotName
+	mu.Unlock()
+	if c.Size() != int64(len(disk)) || name != "vol1" {
+		t.Fatalf("size %d, export name %q; want %d and vol1", c.Size(), name, len(disk))
+	}
+	p := []byte("written through NBD_OPT_EXPORT_NAME")
+	if _, err := c.WriteAt(p, 5000); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	stored := string(disk[5000:][:len(p)])
+	mu.Unlock()
+	back := make([]byte, len(p))
+	if _, err := c.ReadAt(back, 5000); err != nil || stored != string(p) || string(back) != string(p) {
+		t.Fatalf("round trip: stored %q, read %q, %v", stored, back, err)
+	}
+}
+
+// serveSimple answers reads and writes on disk with simple replies.
+func serveSimple(c net.Conn, r *bufio.Reader, disk []byte, mu *sync.Mutex) {
+	var h [requestHeaderLen]byte
+	for {
+		if _, err := io.ReadFull(r, h[:]); err != nil {
+			return
+		}
+		req, err := parseRequest(h[:])
+		if err != nil || req.offset+uint64(req.length) > uint64(len(disk)) {
+			return
+		}
+		reply := make([]byte, simpleReplyLen)
+		putSimpleHeader(reply, 0, req.cookie)
+		mu.Lock()
+		span := disk[req.offset:][:req.length]
+		switch req.typ {
+		case cmdRead:
+			reply = append(reply, span...)
+		case cmdWrite:
+			if _, err := io.ReadFull(r, span); err != nil {
+				mu.Unlock()
+				return
+			}
+		}
+		mu.Unlock()
+		c.Write(reply)
 	}
 }

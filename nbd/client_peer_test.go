@@ -293,5 +293,26 @@ func TestClientNbdServer(t *testing.T) {
 	// -d keeps nbd-server in the foreground, where it serves one
 	// connection: no multi-conn here.
 	testtool.StartPeerServer(t, "tcp", addr, "nbd-server", "-C", conf, "-d")
-	checkRoundTrip(t, dialT(t, "nbd://"+addr+"/disk", ClientOptions{Connections: 1}), file)
+	c := dialT(t, "nbd://"+addr+"/disk", ClientOptions{Connections: 1})
+	// nbd-server 3.24 offers neither flush nor trim by default: Flush
+	// is a no-op that says so, Trim is refused.
+	if c.FlushesCache() || c.Caps().Trim {
+		t.Errorf("nbd-server's flags %#x: FlushesCache %v, Caps %+v", c.info.flags, c.FlushesCache(), c.Caps())
+	}
+	if err := c.Trim(0, 4096); !errors.Is(err, blockdev.ErrNotSupported) {
+		t.Errorf("Trim on a server without trim: %v", err)
+	}
+	checkRoundTrip(t, c, file)
+}
+
+// TestClientNbdkitSimpleReplies: nbdkit --no-sr refuses structured
+// replies, and reads come back as simple replies.
+func TestClientNbdkitSimpleReplies(t *testing.T) {
+	file := servedFile(t)
+	uri, _ := nbdkitUnix(t, "--no-sr", "file", file)
+	c := dialT(t, uri, ClientOptions{})
+	if c.info.structured {
+		t.Fatal("structured replies agreed with nbdkit --no-sr")
+	}
+	checkRoundTrip(t, c, file)
 }
