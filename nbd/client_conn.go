@@ -34,8 +34,8 @@ type clientConn struct {
 	err     error         // why the connection is done, nil while alive
 	dead    chan struct{} // closed when the connection is done
 
-	// acked counts writes acknowledged on this connection that were not
-	// durable on their own (no FUA); flushed is the part of them a
+	// acked counts writes (trims and write zeroes too) acknowledged on
+	// this connection that were not durable on their own (no FUA); flushed is the part of them a
 	// successful flush covered. A connection lost with acked > flushed
 	// may have lost acknowledged writes.
 	acked, flushed atomic.Int64
@@ -130,7 +130,7 @@ func (cc *clientConn) roundTrip(typ, flags uint16, offset uint64, length uint32,
 		cc.fail(fmt.Errorf("sending a request: %w", err))
 	}
 	<-cl.done
-	if cl.err == nil && typ == cmdWrite && flags&cmdFlagFUA == 0 {
+	if cl.err == nil && (typ == cmdWrite || typ == cmdTrim || typ == cmdWriteZeroes) && flags&cmdFlagFUA == 0 {
 		cc.acked.Add(1)
 	}
 	return cl.err

@@ -141,7 +141,14 @@ func (c *Client) Flush() error {
 		return err
 	}
 	for i, cc := range conns {
-		if cc != nil {
+		if cc == nil {
+			continue
+		}
+		select {
+		case <-cc.dead:
+			// Lost while the flush ran, perhaps with the server that
+			// held its writes: the flush may have reached another.
+		default:
 			raiseTo(&cc.flushed, acked[i])
 		}
 	}
