@@ -224,6 +224,12 @@ func (c *Client) do(typ, flags uint16, off int64, length int, payload, buf []byt
 			return err
 		}
 		err = cc.roundTrip(typ, flags, uint64(off), uint32(length), payload, buf)
+		if errors.Is(err, syscall.ESHUTDOWN) {
+			// The server is going away and says to retry elsewhere:
+			// redial (with backoff) rather than ask it again.
+			cc.fail(err)
+			err = &connLostError{err}
+		}
 		if !isConnLost(err) || c.closed.Load() {
 			return err
 		}

@@ -210,3 +210,42 @@ func serveSimple(c net.Conn, r *bufio.Reader, disk []byte, mu *sync.Mutex) {
 		c.Write(reply)
 	}
 }
+
+// TestClientShutdownRetried: a server that answers ESHUTDOWN (it is
+// going away) has the request sent again on a new connection.
+func TestClientShutdownRetried(t *testing.T) {
+	disk := []byte(strings.Repeat("data", 1<<18))
+	var mu sync.Mutex
+	conns := 0
+	uri := fakeServer(t, func(c net.Conn, r *bufio.Reader) {
+		if !fakeHandshake(c, r) {
+			return
+		}
+		mu.Lock()
+		conns++
+		first := conns == 1
+		mu.Unlock()
+		if !first {
+			serveSimple(c, r, disk, &mu)
+			return
+		}
+		var h [requestHeaderLen]byte
+		for {
+			if _, err := io.ReadFull(r, h[:]); err != nil {
+				return
+			}
+			b := make([]byte, simpleReplyLen)
+			putSimpleHeader(b, errShutdown, binary.BigEndian.Uint64(h[8:]))
+			c.Write(b)
+		}
+	})
+	c, err := Dial(uri, ClientOptions{GiveUp: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p := make([]byte, 4096)
+	if _, err := c.ReadAt(p, 8); err != nil || string(p[:8]) != "datadata" {
+		t.Fatalf("ReadAt after ESHUTDOWN: %q, %v", p[:8], err)
+	}
+}

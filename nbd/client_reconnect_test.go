@@ -13,14 +13,26 @@ import (
 	"time"
 )
 
-// TestClientReconnect kills nbdkit in the middle of a workload and starts
-// it again: reads and writes carry on, the next Flush reports EIO (writes
-// acknowledged before the kill were never flushed), the one after passes,
-// and the file holds every write.
+// TestClientReconnect kills (or stops) nbdkit in the middle of a workload
+// and starts it again: reads and writes carry on, the next Flush reports
+// EIO (writes acknowledged before the kill were never flushed), the one
+// after passes, and the file holds every write. With one connection and
+// with four (multi-conn).
 func TestClientReconnect(t *testing.T) {
+	for _, mode := range []string{"disable", "plugin"} {
+		for _, how := range []string{"kill", "sigterm"} {
+			t.Run(how+"/multi-conn="+mode, func(t *testing.T) { testReconnect(t, mode, how == "kill") })
+		}
+	}
+}
+
+func testReconnect(t *testing.T, multiConn string, kill bool) {
 	file := servedFile(t)
-	uri, srv := nbdkitUnix(t, "file", file)
+	uri, srv := nbdkitUnix(t, "--filter=multi-conn", "file", file, "multi-conn-mode="+multiConn)
 	c := dialT(t, uri, ClientOptions{GiveUp: 30 * time.Second, IOTimeout: 10 * time.Second})
+	if want := map[string]int{"disable": 1, "plugin": defaultConnections}[multiConn]; c.Multi() != want {
+		t.Fatalf("%d connections, want %d", c.Multi(), want)
+	}
 	want, _ := os.ReadFile(file)
 
 	var stop atomic.Bool
@@ -49,7 +61,11 @@ func TestClientReconnect(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	before := ops.Load()
-	srv.Kill()
+	if kill {
+		srv.Kill()
+	} else {
+		srv.Stop()
+	}
 	time.Sleep(300 * time.Millisecond)
 	srv.Start()
 	for deadline := time.Now().Add(30 * time.Second); ops.Load() < before+100 && time.Now().Before(deadline); {

@@ -89,3 +89,16 @@ func (s *PeerServer) listening() bool {
 	}
 	return err == nil
 }
+
+// Stop asks the server to shut down (SIGTERM), as an operator's restart
+// would, and waits until it has.
+func (s *PeerServer) Stop() {
+	if s.cmd != nil {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			s.Kill()
+		}
+	}
+}
