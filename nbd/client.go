@@ -30,7 +30,9 @@ import (
 // what the kernel's nbd driver does too). Writes that were acknowledged
 // since the last successful flush may have been lost with the server's
 // cache: the next Flush fails with EIO. A server that stays away for
-// ClientOptions.GiveUp (a minute by default) fails requests with EIO; a
+// ClientOptions.GiveUp (a minute by default) fails requests with EIO, and
+// from then on the client dials again at most every 2 s (requests in
+// between fail at once) until the server is back; a
 // connection on which requests wait and no reply comes for IOTimeout is
 // dropped (and redialled) too.
 type Client struct {
