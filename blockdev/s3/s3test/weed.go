@@ -6,6 +6,7 @@
 package s3test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -295,7 +296,39 @@ func (s *Server) Stop() {
 // Pause stops the server's process where it is (SIGSTOP): it takes
 // connections (the kernel's backlog) but answers nothing, as a store that
 // stalls. Resume lets it go on.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+//
+// A stop signal takes effect as each of weed's threads next runs: Pause
+// returns once all of them are stopped, or a request sent right after
+// could still be served.
+func (s *Server) Pause() {
+	if !s.signal(syscall.SIGSTOP) {
+		return
+	}
+	s.mu.Lock()
+	pid := s.cmd.Process.Pid
+	s.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); !allStopped(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("weed (pid %d) did not stop within 10 s of SIGSTOP", pid)
+		}
+	}
+}
+
+// allStopped reports whether every thread of process pid is stopped.
+func allStopped(pid int) bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(task)
+		i := bytes.LastIndexByte(b, ')')
+		if err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' && b[i+2] != 't' {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume lets a paused server go on (SIGCONT).
 func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
