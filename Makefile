@@ -9,7 +9,7 @@ APT_PKGS := cryptsetup-bin libnbd-bin nbdkit qemu-utils fio qemu-user-static \
             util-linux binutils dmsetup time clevis-luks tang keyutils \
             systemd swtpm swtpm-tools libtss2-tcti-swtpm0 libtss2-esys-3.0.2-0 \
             libtss2-rc0 libtss2-mu0 \
-            nbd-server
+            nbd-server s3backer curl
 export GOFLAGS := -mod=mod
 # staticcheck, pinned; `make deps` installs it from the module proxy.
 STATICCHECK_VERSION := v0.8.2
@@ -22,7 +22,8 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/luksd
 
-# deps installs what the build and the tests need (root, or sudo).
+# deps installs what the build and the tests need (root, or sudo), and
+# builds SeaweedFS's weed for the S3 tests once into a cache (LUKSD_CACHE).
 deps:
 	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	$$SUDO apt-get update -q && \
@@ -30,6 +31,7 @@ deps:
 	$(GO) mod download
 	cd _asm && $(GO) mod download
 	GOBIN=$(dir $(STATICCHECK)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	contrib/s3/seaweedfs.sh >/dev/null
 
 # test runs all the tests; CI runs exactly this.
 test: lint unit crossarch vmtest

@@ -42,13 +42,55 @@ var (
 // Register makes Open hand the locations of scheme ("s3" for
 // s3://bucket/key) to open. Backend packages call it from init;
 // registering a scheme twice panics.
-func Register(scheme string, open Opener) {
+func Register(scheme string, open Opener) { register(openers, "Register", scheme, open) }
+
+// register adds f to the table of scheme; a scheme twice panics.
+func register[F any](table map[string]F, what, scheme string, f F) {
 	openersMu.Lock()
 	defer openersMu.Unlock()
-	if _, dup := openers[scheme]; dup || !validScheme(scheme) {
-		panic("blockdev: Register of scheme " + scheme + " twice, or not a scheme")
+	if _, dup := table[scheme]; dup || !validScheme(scheme) {
+		panic("blockdev: " + what + " of scheme " + scheme + " twice, or not a scheme")
 	}
-	openers[scheme] = open
+	table[scheme] = f
+}
+
+// A Creator makes a new volume at a location of its scheme, for stores
+// where a volume is more than a name (an object store records its size
+// and layout); it fails with an error matching os.ErrExist when one is
+// there.
+type Creator func(location string, opts CreateOptions) error
+
+// CreateOptions are a new volume's size and layout.
+type CreateOptions struct {
+	Size int64
+	// ChunkSize is the size of the objects a store keeps the volume in (0:
+	// the store's default); a store without chunks refuses any other.
+	ChunkSize int64
+}
+
+var creators = map[string]Creator{}
+
+// RegisterCreator makes Create hand the locations of scheme to create.
+// Registering a scheme twice panics.
+func RegisterCreator(scheme string, create Creator) {
+	register(creators, "RegisterCreator", scheme, create)
+}
+
+// Create makes a new volume at location. A local path, or a URL whose
+// backend has nothing to create, fails with ErrNotSupported; a scheme
+// nobody registered with a *SchemeError.
+func Create(location string, opts CreateOptions) error {
+	scheme := Scheme(location)
+	openersMu.RLock()
+	create, open := creators[scheme], openers[scheme]
+	openersMu.RUnlock()
+	switch {
+	case create != nil:
+		return create(location, opts)
+	case scheme != "" && open == nil:
+		return &SchemeError{Location: location, Scheme: scheme}
+	}
+	return ErrNotSupported
 }
 
 // Open opens location: a local path as a File, a URL with the backend its

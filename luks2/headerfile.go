@@ -2,8 +2,24 @@ package luks2
 
 import (
 	"fmt"
+	"io"
 	"os"
 )
+
+// File is what a HeaderFile reads and writes: a local image file or block
+// device (*os.File), or a volume in a remote store, which the caller opens
+// with NoLocks set (its backend keeps other writers out; it has no path to
+// flock or reopen) and whose Stat and Truncate may fail.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	Sync() error
+	Stat() (os.FileInfo, error)
+	Truncate(size int64) error
+}
+
+var _ File = (*os.File)(nil)
 
 // HeaderFile is an open device (or detached header file) holding a LUKS
 // header, used under cryptsetup 2.6.1's metadata locks (LockHeader): the
@@ -13,7 +29,7 @@ import (
 // (another editor got there first), so a second editor waits, then fails
 // cleanly.
 type HeaderFile struct {
-	*os.File
+	File
 	Path    string
 	Size    int64
 	NoLocks bool // --disable-locks: take no locks, repair nothing

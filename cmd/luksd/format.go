@@ -69,6 +69,8 @@ var formatFlags = []cli.Flag{
 	&cli.StringFlag{Name: "volume-key-file", Usage: "use the volume key in `FILE`"},
 	&cli.BoolFlag{Name: "verify-passphrase", Aliases: []string{"y"}, Usage: "ask for the passphrase twice"},
 	&cli.Int64Flag{Name: "align-payload", Usage: "align the data offset to `SECTORS` of 512 bytes"},
+	&cli.Int64Flag{Name: "device-size", Usage: "create a remote volume (s3://) of `SIZE` bytes first"},
+	&cli.StringFlag{Name: "chunk-size", Usage: "with --device-size: keep the volume in chunk objects of `SIZE` (default 4M; a power of two from 64K to 64M)"},
 }
 
 func init() {
@@ -183,7 +185,7 @@ func luks1FormatOptions(c *cli.Context, opts *luks2.FormatOptions) error {
 // smaller than the data offset (the file grows, as any write past its end
 // does) and only warns that no space is left for data. A block device
 // cannot grow; luks2.Format refuses it.
-func growsToHeader(f *os.File, size int64, opts luks2.FormatOptions, l luks2.Layout) bool {
+func growsToHeader(f luks2.File, size int64, opts luks2.FormatOptions, l luks2.Layout) bool {
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 && opts.DataOffset == 0 {
 		return false
@@ -203,6 +205,9 @@ func luksFormat(c *cli.Context) error {
 	}
 	opts, err := formatOptions(c, version)
 	if err != nil {
+		return err
+	}
+	if err := createRemote(c, dev); err != nil {
 		return err
 	}
 	hd, release, err := openFormatTarget(c, dev)

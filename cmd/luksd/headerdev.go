@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
@@ -20,8 +21,10 @@ func openHeaderDevice(c *cli.Context, path string, write bool) (*headerDevice, e
 		return nil, err
 	}
 	t := c.String("type")
+	// A remote volume has no flock: its backend keeps other writers out.
+	noLocks := c.Bool("disable-locks") || blockdev.Scheme(path) != ""
 	return &headerDevice{&luks2.HeaderFile{File: f, Path: path, Size: size,
-		NoLocks: c.Bool("disable-locks"), LUKS2Only: t == "luks2" || t == "LUKS2"}}, nil
+		NoLocks: noLocks, LUKS2Only: t == "luks2" || t == "LUKS2"}}, nil
 }
 
 // read reads the header, repairing a damaged copy as cryptsetup does.

@@ -24,8 +24,8 @@ func TestUnknownLocationScheme(t *testing.T) {
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key")
 	os.WriteFile(key, []byte("passphrase"), 0o600)
-	const loc = "s3://bucket/vol.img"
-	const want = "luksd: unknown location scheme s3 (" + loc + ")"
+	const loc = "ftp://bucket/vol.img"
+	const want = "luksd: unknown location scheme ftp (" + loc + ")"
 	for _, args := range [][]string{
 		{"luksDump", loc},
 		{"isLuks", loc},

@@ -196,6 +196,8 @@ func refusesOptions(action string) bool {
 // cryptsetup 2.6.1 refuses there.
 var luksdExtensions = map[string][]string{
 	"benchmark": {"sector-size"}, // luksd measures 4096-byte sectors too
+	// A remote volume is created with its size (refused for a local one).
+	"luksFormat": {"device-size"},
 }
 
 // unsupported are options cryptsetup uses on an action and luksd cannot

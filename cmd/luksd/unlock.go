@@ -116,9 +116,12 @@ func headerPath(c *cli.Context, path string) string {
 }
 
 // openDevice opens a device or image file at path, a location that
-// blockdev.OpenPath takes, returning it and its size. Failures carry
-// cryptsetup's messages and exit code 4.
-func openDevice(path string, write bool) (*os.File, int64, error) {
+// blockdev.OpenPath takes, or a remote volume, returning it and its size.
+// Failures carry cryptsetup's messages and exit code 4.
+func openDevice(path string, write bool) (luks2.File, int64, error) {
+	if blockdev.Scheme(path) != "" {
+		return openRemote(path, write)
+	}
 	f, size, err := blockdev.OpenPath(path, write)
 	if err != nil {
 		return nil, 0, locationError(path, err)
@@ -136,6 +139,11 @@ func locationError(path string, err error) error {
 		return exitf(exitDevice, "Device %s is not compatible.", path)
 	case errors.Is(err, blockdev.ErrNoSize):
 		return exitf(exitDevice, "Cannot get info about device %s.", path)
+	case blockdev.Scheme(path) != "" && errors.Is(err, os.ErrPermission):
+		// A store that refuses our credentials (or has none from us).
+		return exitf(exitPermission, "luksd: %v", err)
+	case blockdev.Scheme(path) != "" && !errors.Is(err, os.ErrNotExist):
+		return exitf(exitDevice, "luksd: %v", err)
 	}
 	return exitf(exitDevice, "Device %s does not exist or access denied.", path)
 }

@@ -133,6 +133,15 @@ printf '%s\n' "${plan[@]}" >"$share/plan"
 	[ -z "${VMTEST_SPEED_SECONDS:-}" ] || echo "VMTEST_SPEED_SECONDS=$VMTEST_SPEED_SECONDS"
 } >"$share/config"
 
+# SeaweedFS's weed (static, 160 MB: too big for the initramfs) for the S3
+# scenarios, which run it from the share; `make deps` builds it.
+if weed=$("$top/contrib/s3/seaweedfs.sh" --cached 2>/dev/null); then
+	mkdir -p "$share/bin"
+	ln "$weed" "$share/bin/weed" 2>/dev/null || cp "$weed" "$share/bin/weed"
+else
+	echo "vmtest: WARNING: weed is not built (contrib/s3/seaweedfs.sh); the S3 scenarios will fail" >&2
+fi
+
 t1=$(date +%s)
 echo "vmtest: booting ($(( t1 - t0 ))s of preparation), scenarios: ${plan[*]}" >&2
 rc=0
@@ -146,6 +155,7 @@ timeout -k 10 "${VMTEST_TIMEOUT:-1800}" qemu-system-x86_64 \
 	</dev/null 2>&1 | tee "$share/console.log" || rc=$?
 t2=$(date +%s)
 [ "${PIPESTATUS[0]}" = 0 ] || rc=${PIPESTATUS[0]}
+rm -rf "$share/bin"
 
 fails=0
 echo

@@ -14,7 +14,18 @@ import (
 // VmHWM) in KiB.
 func ProcStatusKiB(t testing.TB, field string) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	return procStatusKiB(t, "self", field)
+}
+
+// ProcStatusKiBOf is ProcStatusKiB of process pid (a daemon under test).
+func ProcStatusKiBOf(t testing.TB, pid int, field string) int64 {
+	t.Helper()
+	return procStatusKiB(t, strconv.Itoa(pid), field)
+}
+
+func procStatusKiB(t testing.TB, proc, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + proc + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,207 @@
+package s3
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// The cache holds chunks in memory, whole: those read lately (an LRU of
+// clean chunks, dropped when the cache is full) and those written since
+// their last upload (dirty: never dropped; their number is bounded, and a
+// write that would dirty one more waits until an upload makes room).
+//
+// Locking: c.mu guards the map, the LRU, the counts and every entry's
+// state fields; an entry's own mu guards its data and is held across the
+// store request that loads it, and by a writer from its reservation to
+// its write, so that an upload ending meanwhile (which takes it too)
+// cannot mark the entry clean under the write. An entry's mu is taken
+// before c.mu, never after.
+type cache struct {
+	chunkSize int64
+	maxBytes  int64 // cached bytes, dirty included
+	maxDirty  int   // dirty chunks
+	chunkLen  func(idx int64) int64
+
+	mu       sync.Mutex
+	changed  *sync.Cond // signalled when an upload ends
+	entries  map[int64]*entry
+	dirtySet map[int64]*entry
+	lru      list.List // unreferenced clean entries, the oldest at the back
+	bytes    int64     // len(data) of every entry
+	dirty    int       // entries with dirty set
+	seq      uint64    // the generation of the latest write
+	waiting  int       // writers waiting for room
+	flushes  int       // flushes waiting for uploads
+	active   int       // uploads running
+	lastErr  error     // of the last failed upload
+}
+
+// entry is one chunk in the cache.
+type entry struct {
+	idx int64
+
+	mu     sync.Mutex
+	data   []byte // the whole chunk, or nil: see loaded and zero
+	loaded bool   // data (or zero) is what the chunk holds
+	zero   bool   // loaded, and all zeros (data is nil)
+
+	// Guarded by cache.mu.
+	refs      int
+	elem      *list.Element // in lru while unreferenced and clean
+	dirty     bool          // counted in cache.dirty until uploaded
+	written   uint64        // generation of the last write
+	uploaded  uint64        // generation of the last write in the store
+	uploading bool
+	lastWrite time.Time
+	failures  int // failed uploads, in a row
+	err       error
+	retryAt   time.Time
+}
+
+func newCache(chunkSize, maxBytes int64, maxDirty int, chunkLen func(int64) int64) *cache {
+	c := &cache{chunkSize: chunkSize, maxBytes: maxBytes, maxDirty: maxDirty, chunkLen: chunkLen,
+		entries: map[int64]*entry{}, dirtySet: map[int64]*entry{}}
+	c.changed = sync.NewCond(&c.mu)
+	return c
+}
+
+// get returns the entry of chunk idx, referenced: it stays in the cache
+// until release.
+func (c *cache) get(idx int64) *entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[idx]
+	if e == nil {
+		e = &entry{idx: idx}
+		c.entries[idx] = e
+	}
+	if e.elem != nil {
+		c.lru.Remove(e.elem)
+		e.elem = nil
+	}
+	e.refs++
+	return e
+}
+
+// release drops get's reference, and the oldest clean chunks while the
+// cache is over its bounds.
+func (c *cache) release(e *entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.refs--
+	c.settle(e)
+	c.evict()
+}
+
+// settle puts an unreferenced clean entry at the front of the LRU.
+// c.mu is held.
+func (c *cache) settle(e *entry) {
+	if e.refs == 0 && !e.dirty && !e.uploading && e.elem == nil {
+		e.elem = c.lru.PushFront(e)
+	}
+}
+
+// evict drops the least recently used clean chunks while more bytes are
+// cached than allowed, or more entries than a cache that size would
+// need (not-stored chunks hold no bytes but an entry each). c.mu is held.
+func (c *cache) evict() {
+	maxEntries := int(c.maxBytes/c.chunkSize)*4 + 1024
+	for c.lru.Len() > 0 && (c.bytes > c.maxBytes || len(c.entries) > maxEntries) {
+		e := c.lru.Remove(c.lru.Back()).(*entry)
+		e.elem = nil
+		delete(c.entries, e.idx)
+		c.bytes -= int64(len(e.data))
+		freeChunk(e.data)
+		e.data = nil
+	}
+}
+
+// has reports whether chunk idx is in the cache (or being loaded).
+func (c *cache) has(idx int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[idx] != nil
+}
+
+// drop frees the data of every chunk no request holds, when the volume
+// closes (the uploads have stopped).
+func (c *cache) drop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for idx, e := range c.entries {
+		if e.refs == 0 {
+			c.bytes -= int64(len(e.data))
+			freeChunk(e.data)
+			e.data = nil
+			delete(c.entries, idx)
+		}
+	}
+}
+
+// reserve makes e dirty before a write changes it, waiting while the
+// dirty chunks are at their bound. kick wakes the uploads. A wait longer
+// than timeout fails (the store has not taken an upload for that long):
+// a store that stays down turns into errors, not a hang.
+func (c *cache) reserve(e *entry, kick func(), timeout time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.dirty || c.dirty < c.maxDirty {
+		c.markDirty(e)
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	wake := time.AfterFunc(timeout, func() {
+		c.mu.Lock()
+		c.changed.Broadcast()
+		c.mu.Unlock()
+	})
+	defer wake.Stop()
+	c.waiting++
+	defer func() { c.waiting-- }()
+	for !e.dirty && c.dirty >= c.maxDirty {
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("%w: no upload succeeded for %v: %v", ErrCacheFull, timeout, c.lastErr)
+		}
+		kick()
+		c.changed.Wait()
+	}
+	c.markDirty(e)
+	return nil
+}
+
+// ErrCacheFull: a write waited for room among the dirty chunks longer
+// than the store's timeout.
+var ErrCacheFull = errors.New("the write-back cache is full")
+
+// markDirty counts e dirty. c.mu is held.
+func (c *cache) markDirty(e *entry) {
+	if !e.dirty {
+		e.dirty = true
+		c.dirty++
+		c.dirtySet[e.idx] = e
+	}
+}
+
+// wrote records a write of e (its data changed) and returns its
+// generation. e.mu is held.
+func (c *cache) wrote(e *entry) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	e.written = c.seq
+	e.lastWrite = time.Now()
+	return e.written
+}
+
+// setData sets e's data (from allocChunk, or nil) as loaded, accounting
+// for its bytes and freeing the data it replaces. e.mu is held.
+func (c *cache) setData(e *entry, data []byte, zero bool) {
+	c.mu.Lock()
+	c.bytes += int64(len(data) - len(e.data))
+	c.mu.Unlock()
+	freeChunk(e.data)
+	e.data, e.zero, e.loaded = data, zero, true
+}

@@ -1,0 +1,71 @@
+package s3
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// The cache's chunks live outside the Go heap, each in its own anonymous
+// mapping, unmapped when the chunk leaves the cache: the garbage collector
+// lets the heap grow to twice what is live before it collects, so chunks
+// on the heap could take twice the cache's bound, and memory it frees
+// goes back to the kernel only later. Mapped, the cache's bytes are
+// resident while cached (and a few kept for reuse, below).
+//
+// Only the cache's own entries use them (never a buffer handed to the
+// SDK, which may still read a request body after the call returned), and
+// an entry's data is freed only with its mu held or once it is out of
+// the cache, unreferenced.
+
+// A few freed chunks are kept for reuse (spareChunks, and spareBytes at
+// most): a reader streaming through the volume evicts a chunk for each it
+// loads, and an unmap per chunk stops every thread of the process for a
+// TLB flush.
+const (
+	spareChunks = 4
+	spareBytes  = 16 << 20
+)
+
+var spare struct {
+	mu    sync.Mutex
+	bufs  [][]byte
+	bytes int
+}
+
+// allocChunk returns n zero bytes outside the Go heap.
+func allocChunk(n int64) []byte {
+	spare.mu.Lock()
+	for i, b := range spare.bufs {
+		if int64(len(b)) == n {
+			spare.bufs = append(spare.bufs[:i], spare.bufs[i+1:]...)
+			spare.bytes -= len(b)
+			spare.mu.Unlock()
+			clear(b)
+			return b
+		}
+	}
+	spare.mu.Unlock()
+	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		panic(fmt.Sprintf("s3: cannot map a chunk of %d bytes: %v", n, err))
+	}
+	return b
+}
+
+// freeChunk gives back a chunk from allocChunk; nil is ignored.
+func freeChunk(b []byte) {
+	if b == nil {
+		return
+	}
+	spare.mu.Lock()
+	if len(spare.bufs) < spareChunks && spare.bytes+len(b) <= spareBytes {
+		spare.bufs = append(spare.bufs, b)
+		spare.bytes += len(b)
+		spare.mu.Unlock()
+		return
+	}
+	spare.mu.Unlock()
+	unix.Munmap(b)
+}

@@ -1,0 +1,101 @@
+package s3
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/s3/s3test"
+)
+
+func TestParseLocation(t *testing.T) {
+	for loc, want := range map[string][2]string{
+		"s3://bucket/vol":        {"bucket", "vol"},
+		"s3://bucket/a/b/c/":     {"bucket", "a/b/c"},
+		"s3://bucket":            {"bucket", ""},
+		"s3://bucket/":           {"bucket", ""},
+		"s3://":                  {},
+		"s3:///vol":              {},
+		"s3://bucket/vol?x=1":    {},
+		"nbd://bucket/vol":       {},
+		"s3://bucket/vol#secret": {},
+	} {
+		b, p, err := ParseLocation(loc)
+		if want == ([2]string{}) {
+			if !errors.Is(err, ErrLocation) {
+				t.Errorf("ParseLocation(%q) = %q %q %v, want ErrLocation", loc, b, p, err)
+			}
+			continue
+		}
+		if err != nil || b != want[0] || p != want[1] {
+			t.Errorf("ParseLocation(%q) = %q %q %v, want %q", loc, b, p, err, want)
+		}
+	}
+}
+
+// blockdev.Create and Open reach a volume through the SDK's standard
+// sources (here the environment) alone.
+func TestOpenByLocation(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	loc := "s3://" + srv.Bucket() + "/by/location"
+	if _, err := blockdev.Open(loc, blockdev.OpenOptions{}); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("open before create: %v, want ErrNotExist", err)
+	}
+	if err := blockdev.Create(loc, blockdev.CreateOptions{Size: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := blockdev.Create(loc, blockdev.CreateOptions{Size: 1 << 20}); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("second create: %v, want ErrExist", err)
+	}
+	dev, err := blockdev.Open(loc, blockdev.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	if dev.Size() != 1<<20 || !blockdev.CapsOf(dev).Trim {
+		t.Fatalf("size %d, caps %+v", dev.Size(), blockdev.CapsOf(dev))
+	}
+	if _, err := dev.WriteAt([]byte("through the location"), 4000); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, 20)
+	if _, err := dev.ReadAt(p, 4000); err != nil || !bytes.Equal(p, []byte("through the location")) {
+		t.Fatalf("read back %q, %v", p, err)
+	}
+
+	if err := blockdev.Create(t.TempDir()+"/img", blockdev.CreateOptions{Size: 1 << 20}); !errors.Is(err, blockdev.ErrNotSupported) {
+		t.Errorf("Create of a local path: %v", err)
+	}
+	if err := blockdev.Create("nosuch://x/y", blockdev.CreateOptions{Size: 1 << 20}); !errors.Is(err, blockdev.ErrUnknownScheme) {
+		t.Errorf("Create of an unknown scheme: %v", err)
+	}
+
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+	if _, err := blockdev.Open(loc, blockdev.OpenOptions{}); !errors.Is(err, os.ErrPermission) {
+		t.Errorf("open with a wrong secret: %v, want ErrPermission", err)
+	}
+}
+
+// The environment sets the cache bounds and the lease; a value that is
+// not a positive number is refused, not ignored.
+func TestOptionsFromEnv(t *testing.T) {
+	t.Setenv("LUKSD_S3_CACHE_MIB", "16")
+	t.Setenv("LUKSD_S3_LEASE_SECONDS", "300")
+	o, err := optionsFromEnv()
+	if err != nil || o.CacheBytes != 16<<20 || o.LeaseTTL != 300*time.Second || o.DirtyBytes != 0 {
+		t.Fatalf("optionsFromEnv = %+v, %v", o, err)
+	}
+	for _, bad := range []string{"0", "-5", "1.5", "ten"} {
+		t.Setenv("LUKSD_S3_LEASE_SECONDS", bad)
+		if _, err := optionsFromEnv(); !errors.Is(err, ErrLocation) {
+			t.Errorf("LUKSD_S3_LEASE_SECONDS=%s: %v, want ErrLocation", bad, err)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package s3
+
+import (
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/luksd/luksd/blockdev"
+)
+
+// Dirty chunks are uploaded in the background, several at once: a chunk
+// once no write has touched it for writeDelay (so that a run of writes
+// into one chunk costs one upload), and at once while a flush or a
+// writer waits for one. A failed upload is retried after a backoff with
+// jitter; the flushes waiting for it fail meanwhile (the chunk stays
+// dirty, and a later flush succeeds once the store is back).
+
+// scheduleUploads starts the uploads that are due until the volume
+// closes.
+func (v *Volume) scheduleUploads() {
+	defer v.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		v.c.mu.Lock()
+		wait := v.startDue(time.Now())
+		v.c.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-v.kick:
+		case <-timer.C:
+		case <-v.done:
+			return
+		}
+	}
+}
+
+// kickUploads wakes the scheduler.
+func (v *Volume) kickUploads() {
+	select {
+	case v.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startDue starts uploads of the dirty chunks that are due, as many as
+// may run, and returns how long until the next one is. c.mu is held.
+func (v *Volume) startDue(now time.Time) time.Duration {
+	c := v.c
+	urgent := c.waiting > 0 || c.flushes > 0
+	next := time.Hour
+	for _, e := range c.dirtySet {
+		if e.uploading {
+			continue
+		}
+		due := e.lastWrite.Add(v.opts.WriteDelay)
+		if urgent || due.Before(e.retryAt) {
+			due = e.retryAt
+		}
+		if wait := due.Sub(now); wait > 0 {
+			next = min(next, wait)
+			continue
+		}
+		if c.active >= v.opts.Uploads {
+			break
+		}
+		e.uploading = true
+		c.active++
+		v.wg.Add(1)
+		go v.upload(e)
+	}
+	return next
+}
+
+// upload writes a snapshot of e's data to the store (deletes it when it is
+// all zeros) and records the outcome.
+func (v *Volume) upload(e *entry) {
+	defer v.wg.Done()
+	e.mu.Lock()
+	v.c.mu.Lock()
+	gen := e.written
+	changed := gen > e.uploaded
+	v.c.mu.Unlock()
+	var snap []byte
+	if changed && !e.zero {
+		snap = append([]byte(nil), e.data...)
+	}
+	e.mu.Unlock()
+
+	st, err := v.writableStore()
+	switch {
+	case err != nil:
+		// Another opener may be writing the volume now.
+	case !changed:
+		// Made dirty by a write that then failed: nothing to upload.
+	case snap == nil || blockdev.IsZero(snap):
+		err = st.delete(chunkName(e.idx))
+	default:
+		err = st.put(chunkName(e.idx), snap, false)
+	}
+	if err != nil && v.checkLease() != nil {
+		err = ErrLeaseLost // the reason it stopped trying
+	}
+	if v.hooks.stored != nil {
+		v.hooks.stored(e.idx)
+	}
+	v.uploaded(e, gen, err)
+	v.kickUploads()
+}
+
+// writableStore is the store for a write of the volume's chunks: with a
+// lease, its retries end when the lease may lapse (a write past it could
+// land over another holder's).
+func (v *Volume) writableStore() (*Store, error) {
+	if v.lease == nil {
+		return v.st, nil
+	}
+	if err := v.lease.check(); err != nil {
+		return nil, err
+	}
+	return v.st.until(v.lease.until()), nil
+}
+
+// uploaded records the end of an upload of e's generation gen. It takes
+// e.mu first: a writer holds it from its reservation to its write's
+// generation (writeChunk), so e is never marked clean between the two,
+// which would leave that write out of every later flush.
+func (v *Volume) uploaded(e *entry, gen uint64, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := v.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.uploading = false
+	c.active--
+	defer c.changed.Broadcast()
+	if err != nil {
+		e.failures++
+		e.err, c.lastErr = err, err
+		backoff := min(10*time.Second, 100*time.Millisecond<<min(e.failures, 7))
+		e.retryAt = time.Now().Add(backoff/2 + rand.N(backoff/2))
+		return
+	}
+	e.failures, e.err = 0, nil
+	e.uploaded = max(e.uploaded, gen)
+	if e.written == e.uploaded {
+		e.dirty = false
+		c.dirty--
+		delete(c.dirtySet, e.idx)
+		c.settle(e)
+		c.evict()
+	}
+}
+
+// waitUploaded waits until each entry of need holds in the store at least
+// the generation need gives it. It fails with the error of an upload of
+// one of them that fails meanwhile.
+func (v *Volume) waitUploaded(need map[*entry]uint64) error {
+	c := v.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flushes++
+	defer func() { c.flushes-- }()
+	failures := map[*entry]int{}
+	for e := range need {
+		failures[e] = e.failures
+	}
+	v.kickUploads()
+	for len(need) > 0 {
+		for e, gen := range need {
+			switch {
+			case e.uploaded >= gen:
+				delete(need, e)
+			case e.failures > failures[e]:
+				return e.err
+			}
+		}
+		if len(need) > 0 {
+			if v.stopped {
+				return os.ErrClosed
+			}
+			c.changed.Wait()
+		}
+	}
+	return nil
+}
+
+// pending returns the entries of chunks first to last (all with
+// all) that hold writes not in the store, with their latest generation.
+func (v *Volume) pending(first, last int64, all bool) map[*entry]uint64 {
+	c := v.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	need := map[*entry]uint64{}
+	for idx, e := range c.dirtySet {
+		if (all || first <= idx && idx <= last) && e.written > e.uploaded {
+			need[e] = e.written
+		}
+	}
+	return need
+}

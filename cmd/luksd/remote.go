@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"math"
+	"os"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/s3"
+	"github.com/luksd/luksd/internal/cmdline"
+	"github.com/luksd/luksd/luks2"
+	"github.com/urfave/cli/v2"
+)
+
+// remoteFile is a remote volume (blockdev.Open of a URL) as the
+// luks2.File the header verbs read and write: Sync flushes it; it is no
+// file, and never grows.
+type remoteFile struct{ blockdev.Device }
+
+func (f remoteFile) Sync() error                { return f.Flush() }
+func (f remoteFile) Stat() (os.FileInfo, error) { return nil, errors.ErrUnsupported }
+func (f remoteFile) Truncate(int64) error       { return errors.ErrUnsupported }
+
+// openRemote opens the volume at a URL location for the header verbs.
+func openRemote(location string, write bool) (luks2.File, int64, error) {
+	d, err := blockdev.Open(location, blockdev.OpenOptions{ReadOnly: !write})
+	if err != nil {
+		return nil, 0, locationError(location, err)
+	}
+	return remoteFile{d}, d.Size(), nil
+}
+
+// createRemote makes the volume luksFormat --device-size asks for: a
+// store volume records its size, so it is created before its header is
+// written. cryptsetup refuses --device-size with luksFormat, and luksd
+// does too for a local device.
+// --chunk-size picks the size of its chunk objects, recorded in the
+// store: an existing volume keeps its own.
+func createRemote(c *cli.Context, location string) error {
+	if !c.IsSet("device-size") {
+		if c.IsSet("chunk-size") {
+			return exitf(exitParams, "Option --chunk-size is allowed only with --device-size (a volume keeps the chunk size it was created with).")
+		}
+		return nil
+	}
+	if blockdev.Scheme(location) == "" {
+		return exitf(exitParams, "Option --device-size is not allowed with luksFormat action.")
+	}
+	chunk, err := chunkSize(c)
+	if err != nil {
+		return err
+	}
+	err = blockdev.Create(location, blockdev.CreateOptions{Size: c.Int64("device-size"), ChunkSize: chunk})
+	switch {
+	case errors.Is(err, os.ErrExist):
+		return exitf(exitBusy, "luksd: %v (format it again without --device-size)", err)
+	case errors.Is(err, blockdev.ErrNotSupported):
+		return exitf(exitParams, "luksd: --device-size cannot create a volume at %s.", location)
+	case errors.Is(err, s3.ErrLayout):
+		return exitf(exitParams, "luksd: %v", err)
+	case err != nil:
+		return locationError(location, err)
+	}
+	return nil
+}
+
+// chunkSize reads --chunk-size (0 when not given) in cryptsetup's size
+// units: a multiple of 4096 bytes and of the sector size, so that no
+// encryption sector straddles two objects. The store refuses sizes it
+// does not keep (s3: a power of two from 64 KiB to 64 MiB).
+func chunkSize(c *cli.Context) (int64, error) {
+	if !c.IsSet("chunk-size") {
+		return 0, nil
+	}
+	n, ok := cmdline.ParseSize(c.String("chunk-size"))
+	if !ok || n == 0 || n > math.MaxInt32 {
+		return 0, exitf(exitParams, "Invalid size specification in parameter --chunk-size.")
+	}
+	if n%4096 != 0 { // the largest LUKS sector
+		return 0, exitf(exitParams, "Chunk size must be a multiple of 4096 bytes and of the sector size.")
+	}
+	return int64(n), nil
+}
