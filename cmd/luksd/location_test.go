@@ -48,6 +48,6 @@ func TestUnknownLocationScheme(t *testing.T) {
 	hdr := filepath.Join(dir, "hdr")
 	luksd(t, nil, "luksFormat", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
 		"--header", hdr, "--key-file", key, testtool.ImageAt(t, dir, "data", 1<<20)).expect(t, 0, "")
-	luksd(t, nil, "open", "--test-passphrase", "--header", hdr, "--key-file", key, "nbd://127.0.0.1/export").
-		expect(t, exitDevice, "luksd: unknown location scheme nbd (nbd://127.0.0.1/export)")
+	luksd(t, nil, "open", "--test-passphrase", "--header", hdr, "--key-file", key, "iscsi://127.0.0.1/export").
+		expect(t, exitDevice, "luksd: unknown location scheme iscsi (iscsi://127.0.0.1/export)")
 }
