@@ -50,9 +50,6 @@ func init() {
 // header is one of --type, a frontend is usable), reads the header once,
 // unlocks it and hands the volume to a daemon.
 func openAction(c *cli.Context) error {
-	if err := checkOpenOptions(c); err != nil {
-		return err
-	}
 	if c.Bool("test-passphrase") {
 		return testPassphrase(c)
 	}

@@ -25,25 +25,6 @@ func testPassphrase(c *cli.Context) error {
 	return nil
 }
 
-// checkOpenOptions makes cryptsetup's usage checks of open's
-// --test-passphrase and --unbound against --type, in its order.
-func checkOpenOptions(c *cli.Context) error {
-	t := c.String("type")
-	if c.Bool("test-passphrase") && !keyslotType(t) {
-		return usageErrorf("Option --test-passphrase is allowed only for open of LUKS, TCRYPT, BITLK and FVAULT2 devices.")
-	}
-	if c.Bool("unbound") {
-		// cryptsetup compares the type's first four letters, with case.
-		if !strings.HasPrefix(t, "luks") {
-			return usageErrorf("Option --unbound is allowed only for open of luks device.")
-		}
-		if !c.Bool("test-passphrase") {
-			return usageErrorf("Option --unbound cannot be used without --test-passphrase.")
-		}
-	}
-	return nil
-}
-
 // keyslotType reports whether open --type t names a format with keyslots.
 func keyslotType(t string) bool {
 	return strings.HasPrefix(t, "luks") || t == "tcrypt" || t == "bitlk" || t == "fvault2"
