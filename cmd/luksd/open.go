@@ -9,6 +9,7 @@ import (
 
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/daemon/frontend"
+	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/nbd"
 	"github.com/urfave/cli/v2"
 )
@@ -29,10 +30,10 @@ func init() {
 	}
 	register(&cli.Command{
 		Name:      "open",
-		Aliases:   []string{"luksOpen"},
+		Aliases:   []string{"luksOpen", "plainOpen", "create"},
 		Usage:     "unlock a LUKS volume and attach it as a kernel block device",
 		ArgsUsage: "IMAGE NAME",
-		Flags:     flagSet(openFlags, keyFlags, tokenFlags),
+		Flags:     flagSet(openFlags, keyFlags, tokenFlags, plainFlags),
 		Action:    openAction,
 	}, &cli.Command{
 		Name:   daemon.ChildVerb,
@@ -75,6 +76,12 @@ func openAction(c *cli.Context) error {
 	if err := checkNotInUse(image, opts.ReadOnly); err != nil {
 		return err
 	}
+	if c.String("type") == "plain" {
+		return openPlain(c, image, name, opts, frontendName)
+	}
+	if c.IsSet("device-size") || c.IsSet("size") {
+		return exitf(exitParams, "Option --device-size or --size is not supported by luksd for LUKS devices.")
+	}
 	// The header, read once: its --type is checked before a passphrase
 	// is asked for, and it is what the passphrase unlocks.
 	h, hd, err := readHeaderOfType(c, image, false)
@@ -82,6 +89,43 @@ func openAction(c *cli.Context) error {
 		return err
 	}
 	defer hd.Close()
+	if err := pickFrontend(name, frontendName, &opts); err != nil {
+		return err
+	}
+	if err := checkDataDevice(c, image, opts.ReadOnly); err != nil {
+		return err
+	}
+	v, err := unlockHeader(c, image, h, hd, c.Int("key-slot"), true, true)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	hd.Close() // the daemon never reads the header again
+	return startVolume(c, v.spec(name, opts), v.Key)
+}
+
+// openPlain is open --type plain: the layout from the options, the key
+// from the passphrase or key file, then the daemon as for LUKS.
+func openPlain(c *cli.Context, image, name string, opts daemon.Options, frontendName string) error {
+	seg, err := plainSegment(c, image)
+	if err != nil {
+		return err
+	}
+	if err := pickFrontend(name, frontendName, &opts); err != nil {
+		return err
+	}
+	key, err := plainKey(c, image, seg.KeySize)
+	if err != nil {
+		return err
+	}
+	defer key.Wipe()
+	return startVolume(c, plainSpec(name, image, seg, opts), key)
+}
+
+// pickFrontend resolves frontendName into opts, and the device a dead
+// daemon of name recorded with --recover; without it, it clears what such
+// a daemon left.
+func pickFrontend(name, frontendName string, opts *daemon.Options) error {
 	fe, err := frontend.Pick(frontendName)
 	if err != nil {
 		return err // frontend.ErrUnavailable: exit 1
@@ -96,21 +140,16 @@ func openAction(c *cli.Context) error {
 		// (its /dev/nbdN would otherwise stay configured forever).
 		cleanStale(name)
 	}
+	return nil
+}
 
-	if err := checkDataDevice(c, image, opts.ReadOnly); err != nil {
-		return err
-	}
-	v, err := unlockHeader(c, image, h, hd, c.Int("key-slot"), true, true)
-	if err != nil {
-		return err
-	}
-	defer v.Close()
-	hd.Close() // the daemon never reads the header again
-	spec := v.spec(name, opts)
+// startVolume hands spec and key to a daemon: this process with
+// --foreground, else a detached one whose device it prints.
+func startVolume(c *cli.Context, spec daemon.Spec, key *keyring.Secret) error {
 	if c.Bool("foreground") {
-		return daemon.Exec(spec, v.Key)
+		return daemon.Exec(spec, key)
 	}
-	dev, err := daemon.Spawn(spec, v.Key)
+	dev, err := daemon.Spawn(spec, key)
 	if err != nil {
 		return err
 	}

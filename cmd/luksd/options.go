@@ -41,7 +41,7 @@ var cryptsetupOptions = map[string]csOption{
 	"debug-json":                  {kind: cmdline.None},
 	"decrypt":                     {kind: cmdline.None},
 	"deferred":                    {kind: cmdline.None, actions: []string{"close"}},
-	"device-size":                 {kind: cmdline.Size, actions: []string{"open"}},
+	"device-size":                 {kind: cmdline.Size, actions: []string{"open", "resize"}},
 	"disable-external-tokens":     {kind: cmdline.None},
 	"disable-keyring":             {kind: cmdline.None},
 	"disable-locks":               {kind: cmdline.None},
@@ -68,7 +68,7 @@ var cryptsetupOptions = map[string]csOption{
 	"key-description":             {kind: cmdline.Text},
 	"key-file":                    {kind: cmdline.Text, short: 'd'},
 	"key-size":                    {kind: cmdline.Uint32, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
-	"key-slot":                    {kind: cmdline.Int32, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey"}},
+	"key-slot":                    {kind: cmdline.Int32, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey", "luksResume"}},
 	"keyfile-offset":              {kind: cmdline.Uint64},
 	"keyfile-size":                {kind: cmdline.Uint32, short: 'l'},
 	"keyslot-cipher":              {kind: cmdline.Text, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
@@ -105,7 +105,7 @@ var cryptsetupOptions = map[string]csOption{
 	"sector-size":                 {kind: cmdline.Uint32, actions: []string{"luksFormat", "open"}},
 	"serialize-memory-hard-pbkdf": {kind: cmdline.None, actions: []string{"open"}},
 	"shared":                      {kind: cmdline.None, actions: []string{"open"}},
-	"size":                        {kind: cmdline.Uint64, short: 'b', actions: []string{"open"}},
+	"size":                        {kind: cmdline.Uint64, short: 'b', actions: []string{"open", "resize"}},
 	"skip":                        {kind: cmdline.Uint64, short: 'p', actions: []string{"open"}},
 	"subsystem":                   {kind: cmdline.Text, actions: []string{"luksFormat", "config"}},
 	"tcrypt-backup":               {kind: cmdline.None, actions: []string{"open"}},
@@ -144,18 +144,18 @@ var optionAliases = map[string]string{
 // otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
 // not have: a script that uses one learns why it failed.
 var otherActions = []string{
-	"repair", "reencrypt", "resize", "refresh", "luksSuspend", "luksResume", "convert",
+	"repair", "reencrypt", "resize", "refresh", "convert",
 	"tcryptDump", "bitlkDump", "fvault2Dump", "loopaesOpen", "tcryptOpen", "bitlkOpen", "fvault2Open",
 }
 
 // verbAliases are cryptsetup's old action names; messages name the action.
 var verbAliases = map[string]string{
-	"luksOpen":  "open",
-	"luksClose": "close",
-	"luksErase": "erase",
-	"luksConfig": "config",
-	"plainOpen":  "open",
-	"create":     "open",
+	"luksOpen":     "open",
+	"luksClose":    "close",
+	"luksErase":    "erase",
+	"luksConfig":   "config",
+	"plainOpen":    "open",
+	"create":       "open",
 	"remove":       "close",
 	"plainClose":   "close",
 	"loopaesClose": "close",
@@ -189,6 +189,8 @@ var verbArgs = map[string]struct {
 	"status":            {1, "<name>"},
 	"token":             {2, "<add|remove|import|export> <device>"},
 	"luksConvertKey":    {1, "<device> [<key file>]"},
+	"luksSuspend":       {1, "<device>"},
+	"luksResume":        {1, "<device>"},
 }
 
 // refusesOptions reports whether action is one of cryptsetup's, whose
@@ -218,16 +220,10 @@ var unsupported = map[string]map[string]string{
 		"keyslot-key-size":  "",
 	},
 	"open": {
-		"device-size":       "",
 		"persistent":        "",
 		"refresh":           "",
-		"size":              "",
 		"volume-key-file":   "",
-		"offset":            "",
-		"skip":              "",
 		"shared":            "",
-		"sector-size":       "",
-		"iv-large-sectors":  "",
 		"tcrypt-hidden":     "",
 		"tcrypt-system":     "",
 		"tcrypt-backup":     "",
@@ -327,6 +323,7 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 	}
 	line.verb = sc.Pos[0]
 	pos := sc.Pos[1:]
+	typeArg := plainAlias(line.verb, pos)
 	cmd, err := findAction(app, line.verb, len(pos))
 	if err != nil {
 		return line, err
@@ -343,7 +340,7 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 		// have passed: --test-args too, a script asking learns it.
 		return line, refusal
 	}
-	line.args = append([]string{args[0], line.verb}, out...)
+	line.args = append(append([]string{args[0], line.verb}, typeArg...), out...)
 	if len(pos) > 0 {
 		line.args = append(append(line.args, "--"), pos...)
 	}

@@ -38,12 +38,12 @@ func keyslotType(t string) bool {
 func checkOpenType(t string, testPassphrase bool) error {
 	keyslots := keyslotType(t)
 	switch {
-	case t == "" || t == "luks" || t == "luks1" || t == "luks2":
+	case t == "" || t == "luks" || t == "luks1" || t == "luks2" || t == "plain" && !testPassphrase:
 		return nil
 	case testPassphrase && !keyslots:
 		return usageErrorf("Option --test-passphrase is allowed only for open of LUKS, TCRYPT, BITLK and FVAULT2 devices.")
-	case t == "plain" || t == "loopaes" || !strings.HasPrefix(t, "luks") && keyslots:
-		return exitf(exitParams, "Device type %s is not supported by luksd (it opens luks, luks1 and luks2).", t)
+	case t == "loopaes" || !strings.HasPrefix(t, "luks") && keyslots:
+		return exitf(exitParams, "Device type %s is not supported by luksd (it opens luks, luks1, luks2 and plain).", t)
 	}
 	return exitf(exitParams, "Unrecognized metadata device type %s.", t)
 }
