@@ -140,8 +140,12 @@ func askDaemonWith(name, cmd string, payload []byte) (string, error) {
 	if _, err := fmt.Fprintln(conn, cmd); err != nil {
 		return "", err
 	}
-	if _, err := conn.Write(payload); err != nil {
-		return "", err
+	if len(payload) > 0 {
+		// (A write of nothing would still fail with EPIPE once the
+		// daemon has answered and hung up.)
+		if _, err := conn.Write(payload); err != nil {
+			return "", err
+		}
 	}
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil {
