@@ -97,12 +97,8 @@ func (k *keyControl) record(suspended bool) error {
 
 var errWrongKey = errors.New("wrong volume key")
 
-// Control replies of suspend and resume.
-const (
-	ctlSuspended    = "error: suspended"
-	ctlNotSuspended = "error: not suspended"
-	ctlWrongKey     = "error: wrong volume key"
-)
+// ctlWrongKey is resume's reply to a key that is not the volume's.
+const ctlWrongKey = "error: wrong volume key"
 
 // answerKeyCommand answers "suspend" and "resume N" on conn; it reports
 // whether line was one of them.
@@ -153,37 +149,33 @@ func keyReply(err error) string {
 // Suspend asks name's daemon to stop I/O and wipe the volume key
 // (ErrNotActive without a daemon; ErrInvalid when already suspended).
 func Suspend(name string) error {
-	if !Alive(name) {
-		return errorf(ErrNotActive, "Device %s is not active.", name)
-	}
-	reply, err := askDaemon(name, "suspend")
-	switch {
-	case err != nil:
-		return fmt.Errorf("cannot reach the daemon of %s: %v", name, err)
-	case reply == ctlOK:
-		return nil
-	case reply == "error: "+dmcrypt.ErrSuspended.Error():
-		return errorf(ErrInvalid, "Volume %s is already suspended.", name)
-	}
-	return fmt.Errorf("suspending %s: %s", name, strings.TrimPrefix(reply, "error: "))
+	return askKeyCommand(name, "suspend", nil, "Volume %s is already suspended.")
 }
 
 // Resume hands key to name's suspended daemon, which checks that it is
 // the volume's and restarts I/O.
 func Resume(name string, key *keyring.Secret) error {
+	return askKeyCommand(name, fmt.Sprintf("resume %d", key.Len()), key.Bytes(), "Volume %s is not suspended.")
+}
+
+// askKeyCommand sends a suspend or resume command and maps the daemon's
+// reply: wrongState is cryptsetup's message when the volume is already in
+// the state asked for.
+func askKeyCommand(name, cmd string, payload []byte, wrongState string) error {
 	if !Alive(name) {
 		return errorf(ErrNotActive, "Device %s is not active.", name)
 	}
-	reply, err := askDaemonWith(name, fmt.Sprintf("resume %d", key.Len()), key.Bytes())
+	verb, _, _ := strings.Cut(cmd, " ")
+	reply, err := askDaemonWith(name, cmd, payload)
 	switch {
 	case err != nil:
 		return fmt.Errorf("cannot reach the daemon of %s: %v", name, err)
 	case reply == ctlOK:
 		return nil
 	case reply == "error: "+dmcrypt.ErrSuspended.Error():
-		return errorf(ErrInvalid, "Volume %s is not suspended.", name)
+		return errorf(ErrInvalid, wrongState, name)
 	case reply == ctlWrongKey:
 		return errorf(ErrInvalid, "The key does not open volume %s.", name)
 	}
-	return fmt.Errorf("resuming %s: %s", name, strings.TrimPrefix(reply, "error: "))
+	return fmt.Errorf("%s %s: %s", verb, name, strings.TrimPrefix(reply, "error: "))
 }

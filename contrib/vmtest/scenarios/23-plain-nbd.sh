@@ -46,16 +46,6 @@ open_with() {
 	fi
 }
 
-same_data() {
-	[ "$(sum_at "$1" 0 4)" = "$(sum_of "$SCRATCH/head")" ] || because "first 4 MiB through $1 differ"
-	[ "$(sum_at "$1" "$2" 1)" = "$(sum_of "$SCRATCH/tail")" ] || because "last MiB through $1 differs"
-}
-
-write_data() {
-	_last=$(($(blockdev --getsize64 "$1") / 1048576 - 1))
-	write_at "$1" "$SCRATCH/head" 0 && write_at "$1" "$SCRATCH/tail" "$_last" && echo "$_last"
-}
-
 # layout TOOL NAME: the lines of TOOL status NAME both tools print alike.
 layout() {
 	"$1" status "$2" | grep -E '^ +(type|cipher|keysize|sector size|offset|size|skipped):' | tr -s ' ' | tr '\n' ';'

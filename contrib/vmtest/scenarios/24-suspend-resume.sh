@@ -36,6 +36,10 @@ same_answer() {
 
 suspend_resume() {
 	fe=$1
+	# A check that fails while suspended must not leave a mount that
+	# cleanup_all's umount would wait on forever.
+	# shellcheck disable=SC2154
+	trap '_rc=$?; luksd luksResume --key-file "$key" vol >/dev/null 2>&1; cryptsetup luksResume --key-file "$key" vmt >/dev/null 2>&1; exit $_rc' EXIT
 	img=$SCRATCH/img
 	csimg=$SCRATCH/cs.img
 	mkimage "$img" 64
