@@ -18,6 +18,14 @@ mkkey "$wrong"
 mnt=/mnt/vol
 mkdir -p "$mnt"
 
+# suspended_because WHY resumes both volumes, then fails the check: a
+# mount left on a suspended device would hang cleanup_all's umount.
+suspended_because() {
+	luksd luksResume --key-file "$key" vol >/dev/null 2>&1
+	cryptsetup luksResume --key-file "$key" vmt >/dev/null 2>&1
+	because "$@"
+}
+
 # same_answer WHAT CS_NAME LUKSD_NAME VERB ARGS...: both tools, same exit
 # code and last line of stderr (names replaced).
 same_answer() {
@@ -31,15 +39,11 @@ same_answer() {
 	_lc=$?
 	_cl=$(tail -n1 "$SCRATCH/cs.err" | sed "s/$_cn/NAME/g")
 	_ll=$(tail -n1 "$SCRATCH/ld.err" | sed "s/$_ln/NAME/g")
-	[ "$_cc" = "$_lc" ] && [ "$_cl" = "$_ll" ] || because "$_what: cryptsetup exit $_cc '$_cl', luksd exit $_lc '$_ll'"
+	[ "$_cc" = "$_lc" ] && [ "$_cl" = "$_ll" ] || suspended_because "$_what: cryptsetup exit $_cc '$_cl', luksd exit $_lc '$_ll'"
 }
 
 suspend_resume() {
 	fe=$1
-	# A check that fails while suspended must not leave a mount that
-	# cleanup_all's umount would wait on forever.
-	# shellcheck disable=SC2154
-	trap '_rc=$?; luksd luksResume --key-file "$key" vol >/dev/null 2>&1; cryptsetup luksResume --key-file "$key" vmt >/dev/null 2>&1; exit $_rc' EXIT
 	img=$SCRATCH/img
 	csimg=$SCRATCH/cs.img
 	mkimage "$img" 64
@@ -55,19 +59,19 @@ suspend_resume() {
 	same_answer "suspend of an unknown name" nothere nothere luksSuspend
 	same_answer "resume of a running volume" vmt vol luksResume --key-file "$key"
 	cryptsetup luksSuspend vmt || because "cryptsetup luksSuspend failed"
-	luksd luksSuspend vol || because "luksd luksSuspend failed"
+	luksd luksSuspend vol || suspended_because "luksd luksSuspend failed"
 	same_answer "suspend of a suspended volume" vmt vol luksSuspend
 	same_answer "resume with a wrong passphrase" vmt vol luksResume --key-file "$wrong"
-	cryptsetup status vmt | grep -q 'mode: *read/write (suspended)' || because "cryptsetup status does not say suspended"
-	luksd status vol | grep -q 'mode: *read/write (suspended)' || because "luksd status does not say suspended: $(luksd status vol)"
+	cryptsetup status vmt | grep -q 'mode: *read/write (suspended)' || suspended_because "cryptsetup status does not say suspended"
+	luksd status vol | grep -q 'mode: *read/write (suspended)' || suspended_because "luksd status does not say suspended: $(luksd status vol)"
 
 	mkpattern "$SCRATCH/during.bin" 2
 	dd if="$SCRATCH/during.bin" of="$mnt/during.bin" bs=1M conv=fsync 2>/dev/null &
 	writer=$!
 	sleep 3
-	kill -0 "$writer" 2>/dev/null || because "a write with fsync finished while the volume was suspended"
-	luksd close vol 2>/dev/null && because "luksd close of a suspended volume succeeded"
-	kill -0 "$writer" 2>/dev/null || because "the writer ended after a wrong passphrase or a close"
+	kill -0 "$writer" 2>/dev/null || suspended_because "a write with fsync finished while the volume was suspended"
+	luksd close vol 2>/dev/null && suspended_because "luksd close of a suspended volume succeeded"
+	kill -0 "$writer" 2>/dev/null || suspended_because "the writer ended after a wrong passphrase or a close"
 
 	luksd luksResume --key-file "$key" vol || because "luksd luksResume failed"
 	wait "$writer" || because "the write waiting through the suspension failed"
