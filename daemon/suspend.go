@@ -17,7 +17,8 @@ import (
 	"github.com/luksd/luksd/keyring"
 )
 
-// Suspend and resume (cryptsetup luksSuspend, luksResume): the daemon
+// Suspend, resume and refresh (cryptsetup luksSuspend, luksResume,
+// refresh): the daemon
 // stops I/O and wipes the volume's key schedule; the CLI later unlocks
 // the header again and hands the volume key back on the control socket
 // ("resume N", then N bytes of key), never in the command line. The
@@ -71,8 +72,8 @@ func (k *keyControl) resume(key []byte) error {
 	if !k.dev.Suspended() {
 		return dmcrypt.ErrSuspended
 	}
-	if !hmac.Equal(k.sum(key), k.check) {
-		return errWrongKey
+	if err := k.matches(key); err != nil {
+		return err
 	}
 	c, err := k.newCipher(key)
 	if err != nil {
@@ -108,7 +109,9 @@ func (k *keyControl) answerKeyCommand(conn net.Conn, r *bufio.Reader, line strin
 	case "suspend":
 		fmt.Fprintln(conn, keyReply(k.suspend()))
 	case "resume":
-		fmt.Fprintln(conn, keyReply(k.readAndResume(r, arg)))
+		fmt.Fprintln(conn, keyReply(k.readKey(r, arg, k.resume)))
+	case "check":
+		fmt.Fprintln(conn, keyReply(k.readKey(r, arg, k.matches)))
 	default:
 		return false
 	}
@@ -116,9 +119,9 @@ func (k *keyControl) answerKeyCommand(conn net.Conn, r *bufio.Reader, line strin
 	return true
 }
 
-// readAndResume reads the n-byte key that follows "resume n" into locked
-// memory and resumes with it.
-func (k *keyControl) readAndResume(r io.Reader, arg string) error {
+// readKey reads the n-byte key that follows "resume n" or "check n" into
+// locked memory and hands it to use.
+func (k *keyControl) readKey(r io.Reader, arg string, use func([]byte) error) error {
 	n, err := strconv.Atoi(arg)
 	if err != nil || n <= 0 || n > 1024 {
 		return fmt.Errorf("bad key length %q", arg)
@@ -131,7 +134,15 @@ func (k *keyControl) readAndResume(r io.Reader, arg string) error {
 	if _, err := io.ReadFull(r, key.Bytes()); err != nil {
 		return fmt.Errorf("reading the key: %v", err)
 	}
-	return k.resume(key.Bytes())
+	return use(key.Bytes())
+}
+
+// matches reports errWrongKey unless key is the volume's (refresh).
+func (k *keyControl) matches(key []byte) error {
+	if !hmac.Equal(k.sum(key), k.check) {
+		return errWrongKey
+	}
+	return nil
 }
 
 func keyReply(err error) string {
@@ -156,6 +167,11 @@ func Suspend(name string) error {
 // the volume's and restarts I/O.
 func Resume(name string, key *keyring.Secret) error {
 	return askKeyCommand(name, fmt.Sprintf("resume %d", key.Len()), key.Bytes(), "Volume %s is not suspended.")
+}
+
+// CheckKey asks name's daemon whether key is its volume's key (refresh).
+func CheckKey(name string, key *keyring.Secret) error {
+	return askKeyCommand(name, fmt.Sprintf("check %d", key.Len()), key.Bytes(), "")
 }
 
 // askKeyCommand sends a suspend or resume command and maps the daemon's

@@ -205,8 +205,16 @@ var compatCases = []compatCase{
 	{args: []string{"--test-args", "open", "--type", "plain", "--device-size", "32m", "{img}", "n"}, stdout: true},
 	{args: []string{"--test-args", "open", "--type", "plain", "--device-size", "513", "{img}", "n"}, stdout: true},
 	// Every action cryptsetup knows is known.
-	{args: []string{"refresh", "n"}, codeOnly: true},
-	{args: []string{"--test-args", "luksConfig", "{img}"}, codeOnly: true},
+	{args: []string{"refresh"}, stdout: true},
+	{args: []string{"--test-args", "refresh", "n"}, stdout: true},
+	{args: []string{"--test-args", "refresh", "--test-passphrase", "n"}, stdout: true},
+	{args: []string{"--test-args", "refresh", "--label", "x", "n"}, stdout: true},
+	{args: []string{"--test-args", "plainOpen", "--test-passphrase", "{img}", "n"}, stdout: true},
+	{args: []string{"--test-args", "create", "n", "{img}", "--offset", "8", "--skip", "8"}, stdout: true},
+	{args: []string{"--test-args", "luksSuspend", "-S", "0", "n"}, stdout: true},
+	{args: []string{"--test-args", "luksResume", "-S", "0", "n"}, stdout: true},
+	{args: []string{"--test-args", "luksConfig", "{img}"}, stdout: true},
+	{args: []string{"--test-args", "remove", "n"}, stdout: true},
 }
 
 // TestCLILikeCryptsetup runs command lines a script may type through both

@@ -27,10 +27,11 @@ func init() {
 		&cli.UintFlag{Name: "io-timeout", Usage: "fail a request the disk has not carried out in `SECONDS` with EIO, the device stays (0: wait as long as it takes, as dm-crypt)"},
 		&cli.BoolFlag{Name: "test-passphrase", Usage: "only check that the passphrase unlocks a keyslot"},
 		&cli.BoolFlag{Name: "unbound", Usage: "with --test-passphrase: unbound keyslots count too"},
+		&cli.BoolFlag{Name: "refresh", Usage: "check the key of an active volume again (cryptsetup refresh)"},
 	}
 	register(&cli.Command{
 		Name:      "open",
-		Aliases:   []string{"luksOpen", "plainOpen", "create"},
+		Aliases:   []string{"luksOpen", "plainOpen", "create", "refresh"},
 		Usage:     "unlock a LUKS volume and attach it as a kernel block device",
 		ArgsUsage: "IMAGE NAME",
 		Flags:     flagSet(openFlags, keyFlags, tokenFlags, plainFlags),
@@ -53,6 +54,9 @@ func init() {
 func openAction(c *cli.Context) error {
 	if c.Bool("test-passphrase") {
 		return testPassphrase(c)
+	}
+	if c.Bool("refresh") {
+		return refreshVolume(c)
 	}
 	if c.NArg() != 2 {
 		return exitf(exitParams, "Command requires device and mapped name as arguments.")

@@ -144,7 +144,7 @@ var optionAliases = map[string]string{
 // otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
 // not have: a script that uses one learns why it failed.
 var otherActions = []string{
-	"repair", "reencrypt", "resize", "refresh", "convert",
+	"repair", "reencrypt", "resize", "convert",
 	"tcryptDump", "bitlkDump", "fvault2Dump", "loopaesOpen", "tcryptOpen", "bitlkOpen", "fvault2Open",
 }
 
@@ -156,6 +156,7 @@ var verbAliases = map[string]string{
 	"luksConfig":   "config",
 	"plainOpen":    "open",
 	"create":       "open",
+	"refresh":      "open",
 	"remove":       "close",
 	"plainClose":   "close",
 	"loopaesClose": "close",
@@ -221,7 +222,6 @@ var unsupported = map[string]map[string]string{
 	},
 	"open": {
 		"persistent":        "",
-		"refresh":           "",
 		"volume-key-file":   "",
 		"shared":            "",
 		"tcrypt-hidden":     "",

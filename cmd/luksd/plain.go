@@ -34,8 +34,9 @@ var plainFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "iv-large-sectors", Usage: "plain: count IVs in sector-size units"},
 }
 
-// plainAliases are cryptsetup's old names for open --type plain; create
-// takes NAME before DEVICE.
+// plainAlias gives the options cryptsetup's other names for open imply:
+// --type plain for plainOpen and create (which takes NAME before DEVICE),
+// --refresh for refresh.
 func plainAlias(verb string, pos []string) (extra []string) {
 	switch verb {
 	case "create":
@@ -45,6 +46,8 @@ func plainAlias(verb string, pos []string) (extra []string) {
 		fallthrough
 	case "plainOpen":
 		return []string{"--type=plain"}
+	case "refresh":
+		return []string{"--refresh"} // open --refresh, as in cryptsetup
 	}
 	return nil
 }

@@ -6,9 +6,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/internal/testtool"
 )
+
+// startLUKSVolume runs a daemon for name (fake frontend) over a LUKS2
+// image cryptsetup formatted, and returns the served device and the
+// passphrase's key file; the volume is closed when the test ends.
+func startLUKSVolume(t *testing.T, name string) (blockdev.Device, string) {
+	t.Helper()
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	cs, img, pass := claimFixture(t)
+	captureLog(t)
+	fe := fakeFrontend()
+	dump := runTool(t, nil, cs, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, img)
+	v := imageVolume(t, img, img, testtool.VolumeKey(t, dump.stdout))
+	done := startDaemon(t, v.spec(name, daemon.Options{Frontend: fe.Name()}), v.Key)
+	t.Cleanup(func() { closeVolume(name); waitDaemon(t, done) })
+	return fe.Last().Dev, pass
+}
 
 // TestSuspendResume: luksSuspend holds I/O of a running volume (a read
 // through the served device waits) and status says so; close is refused
@@ -17,15 +34,7 @@ import (
 // with the data written before. cryptsetup's messages for volumes that
 // are not active or not suspended.
 func TestSuspendResume(t *testing.T) {
-	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
-	cs, img, pass := claimFixture(t)
-	captureLog(t)
-	fe := fakeFrontend()
-	dump := runTool(t, nil, cs, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, img)
-	v := imageVolume(t, img, img, testtool.VolumeKey(t, dump.stdout))
-	done := startDaemon(t, v.spec("sus", daemon.Options{Frontend: fe.Name()}), v.Key)
-	defer func() { closeVolume("sus"); waitDaemon(t, done) }()
-	dev := fe.Last().Dev
+	dev, pass := startLUKSVolume(t, "sus")
 	want := bytes.Repeat([]byte("luksd"), 1000)
 	if _, err := dev.WriteAt(want, 8192); err != nil {
 		t.Fatal(err)

@@ -69,6 +69,9 @@ func deviceType(verb string, lo lineOptions) string {
 // verifyLine makes cryptsetup's checks between the option table and the
 // action (main() and the action's verify function).
 func verifyLine(verb string, lo lineOptions) error {
+	if verb == "refresh" {
+		lo.values["refresh"] = "" // cryptsetup's refresh is open --refresh
+	}
 	dt := deviceType(verb, lo)
 	if lo.keyFiles > 1 && dt != "tcrypt" {
 		return usageErrorf("Only one --key-file argument is allowed.")
