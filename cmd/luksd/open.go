@@ -83,9 +83,6 @@ func openAction(c *cli.Context) error {
 	if c.String("type") == "plain" {
 		return openPlain(c, image, name, opts, frontendName)
 	}
-	if c.IsSet("device-size") || c.IsSet("size") {
-		return exitf(exitParams, "Option --device-size or --size is not supported by luksd for LUKS devices.")
-	}
 	// The header, read once: its --type is checked before a passphrase
 	// is asked for, and it is what the passphrase unlocks.
 	h, hd, err := readHeaderOfType(c, image, false)

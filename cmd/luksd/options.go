@@ -332,8 +332,12 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 	if err != nil {
 		return line, err
 	}
-	if err := verifyLine(line.verb, newLineOptions(sc.Opts)); err != nil {
+	lo := newLineOptions(sc.Opts)
+	if err := verifyLine(line.verb, lo); err != nil {
 		return line, err
+	}
+	if refusal == nil {
+		refusal = typeRefusal(line.verb, lo)
 	}
 	if refusal != nil {
 		// What luksd cannot honour is said once cryptsetup's own checks

@@ -185,3 +185,17 @@ func verifyTCRYPTOptions(dt string, lo lineOptions) string {
 	}
 	return ""
 }
+
+// typeRefusal is what luksd cannot honour for the device type on the
+// line, past cryptsetup's checks: a partial mapping of a LUKS device.
+func typeRefusal(verb string, lo lineOptions) error {
+	if canonicalVerb(verb) != "open" || deviceType(verb, lo) == "plain" || lo.set("test-passphrase") {
+		return nil
+	}
+	for _, name := range []string{"device-size", "size"} {
+		if lo.set(name) {
+			return exitf(exitParams, "Option --%s is not supported by luksd for LUKS devices.", name)
+		}
+	}
+	return nil
+}
