@@ -14,9 +14,9 @@ import (
 )
 
 // The control socket, RunDir()/NAME/control, takes one command line per
-// connection and answers one line. "close" is the only command: the
-// daemon detaches unless its device is in use, then answers ctlOK, ctlBusy,
-// ctlWarning and why, or "error: " and why. A new command (an online job
+// connection and answers one line. "close": the daemon detaches unless its
+// device is in use or suspended, then answers ctlOK, ctlBusy, ctlWarning
+// and why, or "error: " and why. "suspend" and "resume N" are suspend.go's. A new command (an online job
 // such as reencrypt: start it, ask how far it is) is one more case in
 // acceptControl and a function here that sends it.
 const (
@@ -27,7 +27,7 @@ const (
 
 // acceptControl reads one command per connection: "close" is handed to the
 // daemon's loop, which answers; anything else is refused.
-func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{}) {
+func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{}, keys *keyControl) {
 	for {
 		conn, err := ctl.Accept()
 		if err != nil {
@@ -35,12 +35,16 @@ func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{
 		}
 		go func() {
 			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			line, err := bufio.NewReader(conn).ReadString('\n')
-			conn.SetReadDeadline(time.Time{})
+			r := bufio.NewReader(conn)
+			line, err := r.ReadString('\n')
 			if err != nil {
 				conn.Close()
 				return
 			}
+			if keys != nil && keys.answerKeyCommand(conn, r, strings.TrimSpace(line)) {
+				return
+			}
+			conn.SetReadDeadline(time.Time{})
 			switch strings.TrimSpace(line) {
 			case "close":
 				select {
@@ -124,7 +128,10 @@ func processRunning(pid int) bool {
 
 // askDaemon sends one command on name's control socket and returns the
 // reply line. Closing waits for the flush, which may take a while.
-func askDaemon(name, cmd string) (string, error) {
+func askDaemon(name, cmd string) (string, error) { return askDaemonWith(name, cmd, nil) }
+
+// askDaemonWith is askDaemon with payload sent after the command line.
+func askDaemonWith(name, cmd string, payload []byte) (string, error) {
 	conn, err := net.DialTimeout("unix", controlPath(name), 5*time.Second)
 	if err != nil {
 		return "", err
@@ -132,6 +139,13 @@ func askDaemon(name, cmd string) (string, error) {
 	defer conn.Close()
 	if _, err := fmt.Fprintln(conn, cmd); err != nil {
 		return "", err
+	}
+	if len(payload) > 0 {
+		// (A write of nothing would still fail with EPIPE once the
+		// daemon has answered and hung up.)
+		if _, err := conn.Write(payload); err != nil {
+			return "", err
+		}
 	}
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil {

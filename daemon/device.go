@@ -26,7 +26,7 @@ func openCrypt(spec Spec, key *keyring.Secret) (d *dmcrypt.Device, backend block
 		return nil, nil, false, &Error{Kind: ErrNoDevice, Msg: fmt.Sprintf("Device %s does not exist or access denied.", spec.Location), Err: err}
 	}
 	seg := spec.Segment
-	c, err := dmcrypt.New(seg.Cipher, key.Bytes())
+	c, err := sectorCipher(seg, key.Bytes())
 	if err != nil {
 		backend.Close()
 		return nil, nil, false, &Error{Kind: ErrInvalid, Msg: fmt.Sprintf("cipher %s: %v", seg.Cipher, err), Err: err}
@@ -36,6 +36,7 @@ func openCrypt(spec Spec, key *keyring.Secret) (d *dmcrypt.Device, backend block
 		Offset:        seg.Offset,
 		Size:          seg.Size,
 		SectorSize:    seg.SectorSize,
+		IVOffset:      seg.IVOffset,
 		AllowDiscards: spec.Options.AllowDiscards,
 		ReadOnly:      ro,
 	})
@@ -45,4 +46,16 @@ func openCrypt(spec Spec, key *keyring.Secret) (d *dmcrypt.Device, backend block
 		return nil, nil, false, &Error{Kind: ErrNoDevice, Msg: fmt.Sprintf("Device %s: %v.", spec.Location, err), Err: err}
 	}
 	return d, backend, lerr == nil, nil
+}
+
+// sectorCipher is seg's sector cipher keyed with key.
+func sectorCipher(seg Segment, key []byte) (dmcrypt.SectorCipher, error) {
+	c, err := dmcrypt.New(seg.Cipher, key)
+	if err != nil {
+		return nil, err
+	}
+	if seg.IVLargeSectors {
+		c = dmcrypt.LargeIVSectors(c)
+	}
+	return c, nil
 }

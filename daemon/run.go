@@ -61,16 +61,24 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 			KeySlot:       spec.KeySlot,
 			SectorSize:    seg.SectorSize,
 			Offset:        seg.Offset,
+			Skipped:       int64(seg.IVOffset),
 			ReadOnly:      o.ReadOnly,
 			AllowDiscards: o.AllowDiscards,
 		},
 		Open: func() (opened, error) {
 			d, backend, keysLocked, err := openCrypt(spec, key)
+			var keys *keyControl
+			if err == nil {
+				keys, err = newKeyControl(d, spec.Segment, key.Bytes())
+				if err != nil {
+					d.Close()
+				}
+			}
 			key.Wipe() // the crypt layer keeps its own expanded keys
 			if err != nil {
 				return opened{}, err
 			}
-			return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked}, nil
+			return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked, keys: keys}, nil
 		},
 		KernelIO: opts.KernelIO,
 		Ready:    opts.Ready,
@@ -101,8 +109,9 @@ type opened struct {
 	// takeLost takes the data device's lost writes (see
 	// blockdev.Tracked.TakeLostWrites); nil when it keeps no record.
 	takeLost   func() error
-	claim      string // how the data device is claimed (blockdev.Backend.Claim)
-	keysLocked bool   // the key schedule is locked in memory
+	claim      string      // how the data device is claimed (blockdev.Backend.Claim)
+	keysLocked bool        // the key schedule is locked in memory
+	keys       *keyControl // suspend and resume; nil in tests that open no crypt layer
 }
 
 // runDaemon claims the name, attaches the frontend and serves until it is
@@ -207,6 +216,12 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 		att.Detach()
 		return nil, fmt.Errorf("cannot write the state file: %v", err)
 	}
+	if vol.keys != nil {
+		vol.keys.saveState = func(suspended bool) error {
+			st.Suspended = suspended
+			return writeState(&st)
+		}
+	}
 	Log.Printf("%s: %s %s active on %s (frontend %s, pid %d)", name, st.Type, st.Image, st.Device, st.Frontend, st.PID)
 	if cfg.Ready != nil {
 		cfg.Ready(st.Device)
@@ -238,7 +253,7 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, v
 	done := make(chan struct{})
 	defer close(done)
 	closes := make(chan net.Conn)
-	go acceptControl(ctl, closes, done)
+	go acceptControl(ctl, closes, done, vol.keys)
 	gone := make(chan error, 1)
 	go func() { gone <- att.Wait() }()
 	kdev := att.DevicePath()
@@ -250,7 +265,7 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, v
 				Log.Printf("%s: hangup: %s", name, reopenLog())
 				continue
 			}
-			if !deviceBusy(kdev) {
+			if !vol.keys.suspended() && !deviceBusy(kdev) {
 				Log.Printf("%s: %v, detaching", name, sig)
 				return nil, detach(att, vol)
 			}
@@ -261,11 +276,16 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, v
 				poll = t.C
 			}
 		case <-poll:
-			if !deviceBusy(kdev) {
+			if !vol.keys.suspended() && !deviceBusy(kdev) {
 				Log.Printf("%s: %s released, detaching", name, kdev)
 				return nil, detach(att, vol)
 			}
 		case conn := <-closes:
+			if vol.keys.suspended() {
+				fmt.Fprintf(conn, "error: %s is suspended; resume it first (luksResume)\n", name)
+				conn.Close()
+				continue
+			}
 			if deviceBusy(kdev) {
 				fmt.Fprintln(conn, ctlBusy)
 				conn.Close()

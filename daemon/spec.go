@@ -24,6 +24,12 @@ type Segment struct {
 	Size       int64  // bytes of plaintext; 0 = to the end of Location
 	SectorSize int    // 512 to 4096
 	KeySize    int    // bytes of volume key
+	// IVOffset is added to every IV sector, in 512-byte units (plain
+	// mode's --skip; 0 for LUKS).
+	IVOffset uint64
+	// IVLargeSectors numbers IVs in SectorSize units (plain mode's
+	// --iv-large-sectors; never for LUKS).
+	IVLargeSectors bool
 }
 
 // Options say how the volume is exposed.

@@ -60,6 +60,8 @@ type State struct {
 	SectorSize    int
 	Offset        int64 // bytes into Image
 	Size          int64 // bytes of plaintext
+	Skipped       int64 // IV offset in 512-byte sectors (plain --skip)
+	Suspended     bool  // luksSuspend: I/O stopped, key wiped
 	ReadOnly      bool
 	AllowDiscards bool
 	IOFlusher     bool   // PR_GET_IO_FLUSHER read 1
@@ -71,7 +73,7 @@ type State struct {
 
 // stateKeys are the fixed keys, in file order.
 var stateKeys = []string{"name", "device", "frontend", "pid", "image", "header", "type", "uuid",
-	"cipher", "key-size", "key-slot", "sector-size", "offset", "size", "mode", "discards",
+	"cipher", "key-size", "key-slot", "sector-size", "offset", "size", "skipped", "suspended", "mode", "discards",
 	"io-flusher", "memory-locked", "claim", "started"}
 
 func (s *State) fields() map[string]string {
@@ -84,7 +86,7 @@ func (s *State) fields() map[string]string {
 		"image": s.Image, "header": s.Header, "type": s.Type, "uuid": s.UUID, "cipher": s.Cipher,
 		"key-size": strconv.Itoa(s.KeySize), "key-slot": strconv.Itoa(s.KeySlot),
 		"sector-size": strconv.Itoa(s.SectorSize), "offset": strconv.FormatInt(s.Offset, 10),
-		"size": strconv.FormatInt(s.Size, 10), "mode": mode, "discards": strconv.FormatBool(s.AllowDiscards),
+		"size": strconv.FormatInt(s.Size, 10), "skipped": strconv.FormatInt(s.Skipped, 10), "suspended": strconv.FormatBool(s.Suspended), "mode": mode, "discards": strconv.FormatBool(s.AllowDiscards),
 		"io-flusher": strconv.FormatBool(s.IOFlusher), "memory-locked": strconv.FormatBool(s.MemoryLocked),
 		"claim":   s.Claim,
 		"started": s.Started.UTC().Format(time.RFC3339),
@@ -156,8 +158,8 @@ func (s *State) set(k, v string) error {
 	strs := map[string]*string{"name": &s.Name, "device": &s.Device, "frontend": &s.Frontend, "image": &s.Image,
 		"header": &s.Header, "type": &s.Type, "uuid": &s.UUID, "cipher": &s.Cipher, "claim": &s.Claim}
 	ints := map[string]*int{"pid": &s.PID, "key-size": &s.KeySize, "key-slot": &s.KeySlot, "sector-size": &s.SectorSize}
-	int64s := map[string]*int64{"offset": &s.Offset, "size": &s.Size}
-	bools := map[string]*bool{"discards": &s.AllowDiscards, "io-flusher": &s.IOFlusher, "memory-locked": &s.MemoryLocked}
+	int64s := map[string]*int64{"offset": &s.Offset, "size": &s.Size, "skipped": &s.Skipped}
+	bools := map[string]*bool{"suspended": &s.Suspended, "discards": &s.AllowDiscards, "io-flusher": &s.IOFlusher, "memory-locked": &s.MemoryLocked}
 	switch {
 	case strs[k] != nil:
 		*strs[k] = v

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 	"sync/atomic"
 
 	"github.com/luksd/luksd/blockdev"
@@ -43,6 +44,8 @@ type Device struct {
 	active     atomic.Int32 // requests in progress, to size their parallelism
 	procs      int          // GOMAXPROCS when the device was made
 	helpers    atomic.Int32 // goroutines started for stalled requests (parallel.go)
+	gate       gate         // shut while suspended (suspend.go)
+	suspendMu  sync.Mutex   // one Suspend or Resume at a time
 }
 
 // chunkSize is the unit of work one goroutine encrypts or decrypts at a
@@ -134,6 +137,10 @@ func (d *Device) ReadAt(p []byte, off int64) (int, error) {
 	if len(p) == 0 {
 		return 0, eof
 	}
+	if err := d.gate.enter(&d.closed); err != nil {
+		return 0, err
+	}
+	defer d.gate.leave()
 	if err := d.parallel(off, int64(len(p)), func(cOff, cLen int64) error {
 		return d.readChunk(p[cOff-off:cOff-off+cLen], cOff)
 	}); err != nil {
@@ -176,7 +183,7 @@ func (d *Device) WriteAtFUA(p []byte, off int64) (int, error) {
 	if d.fua == nil {
 		n, err := d.WriteAt(p, off)
 		if err == nil {
-			err = d.backend.Flush()
+			err = d.Flush()
 		}
 		return n, err
 	}
@@ -191,6 +198,10 @@ func (d *Device) writeAt(p []byte, off int64, fua bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if err := d.gate.enter(&d.closed); err != nil {
+		return 0, err
+	}
+	defer d.gate.leave()
 	err := d.write(off, int64(len(p)), fua, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
 	if err != nil {
 		return 0, err
@@ -207,6 +218,10 @@ func (d *Device) WriteZeroes(off, length int64) error {
 	if length == 0 {
 		return nil
 	}
+	if err := d.gate.enter(&d.closed); err != nil {
+		return err
+	}
+	defer d.gate.leave()
 	return d.write(off, length, false, func(dst []byte, _ int64) { clear(dst) })
 }
 
@@ -225,6 +240,10 @@ func (d *Device) Trim(off, length int64) error {
 	if end <= start {
 		return nil
 	}
+	if err := d.gate.enter(&d.closed); err != nil {
+		return err
+	}
+	defer d.gate.leave()
 	first, last := start/d.sectorSize, end/d.sectorSize-1
 	unlock := d.locks.lock(first, last, true)
 	defer unlock()
@@ -236,6 +255,10 @@ func (d *Device) Flush() error {
 	if d.readOnly {
 		return nil
 	}
+	if err := d.gate.enter(&d.closed); err != nil {
+		return err
+	}
+	defer d.gate.leave()
 	return d.backend.Flush()
 }
 
@@ -244,7 +267,12 @@ func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
-	d.cipher.Wipe()
+	d.suspendMu.Lock()
+	if d.cipher != nil {
+		d.cipher.Wipe()
+	}
+	d.suspendMu.Unlock()
+	d.releaseWaiters()
 	return d.backend.Close()
 }
 

@@ -11,7 +11,7 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:      "close",
-		Aliases:   []string{"luksClose"},
+		Aliases:   []string{"luksClose", "remove", "plainClose", "loopaesClose", "tcryptClose", "bitlkClose", "fvault2Close"},
 		Usage:     "flush, detach and stop an active volume",
 		ArgsUsage: "NAME",
 		Action:    closeAction,

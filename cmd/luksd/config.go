@@ -8,6 +8,7 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:      "config",
+		Aliases:   []string{"luksConfig"},
 		Usage:     "set persistent LUKS2 header attributes (--label, --subsystem, --priority with --key-slot)",
 		ArgsUsage: "<device>",
 		Flags: flagSet(typeFlags, []cli.Flag{
@@ -33,10 +34,8 @@ func config(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	prio, setPrio := priorities[c.String("priority")] // its words checked by popt (options.go)
-	if setPrio && c.Int("key-slot") < 0 {
-		return usageErrorf("Keyslot specification is required.")
-	}
+	// Its words, and that -S comes with it, were checked with the line.
+	prio, setPrio := priorities[c.String("priority")]
 	var label, subsystem *string
 	if c.IsSet("label") {
 		s := c.String("label")

@@ -77,9 +77,6 @@ func luksDump(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("unbound") && !c.IsSet("key-slot") {
-		return usageErrorf("Keyslot specification is required.")
-	}
 	// popt turns --dump-master-key into --dump-volume-key, which outranks
 	// --unbound, which outranks --dump-json-metadata.
 	if c.Bool("unbound") && !c.Bool("dump-volume-key") {

@@ -28,21 +28,15 @@ var pbkdfFlags = []cli.Flag{
 // values leave cryptsetup's defaults to luks2.
 func pbkdfFromFlags(c *cli.Context) (luks2.PBKDF, error) {
 	p := luks2.PBKDF{
-		Type:       c.String("pbkdf"),
+		Type:       strings.ToLower(c.String("pbkdf")), // cryptsetup takes any case
 		Hash:       c.String("hash"),
 		IterTime:   time.Duration(c.Int("iter-time")) * time.Millisecond,
 		Iterations: c.Int("pbkdf-force-iterations"),
 		MemoryKiB:  c.Int("pbkdf-memory"),
 		Parallel:   c.Int("pbkdf-parallel"),
 	}
-	switch p.Type {
-	case "", "argon2id", "argon2i", "pbkdf2":
-	default:
-		return p, usageErrorf("Password-based key derivation function (PBKDF) can be only pbkdf2 or argon2i/argon2id.")
-	}
-	if p.Iterations > 0 && c.IsSet("iter-time") {
-		return p, usageErrorf("PBKDF forced iterations cannot be combined with iteration time option.")
-	}
+	// Its name, and --pbkdf-force-iterations with -i, were checked with
+	// the line (verifyLine).
 	return p, nil
 }
 
@@ -147,9 +141,6 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 		return opts, exitf(exitParams, "Data offset is not multiple of 4096 bytes.")
 	}
 	if align := c.Int64("align-payload"); align > 0 {
-		if c.IsSet("offset") {
-			return opts, usageErrorf("Options --align-payload and --offset cannot be combined.")
-		}
 		if version == 2 && (opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0) {
 			// cryptsetup then shrinks the keyslots area to fit; luks2
 			// aligns only the default layout.

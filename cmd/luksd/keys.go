@@ -150,9 +150,6 @@ func luksAddKey(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("unbound") && c.Int("key-size") <= 0 {
-		return usageErrorf("Key size is required with --unbound option.")
-	}
 	h, f, err := readHeaderOfType(c, dev, true)
 	if err != nil {
 		return err

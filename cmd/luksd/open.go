@@ -9,6 +9,7 @@ import (
 
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/daemon/frontend"
+	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/nbd"
 	"github.com/urfave/cli/v2"
 )
@@ -26,13 +27,14 @@ func init() {
 		&cli.UintFlag{Name: "io-timeout", Usage: "fail a request the disk has not carried out in `SECONDS` with EIO, the device stays (0: wait as long as it takes, as dm-crypt)"},
 		&cli.BoolFlag{Name: "test-passphrase", Usage: "only check that the passphrase unlocks a keyslot"},
 		&cli.BoolFlag{Name: "unbound", Usage: "with --test-passphrase: unbound keyslots count too"},
+		&cli.BoolFlag{Name: "refresh", Usage: "check the key of an active volume again (cryptsetup refresh)"},
 	}
 	register(&cli.Command{
 		Name:      "open",
-		Aliases:   []string{"luksOpen"},
+		Aliases:   []string{"luksOpen", "plainOpen", "create", "refresh"},
 		Usage:     "unlock a LUKS volume and attach it as a kernel block device",
 		ArgsUsage: "IMAGE NAME",
-		Flags:     flagSet(openFlags, keyFlags, tokenFlags),
+		Flags:     flagSet(openFlags, keyFlags, tokenFlags, plainFlags),
 		Action:    openAction,
 	}, &cli.Command{
 		Name:   daemon.ChildVerb,
@@ -50,11 +52,11 @@ func init() {
 // header is one of --type, a frontend is usable), reads the header once,
 // unlocks it and hands the volume to a daemon.
 func openAction(c *cli.Context) error {
-	if err := checkOpenOptions(c); err != nil {
-		return err
-	}
 	if c.Bool("test-passphrase") {
 		return testPassphrase(c)
+	}
+	if c.Bool("refresh") {
+		return refreshVolume(c)
 	}
 	if c.NArg() != 2 {
 		return exitf(exitParams, "Command requires device and mapped name as arguments.")
@@ -78,6 +80,9 @@ func openAction(c *cli.Context) error {
 	if err := checkNotInUse(image, opts.ReadOnly); err != nil {
 		return err
 	}
+	if c.String("type") == "plain" {
+		return openPlain(c, image, name, opts, frontendName)
+	}
 	// The header, read once: its --type is checked before a passphrase
 	// is asked for, and it is what the passphrase unlocks.
 	h, hd, err := readHeaderOfType(c, image, false)
@@ -85,6 +90,43 @@ func openAction(c *cli.Context) error {
 		return err
 	}
 	defer hd.Close()
+	if err := pickFrontend(name, frontendName, &opts); err != nil {
+		return err
+	}
+	if err := checkDataDevice(c, image, opts.ReadOnly); err != nil {
+		return err
+	}
+	v, err := unlockHeader(c, image, h, hd, c.Int("key-slot"), true, true)
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	hd.Close() // the daemon never reads the header again
+	return startVolume(c, v.spec(name, opts), v.Key)
+}
+
+// openPlain is open --type plain: the layout from the options, the key
+// from the passphrase or key file, then the daemon as for LUKS.
+func openPlain(c *cli.Context, image, name string, opts daemon.Options, frontendName string) error {
+	seg, err := plainSegment(c, image)
+	if err != nil {
+		return err
+	}
+	if err := pickFrontend(name, frontendName, &opts); err != nil {
+		return err
+	}
+	key, err := plainKey(c, image, seg.KeySize)
+	if err != nil {
+		return err
+	}
+	defer key.Wipe()
+	return startVolume(c, plainSpec(name, image, seg, opts), key)
+}
+
+// pickFrontend resolves frontendName into opts, and the device a dead
+// daemon of name recorded with --recover; without it, it clears what such
+// a daemon left.
+func pickFrontend(name, frontendName string, opts *daemon.Options) error {
 	fe, err := frontend.Pick(frontendName)
 	if err != nil {
 		return err // frontend.ErrUnavailable: exit 1
@@ -99,21 +141,16 @@ func openAction(c *cli.Context) error {
 		// (its /dev/nbdN would otherwise stay configured forever).
 		cleanStale(name)
 	}
+	return nil
+}
 
-	if err := checkDataDevice(c, image, opts.ReadOnly); err != nil {
-		return err
-	}
-	v, err := unlockHeader(c, image, h, hd, c.Int("key-slot"), true, true)
-	if err != nil {
-		return err
-	}
-	defer v.Close()
-	hd.Close() // the daemon never reads the header again
-	spec := v.spec(name, opts)
+// startVolume hands spec and key to a daemon: this process with
+// --foreground, else a detached one whose device it prints.
+func startVolume(c *cli.Context, spec daemon.Spec, key *keyring.Secret) error {
 	if c.Bool("foreground") {
-		return daemon.Exec(spec, v.Key)
+		return daemon.Exec(spec, key)
 	}
-	dev, err := daemon.Spawn(spec, v.Key)
+	dev, err := daemon.Spawn(spec, key)
 	if err != nil {
 		return err
 	}

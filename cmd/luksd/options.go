@@ -41,7 +41,7 @@ var cryptsetupOptions = map[string]csOption{
 	"debug-json":                  {kind: cmdline.None},
 	"decrypt":                     {kind: cmdline.None},
 	"deferred":                    {kind: cmdline.None, actions: []string{"close"}},
-	"device-size":                 {kind: cmdline.Size, actions: []string{"open"}},
+	"device-size":                 {kind: cmdline.Size, actions: []string{"open", "resize"}},
 	"disable-external-tokens":     {kind: cmdline.None},
 	"disable-keyring":             {kind: cmdline.None},
 	"disable-locks":               {kind: cmdline.None},
@@ -68,7 +68,7 @@ var cryptsetupOptions = map[string]csOption{
 	"key-description":             {kind: cmdline.Text},
 	"key-file":                    {kind: cmdline.Text, short: 'd'},
 	"key-size":                    {kind: cmdline.Uint32, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
-	"key-slot":                    {kind: cmdline.Int32, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey"}},
+	"key-slot":                    {kind: cmdline.Int32, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey", "luksResume"}},
 	"keyfile-offset":              {kind: cmdline.Uint64},
 	"keyfile-size":                {kind: cmdline.Uint32, short: 'l'},
 	"keyslot-cipher":              {kind: cmdline.Text, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
@@ -105,7 +105,7 @@ var cryptsetupOptions = map[string]csOption{
 	"sector-size":                 {kind: cmdline.Uint32, actions: []string{"luksFormat", "open"}},
 	"serialize-memory-hard-pbkdf": {kind: cmdline.None, actions: []string{"open"}},
 	"shared":                      {kind: cmdline.None, actions: []string{"open"}},
-	"size":                        {kind: cmdline.Uint64, short: 'b', actions: []string{"open"}},
+	"size":                        {kind: cmdline.Uint64, short: 'b', actions: []string{"open", "resize"}},
 	"skip":                        {kind: cmdline.Uint64, short: 'p', actions: []string{"open"}},
 	"subsystem":                   {kind: cmdline.Text, actions: []string{"luksFormat", "config"}},
 	"tcrypt-backup":               {kind: cmdline.None, actions: []string{"open"}},
@@ -144,17 +144,25 @@ var optionAliases = map[string]string{
 // otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
 // not have: a script that uses one learns why it failed.
 var otherActions = []string{
-	"repair", "reencrypt", "resize", "luksSuspend", "luksResume", "convert",
-	"tcryptDump", "bitlkDump", "fvault2Dump", "create", "plainOpen", "loopaesOpen", "tcryptOpen",
-	"bitlkOpen", "fvault2Open", "remove", "plainClose", "loopaesClose", "tcryptClose", "bitlkClose",
-	"fvault2Close",
+	"repair", "reencrypt", "resize", "convert",
+	"tcryptDump", "bitlkDump", "fvault2Dump", "loopaesOpen", "tcryptOpen", "bitlkOpen", "fvault2Open",
 }
 
 // verbAliases are cryptsetup's old action names; messages name the action.
 var verbAliases = map[string]string{
-	"luksOpen":  "open",
-	"luksClose": "close",
-	"luksErase": "erase",
+	"luksOpen":     "open",
+	"luksClose":    "close",
+	"luksErase":    "erase",
+	"luksConfig":   "config",
+	"plainOpen":    "open",
+	"create":       "open",
+	"refresh":      "open",
+	"remove":       "close",
+	"plainClose":   "close",
+	"loopaesClose": "close",
+	"tcryptClose":  "close",
+	"bitlkClose":   "close",
+	"fvault2Close": "close",
 }
 
 // verbArgs are the positional arguments each action requires, in
@@ -182,6 +190,8 @@ var verbArgs = map[string]struct {
 	"status":            {1, "<name>"},
 	"token":             {2, "<add|remove|import|export> <device>"},
 	"luksConvertKey":    {1, "<device> [<key file>]"},
+	"luksSuspend":       {1, "<device>"},
+	"luksResume":        {1, "<device>"},
 }
 
 // refusesOptions reports whether action is one of cryptsetup's, whose
@@ -203,30 +213,24 @@ var luksdExtensions = map[string][]string{
 // unsupported are options cryptsetup uses on an action and luksd cannot
 // honour there: ignoring them would do something else than asked, so they
 // are refused. An option leaves this list by the verb defining the flag.
-// Messages are cryptsetup's where it refuses the option for LUKS too.
+// Messages are cryptsetup's where it refuses the option for LUKS too;
+// cryptsetup's refusals by device type are verifyLine's.
 var unsupported = map[string]map[string]string{
 	"luksFormat": {
 		"integrity":         "",
-		"integrity-no-wipe": "Option --integrity-no-wipe can be used only for format action with integrity extension.",
+		"integrity-no-wipe": "",
 		"keyslot-cipher":    "",
 		"keyslot-key-size":  "",
 	},
 	"open": {
-		"device-size":       "",
 		"persistent":        "",
-		"refresh":           "",
-		"size":              "",
 		"volume-key-file":   "",
-		"offset":            "Option --offset with open action is only supported for plain and loopaes devices.",
-		"skip":              "Option --skip is supported only for open of plain and loopaes devices.",
-		"shared":            "Option --shared is allowed only for open of plain device.",
-		"sector-size":       "Sector size option with open action is supported only for plain devices.",
-		"iv-large-sectors":  "Large IV sectors option is supported only for opening plain type device with sector size larger than 512 bytes.",
-		"tcrypt-hidden":     "Option --tcrypt-hidden, --tcrypt-system or --tcrypt-backup is supported only for TCRYPT device.",
-		"tcrypt-system":     "Option --tcrypt-hidden, --tcrypt-system or --tcrypt-backup is supported only for TCRYPT device.",
-		"tcrypt-backup":     "Option --tcrypt-hidden, --tcrypt-system or --tcrypt-backup is supported only for TCRYPT device.",
-		"veracrypt":         "Option --veracrypt or --disable-veracrypt is supported only for TCRYPT device type.",
-		"disable-veracrypt": "Option --veracrypt or --disable-veracrypt is supported only for TCRYPT device type.",
+		"shared":            "",
+		"tcrypt-hidden":     "",
+		"tcrypt-system":     "",
+		"tcrypt-backup":     "",
+		"veracrypt":         "",
+		"disable-veracrypt": "",
 	},
 	// Deferred removal is a device-mapper feature; a luksd volume closes
 	// when asked or not at all.
@@ -321,15 +325,28 @@ func popt(app *cli.App, args []string) (parsedLine, error) {
 	}
 	line.verb = sc.Pos[0]
 	pos := sc.Pos[1:]
+	typeArg := plainAlias(line.verb, pos)
 	cmd, err := findAction(app, line.verb, len(pos))
 	if err != nil {
 		return line, err
 	}
-	out, err := line.actionOptions(cmd, sc.Opts, names)
+	out, refusal, err := line.actionOptions(cmd, sc.Opts, names)
 	if err != nil {
 		return line, err
 	}
-	line.args = append([]string{args[0], line.verb}, out...)
+	lo := newLineOptions(sc.Opts)
+	if err := verifyLine(line.verb, lo); err != nil {
+		return line, err
+	}
+	if refusal == nil {
+		refusal = typeRefusal(line.verb, lo)
+	}
+	if refusal != nil {
+		// What luksd cannot honour is said once cryptsetup's own checks
+		// have passed: --test-args too, a script asking learns it.
+		return line, refusal
+	}
+	line.args = append(append([]string{args[0], line.verb}, typeArg...), out...)
 	if len(pos) > 0 {
 		line.args = append(append(line.args, "--"), pos...)
 	}
@@ -357,9 +374,10 @@ func findAction(app *cli.App, verb string, nargs int) (*cli.Command, error) {
 // actionOptions checks opts against the action's: each one the verb's
 // command defines becomes --name or --name=value for urfave/cli; one
 // cryptsetup refuses for the action, or luksd cannot honour, is refused
-// in cryptsetup's words; the others are accepted and ignored (see above).
-// -v and --test-args are noted in l.
-func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, names map[string]cmdline.Kind) ([]string, error) {
+// in cryptsetup's words; one luksd cannot honour is the refusal, reported
+// after cryptsetup's later checks (verifyLine); the others are accepted
+// and ignored (see above). -v and --test-args are noted in l.
+func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, names map[string]cmdline.Kind) (out []string, refusal, err error) {
 	action := canonicalVerb(l.verb)
 	defined := map[string]bool{}
 	for _, f := range cmd.Flags {
@@ -367,7 +385,6 @@ func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, name
 			defined[n] = true
 		}
 	}
-	var out []string
 	for _, o := range opts {
 		name := o.Name
 		if alias, ok := optionAliases[name]; ok {
@@ -384,7 +401,7 @@ func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, name
 		if isCS && cs.actions != nil && !contains(cs.actions, action) && refusesOptions(action) && !contains(luksdExtensions[action], name) {
 			// luksd defines it (the flag set is shared) but cryptsetup
 			// refuses it here: luksKillSlot -S, luksChangeKey --new-keyfile.
-			return nil, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
+			return nil, nil, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
 		}
 		if defined[name] {
 			if names[name] == cmdline.None {
@@ -395,17 +412,17 @@ func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, name
 			continue
 		}
 		if !isCS || cs.actions != nil && !contains(cs.actions, action) {
-			return nil, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
+			return nil, nil, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
 		}
-		if msg, ok := unsupported[action][name]; ok {
+		if msg, ok := unsupported[action][name]; ok && refusal == nil {
 			if msg == "" {
 				msg = fmt.Sprintf("Option --%s is not supported by luksd.", name)
 			}
-			return nil, exitf(exitParams, "%s", msg)
+			refusal = exitf(exitParams, "%s", msg)
 		}
 		// Accepted and ignored: see the list above.
 	}
-	return out, nil
+	return out, refusal, nil
 }
 
 // withVerb notes the verb (for --help VERB) among the positionals before

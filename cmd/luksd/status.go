@@ -66,11 +66,17 @@ func writeStatus(w io.Writer, s *daemon.State, inUse bool) error {
 	fmt.Fprintf(bw, "  sector size:  %d\n", s.SectorSize)
 	fmt.Fprintf(bw, "  offset:  %d sectors\n", s.Offset/512)
 	fmt.Fprintf(bw, "  size:    %d sectors\n", s.Size/512)
-	if s.ReadOnly {
-		fmt.Fprintf(bw, "  mode:    readonly\n")
-	} else {
-		fmt.Fprintf(bw, "  mode:    read/write\n")
+	if s.Skipped != 0 {
+		fmt.Fprintf(bw, "  skipped: %d sectors\n", s.Skipped)
 	}
+	mode := "read/write"
+	if s.ReadOnly {
+		mode = "readonly"
+	}
+	if s.Suspended {
+		mode += " (suspended)"
+	}
+	fmt.Fprintf(bw, "  mode:    %s\n", mode)
 	if s.AllowDiscards {
 		fmt.Fprintf(bw, "  flags:   discards\n")
 	}

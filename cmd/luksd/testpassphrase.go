@@ -25,25 +25,6 @@ func testPassphrase(c *cli.Context) error {
 	return nil
 }
 
-// checkOpenOptions makes cryptsetup's usage checks of open's
-// --test-passphrase and --unbound against --type, in its order.
-func checkOpenOptions(c *cli.Context) error {
-	t := c.String("type")
-	if c.Bool("test-passphrase") && !keyslotType(t) {
-		return usageErrorf("Option --test-passphrase is allowed only for open of LUKS, TCRYPT, BITLK and FVAULT2 devices.")
-	}
-	if c.Bool("unbound") {
-		// cryptsetup compares the type's first four letters, with case.
-		if !strings.HasPrefix(t, "luks") {
-			return usageErrorf("Option --unbound is allowed only for open of luks device.")
-		}
-		if !c.Bool("test-passphrase") {
-			return usageErrorf("Option --unbound cannot be used without --test-passphrase.")
-		}
-	}
-	return nil
-}
-
 // keyslotType reports whether open --type t names a format with keyslots.
 func keyslotType(t string) bool {
 	return strings.HasPrefix(t, "luks") || t == "tcrypt" || t == "bitlk" || t == "fvault2"
@@ -57,12 +38,12 @@ func keyslotType(t string) bool {
 func checkOpenType(t string, testPassphrase bool) error {
 	keyslots := keyslotType(t)
 	switch {
-	case t == "" || t == "luks" || t == "luks1" || t == "luks2":
+	case t == "" || t == "luks" || t == "luks1" || t == "luks2" || t == "plain" && !testPassphrase:
 		return nil
 	case testPassphrase && !keyslots:
 		return usageErrorf("Option --test-passphrase is allowed only for open of LUKS, TCRYPT, BITLK and FVAULT2 devices.")
-	case t == "plain" || t == "loopaes" || !strings.HasPrefix(t, "luks") && keyslots:
-		return exitf(exitParams, "Device type %s is not supported by luksd (it opens luks, luks1 and luks2).", t)
+	case t == "loopaes" || !strings.HasPrefix(t, "luks") && keyslots:
+		return exitf(exitParams, "Device type %s is not supported by luksd (it opens luks, luks1, luks2 and plain).", t)
 	}
 	return exitf(exitParams, "Unrecognized metadata device type %s.", t)
 }

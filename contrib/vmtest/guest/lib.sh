@@ -67,6 +67,20 @@ write_at() { dd if="$2" of="$1" bs=1M seek="$3" conv=fsync,notrunc 2>/dev/null; 
 # sum_at DEV OFFSET_MiB LEN_MiB prints the sha256 of that range of DEV.
 sum_at() { dd if="$1" bs=1M skip="$2" count="$3" iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1; }
 
+# same_data DEV LAST: DEV holds $SCRATCH/head at MiB 0 and $SCRATCH/tail at
+# MiB LAST (write_data wrote them).
+same_data() {
+	[ "$(sum_at "$1" 0 4)" = "$(sum_of "$SCRATCH/head")" ] || because "first 4 MiB through $1 differ"
+	[ "$(sum_at "$1" "$2" 1)" = "$(sum_of "$SCRATCH/tail")" ] || because "last MiB through $1 differs"
+}
+
+# write_data DEV writes $SCRATCH/head (4 MiB) at MiB 0 and $SCRATCH/tail (1
+# MiB) in DEV's last MiB, and prints that MiB.
+write_data() {
+	_last=$(($(blockdev --getsize64 "$1") / 1048576 - 1))
+	write_at "$1" "$SCRATCH/head" 0 && write_at "$1" "$SCRATCH/tail" "$_last" && echo "$_last"
+}
+
 # sum_of FILE prints the sha256 of FILE.
 sum_of() { sha256sum "$1" | cut -d' ' -f1; }
 

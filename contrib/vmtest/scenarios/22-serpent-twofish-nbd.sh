@@ -25,18 +25,6 @@ mkkey "$key"
 mkpattern "$SCRATCH/head" 4
 mkpattern "$SCRATCH/tail" 1
 
-# same_data DEV LAST: DEV holds head at MiB 0 and tail at MiB LAST.
-same_data() {
-	[ "$(sum_at "$1" 0 4)" = "$(sum_of "$SCRATCH/head")" ] || because "first 4 MiB through $1 differ"
-	[ "$(sum_at "$1" "$2" 1)" = "$(sum_of "$SCRATCH/tail")" ] || because "last MiB through $1 differs"
-}
-
-# write_data DEV: writes head and tail, prints the tail's MiB.
-write_data() {
-	_last=$(($(blockdev --getsize64 "$1") / 1048576 - 1))
-	write_at "$1" "$SCRATCH/head" 0 && write_at "$1" "$SCRATCH/tail" "$_last" && echo "$_last"
-}
-
 kernel_writes_luksd_reads() {
 	img=$SCRATCH/img
 	mkimage "$img" 32

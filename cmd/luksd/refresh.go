@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/luksd/luksd/daemon"
+	"github.com/luksd/luksd/keyring"
+	"github.com/urfave/cli/v2"
+)
+
+// refreshVolume is open --refresh (cryptsetup refresh NAME): the key is
+// asked for again and must be the active volume's, as cryptsetup reloads
+// the mapping with it. luksd's daemon keeps running as it was: --perf-*
+// change nothing for it, and the kernel device's read-only and discard
+// settings are fixed while it is attached, so asking for other ones is
+// refused rather than ignored.
+func refreshVolume(c *cli.Context) error {
+	arg := c.Args().Get(c.NArg() - 1) // NAME, after DEVICE when both are given
+	name, ok, err := daemon.ResolveName(arg)
+	if err != nil {
+		return err
+	}
+	var st *daemon.State
+	if ok {
+		if st, err = daemon.Active(name); err != nil {
+			return err
+		}
+	}
+	if st == nil {
+		return exitf(exitDevice, "Device %s is not active.", arg)
+	}
+	key, discards, err := refreshKey(c, st)
+	if err != nil {
+		return err
+	}
+	defer key.Wipe()
+	if c.Bool("readonly") != st.ReadOnly || discards != st.AllowDiscards {
+		return exitf(exitParams, "luksd cannot change --readonly or --allow-discards of an active volume; close and open %s again.", name)
+	}
+	err = daemon.CheckKey(name, key)
+	if errors.Is(err, daemon.ErrInvalid) {
+		return exitf(exitPermission, "No key available with this passphrase.")
+	}
+	return err
+}
+
+// refreshKey unlocks the key of the active volume st as open would, and
+// says whether discards are asked for (the option, or a LUKS2 header's
+// persistent flag).
+func refreshKey(c *cli.Context, st *daemon.State) (*keyring.Secret, bool, error) {
+	if !strings.HasPrefix(st.Type, "LUKS") {
+		key, err := plainKey(c, st.Image, st.KeySize)
+		return key, c.Bool("allow-discards"), err
+	}
+	header := st.Header
+	if header == "" {
+		header = st.Image
+	}
+	v, err := unlockKeyslot(c, header, true, c.Int("key-slot"), true, true)
+	if err != nil {
+		return nil, false, err
+	}
+	return v.Key, c.Bool("allow-discards") || slices.Contains(v.Header.Flags(), "allow-discards"), nil
+}
