@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/luksd/luksd/dmcrypt"
+	"github.com/luksd/luksd/internal/testtool"
+)
+
+// Reencryption across tools: one starts (and is killed -9, or interrupted
+// for resilience none, which cryptsetup only protects against a clean
+// stop), the other finishes; then the data must read back under the new
+// key and cipher. Each tool works on its own image copy.
+
+const reencDataOffset = 16 << 20
+
+type reencCase struct {
+	name           string
+	format         []string // cryptsetup luksFormat flags
+	reencrypt      []string // reencrypt flags
+	oldCipher      string
+	newCipher      string
+	oldSec, newSec int
+}
+
+var reencCases = []reencCase{
+	{"xts512-to-xts256", []string{"--cipher", "aes-xts-plain64", "--key-size", "512", "--sector-size", "4096"},
+		[]string{"--key-size", "256"}, "aes-xts-plain64", "aes-xts-plain64", 4096, 4096},
+	{"cbc-essiv-to-xts", []string{"--cipher", "aes-cbc-essiv:sha256", "--key-size", "256", "--sector-size", "512"},
+		[]string{"--cipher", "aes-xts-plain64", "--key-size", "512"}, "aes-cbc-essiv:sha256", "aes-xts-plain64", 512, 512},
+}
+
+// reencImage formats a size-byte image and fills its data with random
+// plaintext, which it returns.
+func reencImage(w *workspace, name string, c reencCase, key string, size int64) (string, []byte) {
+	w.t.Helper()
+	img := testtool.ImageAt(w.t, w.dir, name, size)
+	w.cs(nil, append(append([]string{"luksFormat", "-q", img, key}, c.format...), cheapPBKDF("pbkdf2")...)...).ok(w.t)
+	plain := make([]byte, size-reencDataOffset)
+	rand.Read(plain)
+	w.cryptData(img, key, c.oldCipher, c.oldSec, plain, true)
+	return img, plain
+}
+
+// cryptData encrypts plain into img's data area (encrypt) or decrypts the
+// data area into plain, with the volume key cryptsetup dumps.
+func (w *workspace) cryptData(img, key, cipher string, sector int, plain []byte, encrypt bool) {
+	w.t.Helper()
+	vk, err := hex.DecodeString(volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, img).ok(w.t).stdout))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	sc, err := dmcrypt.New(cipher, vk)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer sc.Wipe()
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer f.Close()
+	buf := bytes.Clone(plain)
+	if encrypt {
+		sc.Encrypt(buf, 0, sector)
+		if _, err := f.WriteAt(buf, reencDataOffset); err != nil {
+			w.t.Fatal(err)
+		}
+		return
+	}
+	if _, err := f.ReadAt(buf, reencDataOffset); err != nil {
+		w.t.Fatal(err)
+	}
+	sc.Decrypt(buf, 0, sector)
+	copy(plain, buf)
+}
+
+// checkData fails unless img holds want under the new cipher.
+func (w *workspace) checkData(img, key string, c reencCase, want []byte) {
+	w.t.Helper()
+	got := make([]byte, len(want))
+	w.cryptData(img, key, c.newCipher, c.newSec, got, false)
+	if !bytes.Equal(got, want) {
+		i := 0
+		for got[i] == want[i] {
+			i++
+		}
+		w.t.Fatalf("%s: data differs from byte %d (sector %d)", img, i, i/512)
+	}
+	if r := w.cs(nil, "luksDump", img).ok(w.t).stdout; bytes.Contains([]byte(r), []byte("reencrypt")) {
+		w.t.Fatalf("%s: reencryption metadata left:\n%s", img, r)
+	}
+}
+
+// interrupt starts prog and stops it with sig after delay.
+func interrupt(t *testing.T, delay time.Duration, sig syscall.Signal, prog string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(delay)
+	cmd.Process.Signal(sig)
+	cmd.Wait()
+}
+
+func TestReencryptResumesAcrossTools(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	ld := testtool.Luksd(t)
+	for _, c := range reencCases {
+		for _, res := range []string{"checksum", "journal", "none"} {
+			t.Run(c.name+"-"+res, func(t *testing.T) {
+				w := &workspace{t: t, dir: t.TempDir(), cryptsetup: w.cryptsetup}
+				base, plain := reencImage(w, "base.img", c, key, 48<<20)
+				sig := syscall.SIGKILL
+				if res == "none" {
+					sig = syscall.SIGINT
+				}
+				flags := append([]string{"--resilience", res, "--hotzone-size", "262144", "-d", key, "--force-offline-reencrypt", "-q"}, c.reencrypt...)
+				tools := map[string]string{"luksd": ld, "cryptsetup": w.cryptsetup}
+				for _, first := range []string{"luksd", "cryptsetup"} {
+					second := map[string]string{"luksd": "cryptsetup", "cryptsetup": "luksd"}[first]
+					for trial := range 3 {
+						img := w.path(fmt.Sprintf("%s-%d.img", first, trial))
+						copyFile(t, base, img)
+						runTool(t, nil, tools[first], append([]string{"reencrypt", "--init-only", img}, flags...)...).ok(t)
+						delay := time.Duration(20+trial*120) * time.Millisecond
+						interrupt(t, delay, sig, tools[first], append([]string{"reencrypt", "--resume-only", img}, flags...)...)
+						resume := []string{"reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img}
+						r := runTool(t, nil, tools[second], resume...)
+						if second == "cryptsetup" && bytes.Contains([]byte(r.stderr), []byte("Run repair first")) {
+							w.cs(nil, "repair", "-q", "-d", key, img).ok(t)
+							r = runTool(t, nil, tools[second], resume...)
+						}
+						// A first run that finished leaves nothing to resume.
+						if r.code != 0 && !bytes.Contains([]byte(r.stderr), []byte("not in progress")) {
+							t.Fatalf("%s after %s (%v): exit %d: %s", second, first, delay, r.code, r.stderr)
+						}
+						w.checkData(img, key, c, plain)
+					}
+				}
+			})
+		}
+	}
+}

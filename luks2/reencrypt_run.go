@@ -1,0 +1,328 @@
+package luks2
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/luksd/luksd/dmcrypt"
+)
+
+// defaultHotzone is the most data one step rewrites unless told.
+const defaultHotzone = 64 << 20
+
+// reencryptJob is a reencryption being run: the state, both keys' sector
+// ciphers and the device.
+type reencryptJob struct {
+	h        *header
+	dev      Device
+	st       *reencryptState
+	run      ReencryptRun
+	total    uint64
+	old, new dmcrypt.SectorCipher
+}
+
+func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) error {
+	st, err := h.reencryptState()
+	if err != nil {
+		return err
+	}
+	oldVK, newVK, err := h.reencryptKeys(dev, st, passphrase, slot)
+	if err != nil {
+		return err
+	}
+	defer clear(oldVK)
+	defer clear(newVK)
+	if err := h.verifyReencryptDigest(st, oldVK, newVK); err != nil {
+		return err
+	}
+	j := &reencryptJob{h: h, dev: dev, st: st, run: run}
+	if j.total, err = st.dataSize(devSize); err != nil {
+		return err
+	}
+	if st.done > j.total {
+		st.done = j.total
+	}
+	if j.old, err = dmcrypt.New(st.oldSeg.cipher, oldVK); err != nil {
+		return err
+	}
+	defer j.old.Wipe()
+	if j.new, err = dmcrypt.New(st.newSeg.cipher, newVK); err != nil {
+		return err
+	}
+	defer j.new.Wipe()
+	if j.run.Commit == nil {
+		j.run.Commit = func(write func() error) error { return write() }
+	}
+	if st.hot != nil {
+		if err := j.recover(); err != nil {
+			return fmt.Errorf("LUKS2 reencryption recovery failed: %w", err)
+		}
+	}
+	return j.loop()
+}
+
+// reencryptKeys opens the old and the new volume key with passphrase, as
+// cryptsetup's LUKS2_keyslot_open_all_segments: one keyslot of each digest.
+func (h *header) reencryptKeys(dev Device, st *reencryptState, passphrase []byte, slot int) ([]byte, []byte, error) {
+	open := func(d *digest) ([]byte, error) {
+		var last error = ErrNoUsableKeyslot
+		for _, id := range h.keyslotOrder() {
+			if slot >= 0 && id != slot && slices.Contains(d.keyslots, slot) {
+				continue
+			}
+			if !slices.Contains(d.keyslots, id) {
+				continue
+			}
+			vk, err := h.openAndVerify(dev, id, d, passphrase)
+			if err == nil {
+				return vk, nil
+			}
+			if errors.Is(err, ErrWrongPassphrase) || errors.Is(err, errKeyslotUnusable) {
+				last = err
+				continue
+			}
+			return nil, err
+		}
+		if errors.Is(last, errKeyslotUnusable) {
+			last = ErrNoUsableKeyslot
+		}
+		return nil, last
+	}
+	oldVK, err := open(st.oldDigest)
+	if err != nil {
+		return nil, nil, err
+	}
+	newVK, err := open(st.newDigest)
+	if err != nil {
+		clear(oldVK)
+		return nil, nil, err
+	}
+	return oldVK, newVK, nil
+}
+
+// verifyReencryptDigest checks the reencryption digest against the keys.
+func (h *header) verifyReencryptDigest(st *reencryptState, oldVK, newVK []byte) error {
+	d := h.meta.keyslotDigest(st.slot)
+	if d == nil {
+		return ErrReencryptInvalid
+	}
+	data, err := reencryptVerificationData(h.meta.root, st.version, oldVK, newVK)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrReencryptInvalid, err)
+	}
+	defer clear(data)
+	if ok, err := d.verify(data); err != nil || !ok {
+		return ErrReencryptInvalid
+	}
+	return nil
+}
+
+// hotzone is the length of the next step at done.
+func (j *reencryptJob) hotzone(done uint64) uint64 {
+	n := uint64(defaultHotzone)
+	if j.run.HotzoneSize > 0 {
+		n = uint64(j.run.HotzoneSize)
+	}
+	align := uint64(max(j.st.oldSeg.sectorSize, j.st.newSeg.sectorSize, j.st.blockSize))
+	switch j.st.resilience {
+	case "checksum":
+		hs := uint64(hashSize(j.st.hash))
+		n = min(n, j.st.areaSize/hs*uint64(j.st.blockSize))
+	case "journal":
+		n = min(n, j.st.areaSize)
+	}
+	n = max(n/align*align, align)
+	return min(n, j.total-done)
+}
+
+func (j *reencryptJob) loop() error {
+	st := j.st
+	none := st.resilience == "none"
+	var buf []byte
+	for st.done < j.total {
+		if j.run.Stop != nil && j.run.Stop() {
+			break
+		}
+		n := j.hotzone(st.done)
+		if uint64(len(buf)) < n {
+			buf = make([]byte, n)
+		}
+		b := buf[:n]
+		if _, err := j.dev.ReadAt(b, int64(st.dataOffset+st.done)); err != nil {
+			return fmt.Errorf("failed to read hotzone area starting at %d: %w", st.done, err)
+		}
+		if !none {
+			root := j.h.stepSegments(st, st.done, n, j.total, true)
+			if err := j.protect(root, b); err != nil {
+				return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
+			}
+		}
+		j.rewrite(b, st.done)
+		if _, err := j.dev.WriteAt(b, int64(st.dataOffset+st.done)); err != nil {
+			return fmt.Errorf("failed to write hotzone area starting at %d: %w", st.done, err)
+		}
+		if !none {
+			if err := j.dev.Flush(); err != nil {
+				return fmt.Errorf("failed to sync data: %w", err)
+			}
+		}
+		st.done += n
+		if st.done == j.total {
+			break
+		}
+		if !none {
+			if err := j.commit(j.h.stepSegments(st, st.done, 0, j.total, false)); err != nil {
+				return err
+			}
+		}
+		if j.run.Progress != nil {
+			j.run.Progress(int64(st.done), int64(j.total))
+		}
+	}
+	clear(buf)
+	if st.done < j.total {
+		return j.commit(j.h.stepSegments(st, st.done, 0, j.total, false))
+	}
+	if err := j.finish(); err != nil {
+		return err
+	}
+	if j.run.Progress != nil {
+		j.run.Progress(int64(st.done), int64(j.total))
+	}
+	return nil
+}
+
+// protect writes the hotzone's resilience data (checksums of its old
+// ciphertext, or the ciphertext itself) to the reencrypt keyslot area and
+// commits root, the hot segments.
+func (j *reencryptJob) protect(root *node, raw []byte) error {
+	st := j.st
+	data := raw
+	if st.resilience == "checksum" {
+		hf, _ := hashFunc(st.hash)
+		data = make([]byte, 0, len(raw)/st.blockSize*hashSize(st.hash))
+		for off := 0; off < len(raw); off += st.blockSize {
+			hh := hf()
+			hh.Write(raw[off : off+st.blockSize])
+			data = hh.Sum(data)
+		}
+	}
+	return j.run.Commit(func() error {
+		return j.h.store(j.dev, root, func() error {
+			if _, err := j.dev.WriteAt(data, int64(st.areaOffset)); err != nil {
+				return err
+			}
+			return nil
+		})
+	})
+}
+
+func (j *reencryptJob) commit(root *node) error {
+	return j.run.Commit(func() error { return j.h.replace(j.dev, root) })
+}
+
+// rewrite decrypts b (the data at off) with the old cipher and encrypts it
+// with the new one, in place, on all cores.
+func (j *reencryptJob) rewrite(b []byte, off uint64) {
+	const piece = 1 << 20
+	oss, nss := j.st.oldSeg.sectorSize, j.st.newSeg.sectorSize
+	var wg sync.WaitGroup
+	next := make(chan int, len(b)/piece+1)
+	for p := 0; p < len(b); p += piece {
+		next <- p
+	}
+	close(next)
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range next {
+				c := b[p:min(p+piece, len(b))]
+				sector := (off + uint64(p)) / 512
+				j.old.Decrypt(c, sector, oss)
+				j.new.Encrypt(c, sector, nss)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// finish writes the header cryptsetup leaves after a reencryption: the
+// new segment alone, the keyslots of the old key, the backup segments,
+// the reencrypt keyslot, their digests and the requirement gone; then
+// wipes the areas no keyslot names any more.
+func (j *reencryptJob) finish() error {
+	st := j.st
+	root := j.h.meta.root.clone()
+	segs := jObject()
+	segs.set("0", segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize))
+	root.set("segments", segs)
+	gone := append([]int{st.slot}, st.oldDigest.keyslots...)
+	var areas []interval
+	keyslots := root.get("keyslots")
+	for _, s := range gone {
+		if k := j.h.meta.keyslots[s]; k != nil {
+			areas = append(areas, interval{k.areaOffset, k.areaSize})
+		}
+		keyslots.del(strconv.Itoa(s))
+	}
+	digests := root.get("digests")
+	digests.del(strconv.Itoa(st.oldDigest.id))
+	if d := j.h.meta.keyslotDigest(st.slot); d != nil {
+		digests.del(strconv.Itoa(d.id))
+	}
+	digests.get(strconv.Itoa(st.newDigest.id)).set("segments", idsNode([]int{0}))
+	for _, d := range digests.vals {
+		if d != digests.get(strconv.Itoa(st.newDigest.id)) {
+			d.set("segments", jArray())
+		}
+	}
+	removeRequirement(root, func(r string) bool { return reencryptFlag(r) })
+	err := j.run.Commit(func() error {
+		if err := j.h.replace(j.dev, root); err != nil {
+			return err
+		}
+		for _, a := range areas {
+			if err := wipeArea(j.dev, a.off, a.len); err != nil {
+				return err
+			}
+		}
+		return flush(j.dev)
+	})
+	return err
+}
+
+// removeRequirement drops the mandatory requirements drop matches, and the
+// requirements object when nothing is left in it.
+func removeRequirement(root *node, drop func(string) bool) {
+	reqs := root.get("config").get("requirements")
+	mand := reqs.get("mandatory")
+	if mand == nil {
+		return
+	}
+	kept := mand.vals[:0]
+	for _, v := range mand.vals {
+		if !drop(v.str) {
+			kept = append(kept, v)
+		}
+	}
+	mand.vals = kept
+	if len(kept) == 0 {
+		reqs.del("mandatory")
+	}
+	if len(reqs.keys) == 0 {
+		root.get("config").del("requirements")
+	}
+}
+
+func hashSize(name string) int {
+	h, err := hashFunc(name)
+	if err != nil {
+		return 32
+	}
+	return h().Size()
+}
