@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"syscall"
@@ -151,4 +152,56 @@ func TestReencryptResumesAcrossTools(t *testing.T) {
 			})
 		}
 	}
+}
+
+// kill -9 at random moments, one to three times in a row, then a resume
+// (luksd, or cryptsetup every third trial) and a full data check; the
+// test runs trials for a bounded time.
+func TestReencryptKilledAtRandom(t *testing.T) {
+	w := newWorkspace(t)
+	// On tmpfs where there is one: each trial's first fsync would write
+	// the whole copied image to disk.
+	if d, err := os.MkdirTemp("/dev/shm", "luksd-reencrypt-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		w.dir = d
+	}
+	key := w.key("key", "pw")
+	ld := testtool.Luksd(t)
+	c := reencCases[1]
+	base, plain := reencImage(w, "base.img", c, key, 40<<20)
+	flags := append([]string{"--hotzone-size", "1048576", "-d", key, "-q"}, c.reencrypt...)
+	w.luksd(nil, append([]string{"reencrypt", "--init-only", base}, flags...)...).ok(t)
+	// How long an uninterrupted run takes bounds the kill delays.
+	probe := w.path("probe.img")
+	copyFile(t, base, probe)
+	start := time.Now()
+	w.luksd(nil, "reencrypt", "--resume-only", "-d", key, probe).ok(t)
+	full := time.Since(start)
+	deadline := time.Now().Add(30 * time.Second)
+	trials := 0
+	for ; time.Now().Before(deadline) || trials < 10; trials++ {
+		img := w.path("trial.img")
+		copyFile(t, base, img)
+		var delays []time.Duration
+		for range 1 + mathrand.IntN(3) {
+			d := time.Duration(mathrand.Int64N(int64(full)))
+			delays = append(delays, d)
+			interrupt(t, d, syscall.SIGKILL, ld, "reencrypt", "--resume-only", "-d", key, img)
+		}
+		resume := []string{"reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img}
+		tool := ld
+		if trials%3 == 2 {
+			tool = w.cryptsetup
+		}
+		r := runTool(t, nil, tool, resume...)
+		if tool == w.cryptsetup && bytes.Contains([]byte(r.stderr), []byte("Run repair first")) {
+			w.cs(nil, "repair", "-q", "-d", key, img).ok(t)
+			r = runTool(t, nil, tool, resume...)
+		}
+		if r.code != 0 && !bytes.Contains([]byte(r.stderr), []byte("not in progress")) {
+			t.Fatalf("trial %d (kills after %v): %s: exit %d: %s", trials, delays, tool, r.code, r.stderr)
+		}
+		w.checkData(img, key, c, plain)
+	}
+	t.Logf("%d trials; an uninterrupted run took %v", trials, full)
 }
