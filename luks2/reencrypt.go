@@ -3,6 +3,7 @@ package luks2
 import (
 	"errors"
 	"fmt"
+	"io"
 )
 
 // LUKS2 reencryption as cryptsetup 2.6.1 writes it (reencrypt mode,
@@ -33,6 +34,10 @@ type ReencryptRun struct {
 	// HotzoneSize is the most data rewritten per step (bytes; 0 = 64 MiB,
 	// less where the resilience area is smaller).
 	HotzoneSize int64
+	// Data is where the data is read and written, in pieces on several
+	// goroutines at once (the device without the metadata locks, e.g. the
+	// *os.File under a HeaderFile); nil uses the Device given.
+	Data DataDevice
 	// Commit runs a header write (the caller's exclusive metadata lock);
 	// nil runs it as it is.
 	Commit func(write func() error) error
@@ -41,6 +46,12 @@ type ReencryptRun struct {
 	// Stop is asked between steps; true ends the run with the metadata
 	// written, to be resumed later.
 	Stop func() bool
+}
+
+// DataDevice is the data side of a device: safe for concurrent use.
+type DataDevice interface {
+	io.ReaderAt
+	io.WriterAt
 }
 
 var (

@@ -1,6 +1,7 @@
 package luks2
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"runtime"
@@ -54,6 +55,9 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 		return err
 	}
 	defer j.new.Wipe()
+	if j.run.Data == nil {
+		j.run.Data = dev
+	}
 	if j.run.Commit == nil {
 		j.run.Commit = func(write func() error) error { return write() }
 	}
@@ -152,7 +156,7 @@ func (j *reencryptJob) loop() error {
 			buf = make([]byte, n)
 		}
 		b := buf[:n]
-		if _, err := j.dev.ReadAt(b, int64(st.dataOffset+st.done)); err != nil {
+		if err := j.io(j.run.Data.ReadAt, b, st.done); err != nil {
 			return fmt.Errorf("failed to read hotzone area starting at %d: %w", st.done, err)
 		}
 		if !none {
@@ -162,7 +166,7 @@ func (j *reencryptJob) loop() error {
 			}
 		}
 		j.rewrite(b, st.done)
-		if _, err := j.dev.WriteAt(b, int64(st.dataOffset+st.done)); err != nil {
+		if err := j.io(j.run.Data.WriteAt, b, st.done); err != nil {
 			return fmt.Errorf("failed to write hotzone area starting at %d: %w", st.done, err)
 		}
 		if !none {
@@ -203,13 +207,7 @@ func (j *reencryptJob) protect(root *node, raw []byte) error {
 	st := j.st
 	data := raw
 	if st.resilience == "checksum" {
-		hf, _ := hashFunc(st.hash)
-		data = make([]byte, 0, len(raw)/st.blockSize*hashSize(st.hash))
-		for off := 0; off < len(raw); off += st.blockSize {
-			hh := hf()
-			hh.Write(raw[off : off+st.blockSize])
-			data = hh.Sum(data)
-		}
+		data = checksums(raw, st.blockSize, st.hash)
 	}
 	return j.run.Commit(func() error {
 		return j.h.store(j.dev, root, func() error {
@@ -228,23 +226,61 @@ func (j *reencryptJob) commit(root *node) error {
 // rewrite decrypts b (the data at off) with the old cipher and encrypts it
 // with the new one, in place, on all cores.
 func (j *reencryptJob) rewrite(b []byte, off uint64) {
-	const piece = 1 << 20
 	oss, nss := j.st.oldSeg.sectorSize, j.st.newSeg.sectorSize
-	var wg sync.WaitGroup
-	next := make(chan int, len(b)/piece+1)
-	for p := 0; p < len(b); p += piece {
+	onPieces(len(b), 1<<20, func(lo, hi int) {
+		sector := (off + uint64(lo)) / 512
+		j.old.Decrypt(b[lo:hi], sector, oss)
+		j.new.Encrypt(b[lo:hi], sector, nss)
+	})
+}
+
+// io reads or writes b at data offset off in pieces on all cores: on a
+// fast device (tmpfs, NVMe) one thread's copies are the limit.
+func (j *reencryptJob) io(op func([]byte, int64) (int, error), b []byte, off uint64) error {
+	var mu sync.Mutex
+	var first error
+	onPieces(len(b), 4<<20, func(lo, hi int) {
+		if _, err := op(b[lo:hi], int64(j.st.dataOffset+off)+int64(lo)); err != nil {
+			mu.Lock()
+			first = cmp.Or(first, err)
+			mu.Unlock()
+		}
+	})
+	return first
+}
+
+// checksums hashes each block of raw into its slot of sums, on all cores.
+func checksums(raw []byte, blockSize int, hashName string) []byte {
+	hf, _ := hashFunc(hashName)
+	hs := hashSize(hashName)
+	sums := make([]byte, len(raw)/blockSize*hs)
+	// Pieces of whole blocks: 256 of them per piece.
+	onPieces(len(raw), 256*blockSize, func(lo, hi int) {
+		h := hf()
+		for off := lo; off < hi; off += blockSize {
+			h.Reset()
+			h.Write(raw[off : off+blockSize])
+			h.Sum(sums[off/blockSize*hs : off/blockSize*hs])
+		}
+	})
+	return sums
+}
+
+// onPieces runs fn on [lo, hi) pieces of [0, n), piece bytes each (the
+// last may be shorter), on GOMAXPROCS goroutines.
+func onPieces(n, piece int, fn func(lo, hi int)) {
+	next := make(chan int, n/piece+1)
+	for p := 0; p < n; p += piece {
 		next <- p
 	}
 	close(next)
+	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for p := range next {
-				c := b[p:min(p+piece, len(b))]
-				sector := (off + uint64(p)) / 512
-				j.old.Decrypt(c, sector, oss)
-				j.new.Encrypt(c, sector, nss)
+				fn(p, min(p+piece, n))
 			}
 		}()
 	}

@@ -162,6 +162,7 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 	var lastPrint time.Time
 	run := luks2.ReencryptRun{
 		HotzoneSize: c.Int64("hotzone-size"),
+		Data:        f.File,
 		Commit:      func(write func() error) error { return f.Edit(write) },
 		Stop:        stop.Load,
 		Progress: func(done, total int64) {
