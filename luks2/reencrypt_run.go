@@ -147,6 +147,9 @@ func (j *reencryptJob) loop() error {
 	st := j.st
 	none := st.resilience == "none"
 	var buf []byte
+	if j.run.Progress != nil {
+		j.run.Progress(int64(st.done), int64(j.total))
+	}
 	for st.done < j.total {
 		if j.run.Stop != nil && j.run.Stop() {
 			break

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -46,8 +47,13 @@ func reencrypt(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("init-only") && c.Bool("resume-only") {
-		return usageErrorf("Options --init-only and --resume-only are mutually exclusive.")
+	// Offline: nothing may have the device open (luksd open or serve, a
+	// mount, dm-crypt); the claim lasts the whole run.
+	claim, err := blockdev.Open(dev, blockdev.OpenOptions{Exclusive: true})
+	if errors.Is(err, blockdev.ErrInUse) {
+		return exitf(exitBusy, "Failed to open %s in exclusive mode (already mapped or mounted).", dev)
+	} else if err == nil {
+		defer claim.Close()
 	}
 	hp := headerPath(c, dev)
 	h, f, err := readLUKS2Header(c, dev, true)
@@ -60,7 +66,7 @@ func reencrypt(c *cli.Context) error {
 		return exitf(exitParams, "Device reencryption not in progress.")
 	}
 	if marked && c.Bool("init-only") {
-		return exitf(exitBusy, "LUKS2 reencryption already initialized in metadata.")
+		return exitf(exitParams, "LUKS2 reencryption already initialized. Aborting operation.")
 	}
 	var pass *keyring.Secret
 	if !marked {
@@ -74,8 +80,13 @@ func reencrypt(c *cli.Context) error {
 		if h, err = f.read(); err != nil {
 			return headerError(hp, err)
 		}
-	} else if pass, err = readPassphrase(keySource(c), "Enter passphrase for "+hp+": ", false); err != nil {
-		return err
+	} else {
+		if pass, err = readPassphrase(keySource(c), "Enter passphrase for "+hp+": ", false); err != nil {
+			return err
+		}
+		if !c.Bool("batch-mode") {
+			fmt.Println("Resuming LUKS reencryption in forced offline mode.")
+		}
 	}
 	defer pass.Wipe()
 	return runReencrypt(c, h, f, hp, pass.Bytes())
@@ -88,7 +99,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	slots := h.ActiveKeyslots()
 	if s := c.Int("key-slot"); s >= 0 {
 		if !h.KeyslotStatus(s).InUse() {
-			return nil, exitf(exitParams, "Keyslot %d is not active.", s)
+			return nil, exitf(exitParams, "") // cryptsetup 2.6.1 says nothing
 		}
 		slots = []int{s}
 	}
@@ -159,6 +170,10 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 	}()
 	start := time.Now()
 	every := time.Duration(c.Int("progress-frequency")) * time.Second
+	if every == 0 {
+		every = time.Second
+	}
+	json, text := c.Bool("progress-json"), !c.Bool("batch-mode")
 	var lastPrint time.Time
 	run := luks2.ReencryptRun{
 		HotzoneSize: c.Int64("hotzone-size"),
@@ -166,11 +181,11 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		Commit:      func(write func() error) error { return f.Edit(write) },
 		Stop:        stop.Load,
 		Progress: func(done, total int64) {
-			if every == 0 && !c.Bool("progress-json") || time.Since(lastPrint) < every && done < total {
+			if !json && !text || time.Since(lastPrint) < every && done < total {
 				return
 			}
 			lastPrint = time.Now()
-			printReencryptProgress(c, start, done, total)
+			printReencryptProgress(c.Args().First(), json, start, done, total)
 		},
 	}
 	err := h.Reencrypt(f, f.Size, pass, c.Int("key-slot"), run)
@@ -178,7 +193,9 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 	case err == nil:
 		return nil
 	case errors.Is(err, luks2.ErrWrongPassphrase):
-		return exitf(exitPermission, "No key available with this passphrase.")
+		// cryptsetup 2.6.1 fails loading the reencryption context without
+		// a word.
+		return exitf(exitParams, "")
 	case errors.Is(err, luks2.ErrReencryptInvalid):
 		return exitf(exitParams, "Reencryption metadata is invalid.")
 	case errors.Is(err, luks2.ErrReencryptUnsupported):
@@ -187,18 +204,33 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 	return headerError(hp, err)
 }
 
-// printReencryptProgress prints cryptsetup's progress line, or its JSON.
-func printReencryptProgress(c *cli.Context, start time.Time, done, total int64) {
-	elapsed := time.Since(start).Seconds()
-	if c.Bool("progress-json") {
+// printReencryptProgress prints cryptsetup's progress line on a terminal
+// (rewritten in place, "Finished" at the end), or its JSON line.
+func printReencryptProgress(dev string, json bool, start time.Time, done, total int64) {
+	elapsed := time.Since(start)
+	speed := float64(done) / max(elapsed.Seconds(), 1e-3) // bytes/s
+	// cryptsetup shows an ETA of 0 until there is a rate.
+	var eta time.Duration
+	if done > 0 {
+		eta = time.Duration(float64(total-done) / speed * float64(time.Second))
+	}
+	if json {
 		fmt.Printf("{\"device\":\"%s\",\"device_bytes\":\"%d\",\"device_size\":\"%d\",\"speed\":\"%d\",\"eta_ms\":\"%d\",\"time_ms\":\"%d\"}\n",
-			c.Args().First(), done, total, int64(float64(done)/max(elapsed, 1e-3)),
-			int64(float64(total-done)/max(float64(done)/max(elapsed, 1e-3), 1)*1000), int64(elapsed*1000))
+			dev, done, total, int64(speed), eta.Milliseconds(), elapsed.Milliseconds())
 		return
 	}
-	mib := float64(done) / (1 << 20)
-	rate := mib / max(elapsed, 1e-3)
-	eta := time.Duration(float64(total-done)/(1<<20)/max(rate, 1e-9)) * time.Second
-	fmt.Fprintf(os.Stderr, "Progress: %5.1f%%, ETA %02d:%02d, %.0f MiB written, speed %5.1f MiB/s\n",
-		float64(done)*100/float64(total), int(eta.Minutes()), int(eta.Seconds())%60, mib, rate)
+	rate, unit := speed, "B"
+	for _, u := range []string{"KiB", "MiB", "GiB"} {
+		if rate < 1024 {
+			break
+		}
+		rate, unit = rate/1024, u
+	}
+	if done < total {
+		fmt.Printf("\033[2K\rProgress: %5.1f%%, ETA %02dm%02ds, %4d MiB written, speed %5.1f %s/s",
+			float64(done)*100/float64(total), int(eta.Minutes()), int(eta.Seconds())%60, done>>20, rate, unit)
+		return
+	}
+	fmt.Printf("\033[2K\rFinished, time %02dm%02ds, %4d MiB written, speed %5.1f %s/s\n",
+		int(elapsed.Minutes()), int(elapsed.Seconds())%60, done>>20, rate, unit)
 }

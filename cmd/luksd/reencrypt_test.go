@@ -205,3 +205,71 @@ func TestReencryptKilledAtRandom(t *testing.T) {
 	}
 	t.Logf("%d trials; an uninterrupted run took %v", trials, full)
 }
+
+// Refusals as cryptsetup's: messages and exit codes, each tool on its own
+// copy, and the image unchanged by either.
+func TestReencryptRefusalsLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	key, bad := w.key("key", "pw"), w.key("bad", "nope")
+	plain, _ := w.formatted("pbkdf2")
+	marked := w.path("marked.img")
+	copyFile(t, plain, marked)
+	w.cs(nil, "reencrypt", "--init-only", "--force-offline-reencrypt", "-q", "-d", key, marked).ok(t)
+	for _, c := range []struct {
+		img  string
+		args []string
+	}{
+		{marked, []string{"--init-only", "-d", key}},
+		{plain, []string{"--resume-only", "-d", key}},
+		{plain, []string{"--init-only", "--resume-only", "-d", key}},
+		{marked, []string{"--resume-only", "-d", bad}},
+		{plain, []string{"-d", bad}},
+		{plain, []string{"-S", "3", "-d", key}},
+	} {
+		var res [2]result
+		var after [2][]byte
+		for i, tool := range []string{w.cryptsetup, testtool.Luksd(t)} {
+			img := w.path(fmt.Sprintf("copy%d.img", i))
+			copyFile(t, c.img, img)
+			res[i] = runTool(t, nil, tool, append([]string{"reencrypt", "--force-offline-reencrypt", "-q", img}, c.args...)...)
+			after[i], _ = os.ReadFile(img)
+		}
+		if res[0].code != res[1].code || res[0].stderr != res[1].stderr {
+			t.Errorf("%v: cryptsetup exit %d %q, luksd exit %d %q", c.args, res[0].code, res[0].stderr, res[1].code, res[1].stderr)
+		}
+		if before, _ := os.ReadFile(c.img); !bytes.Equal(after[1], before) {
+			t.Errorf("%v: luksd changed the image", c.args)
+		}
+	}
+}
+
+// An image luksd serves is not reencrypted under it (exit 5, unchanged),
+// and a volume in reencryption is not served.
+func TestReencryptRefusesDeviceInUse(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.formatted("pbkdf2")
+	sock := w.path("s.sock")
+	serve := exec.Command(testtool.Luksd(t), "serve", "--socket", sock, "--key-file", key, img)
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before, _ := os.ReadFile(img)
+	r := w.luksd(nil, "reencrypt", "-q", "-d", key, img)
+	serve.Process.Signal(syscall.SIGTERM)
+	serve.Wait()
+	r.expect(t, 5, "Failed to open "+img+" in exclusive mode (already mapped or mounted).\n")
+	if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
+		t.Fatal("the image changed")
+	}
+	w.luksd(nil, "reencrypt", "--init-only", "-q", "-d", key, img).ok(t)
+	r = w.luksd(nil, "serve", "--socket", sock, "--key-file", key, img)
+	if r.code != 1 || !bytes.Contains([]byte(r.stderr), []byte("in reencryption")) {
+		t.Fatalf("serve of a volume in reencryption: exit %d: %s", r.code, r.stderr)
+	}
+}
