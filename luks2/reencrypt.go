@@ -41,6 +41,10 @@ type ReencryptRun struct {
 	// Commit runs a header write (the caller's exclusive metadata lock);
 	// nil runs it as it is.
 	Commit func(write func() error) error
+	// Resilience and Hash change the resilience mode (and checksum hash)
+	// for the rest of the run, as cryptsetup's reencrypt --resilience on
+	// resume does; "" keeps the recorded one.
+	Resilience, Hash string
 	// Progress is called after each step with the bytes done and total.
 	Progress func(done, total int64)
 	// Stop is asked between steps; true ends the run with the metadata

@@ -66,6 +66,9 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 			return fmt.Errorf("LUKS2 reencryption recovery failed: %w", err)
 		}
 	}
+	if err := j.changeResilience(oldVK, newVK); err != nil {
+		return err
+	}
 	return j.loop()
 }
 
@@ -121,6 +124,52 @@ func (h *header) verifyReencryptDigest(st *reencryptState, oldVK, newVK []byte) 
 	defer clear(data)
 	if ok, err := d.verify(data); err != nil || !ok {
 		return ErrReencryptInvalid
+	}
+	return nil
+}
+
+// changeResilience records the resilience run asks for in the reencrypt
+// keyslot, with a new reencryption digest, when it differs.
+func (j *reencryptJob) changeResilience(oldVK, newVK []byte) error {
+	st, res, hash := j.st, j.run.Resilience, cmp.Or(j.run.Hash, "sha256")
+	if res == "" || res == st.resilience && (res != "checksum" || hash == st.hash) {
+		return nil
+	}
+	switch res {
+	case "checksum":
+		if _, err := hashFunc(hash); err != nil {
+			return err
+		}
+	case "journal", "none":
+	default:
+		return fmt.Errorf("unsupported resilience mode %s", res)
+	}
+	root := j.h.meta.root.clone()
+	area := obj("offset", jUint64Str(st.areaOffset), "size", jUint64Str(st.areaSize), "type", jString(res))
+	block := max(st.oldSeg.sectorSize, st.newSeg.sectorSize)
+	if res == "checksum" {
+		area.set("hash", jString(hash))
+		area.set("sector_size", jInt(int64(block)))
+	}
+	reNode := root.get("keyslots").get(strconv.Itoa(st.slot))
+	reNode.set("area", area)
+	data, err := reencryptVerificationData(root, st.version, oldVK, newVK)
+	if err != nil {
+		return err
+	}
+	defer clear(data)
+	d := j.h.meta.keyslotDigest(st.slot)
+	dn, err := newDigestNode(data, d.hash, minPBKDF2Iterations, []int{st.slot}, nil)
+	if err != nil {
+		return err
+	}
+	root.get("digests").set(strconv.Itoa(d.id), dn)
+	if err := j.commit(root); err != nil {
+		return err
+	}
+	st.resilience, st.hash, st.blockSize = res, "", 0
+	if res == "checksum" {
+		st.hash, st.blockSize = hash, block
 	}
 	return nil
 }

@@ -177,6 +177,8 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 	var lastPrint time.Time
 	run := luks2.ReencryptRun{
 		HotzoneSize: c.Int64("hotzone-size"),
+		Resilience:  c.String("resilience"),
+		Hash:        c.String("resilience-hash"),
 		Data:        f.File,
 		Commit:      func(write func() error) error { return f.Edit(write) },
 		Stop:        stop.Load,

@@ -273,3 +273,23 @@ func TestReencryptRefusesDeviceInUse(t *testing.T) {
 		t.Fatalf("serve of a volume in reencryption: exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// --resilience on resume changes the mode recorded in the header, with a
+// new reencryption digest cryptsetup accepts; SIGTERM stops luksd between
+// hotzones with the metadata written.
+func TestReencryptResilienceChangedOnResume(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	ld := testtool.Luksd(t)
+	c := reencCases[0]
+	img, plain := reencImage(w, "vol.img", c, key, 48<<20)
+	w.luksd(nil, append([]string{"reencrypt", "--init-only", "-q", "-d", key, img}, c.reencrypt...)...).ok(t)
+	interrupt(t, 150*time.Millisecond, syscall.SIGTERM, ld, "reencrypt", "--resume-only", "--resilience", "journal",
+		"--hotzone-size", "262144", "-q", "-d", key, img)
+	dump := w.cs(nil, "luksDump", img).ok(t).stdout
+	if !bytes.Contains([]byte(dump), []byte("Resilience: journal")) {
+		t.Fatalf("the resilience did not change:\n%s", dump)
+	}
+	w.cs(nil, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img).ok(t)
+	w.checkData(img, key, c, plain)
+}
