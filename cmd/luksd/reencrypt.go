@@ -47,6 +47,10 @@ func reencrypt(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.IsSet("header") {
+		// The data would have to go through the data device, not the header.
+		return exitf(exitParams, "Option --header is not supported by luksd reencrypt.")
+	}
 	// Offline: nothing may have the device open (luksd open or serve, a
 	// mount, dm-crypt); the claim lasts the whole run.
 	claim, err := blockdev.Open(dev, blockdev.OpenOptions{Exclusive: true})

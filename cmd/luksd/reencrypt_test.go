@@ -267,6 +267,7 @@ func TestReencryptRefusesDeviceInUse(t *testing.T) {
 	if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
 		t.Fatal("the image changed")
 	}
+	w.luksd(nil, "reencrypt", "--header", img, "-q", "-d", key, img).expect(t, 1, "Option --header is not supported by luksd reencrypt.\n")
 	w.luksd(nil, "reencrypt", "--init-only", "-q", "-d", key, img).ok(t)
 	r = w.luksd(nil, "serve", "--socket", sock, "--key-file", key, img)
 	if r.code != 1 || !bytes.Contains([]byte(r.stderr), []byte("in reencryption")) {
