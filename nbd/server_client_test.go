@@ -56,13 +56,6 @@ func (rc *rawClient) send(t testing.TB, b []byte) {
 	}
 }
 
-func optionBytes(opt uint32, data []byte) []byte {
-	b := binary.BigEndian.AppendUint64(nil, magicIHaveOpt)
-	b = binary.BigEndian.AppendUint32(b, opt)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
-	return append(b, data...)
-}
-
 // option sends an option and returns the replies up to and including the
 // first that is not NBD_REP_INFO / NBD_REP_SERVER.
 func (rc *rawClient) option(t testing.TB, opt uint32, data []byte) (types []uint32, payloads [][]byte) {

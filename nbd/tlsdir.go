@@ -45,16 +45,27 @@ func LoadTLSDir(dir string, verifyPeer bool) (*tls.Config, error) {
 	if !verifyPeer {
 		return cfg, nil
 	}
+	pool, err := loadCAPool(dir)
+	if err != nil {
+		return nil, fmt.Errorf("TLS client verification needs %w", err)
+	}
+	cfg.ClientCAs = pool
+	cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	return cfg, nil
+}
+
+// loadCAPool reads the CA certificates of ca-cert.pem in dir, which check
+// the peer: a server's clients (LoadTLSDir) or a client's server
+// (Target.clientTLS).
+func loadCAPool(dir string) (*x509.CertPool, error) {
 	caFile := filepath.Join(dir, TLSCACertFile)
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
-		return nil, fmt.Errorf("TLS client verification needs %s: %w", caFile, err)
+		return nil, fmt.Errorf("%s: %w", caFile, err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, errors.New(caFile + ": no PEM certificate in it")
 	}
-	cfg.ClientCAs = pool
-	cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	return cfg, nil
+	return pool, nil
 }

@@ -125,6 +125,10 @@ func main() {
 // exactly one line on stderr for a failure.
 func run(args []string) int {
 	app := newApp()
+	if len(args) > 1 && args[1] == "clevis" {
+		// clevis's getopts syntax, not cryptsetup's (clevis.go).
+		return report(app.Run(args))
+	}
 	line, err := popt(app, args)
 	if err != nil {
 		// Like cryptsetup, a line that does not parse ends without the

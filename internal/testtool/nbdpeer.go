@@ -1,0 +1,104 @@
+package testtool
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// PeerServer is a real NBD server (nbdkit, qemu-nbd, nbd-server) run in
+// the foreground for a test, which the test may kill and start again on
+// the same address.
+type PeerServer struct {
+	t       testing.TB
+	prog    string
+	args    []string
+	network string // where it listens, to wait for: "unix" or "tcp"
+	addr    string
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has been reaped
+}
+
+// StartPeerServer runs prog with args (foreground) and waits until it
+// accepts connections on addr (a socket path for network "unix",
+// HOST:PORT for "tcp"). It is killed when the test ends.
+func StartPeerServer(t testing.TB, network, addr, prog string, args ...string) *PeerServer {
+	t.Helper()
+	s := &PeerServer{t: t, prog: Need(t, prog), args: args, network: network, addr: addr}
+	s.Start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Start starts the server (again) and waits until it accepts connections.
+func (s *PeerServer) Start() {
+	s.t.Helper()
+	if s.network == "unix" {
+		os.Remove(s.addr) // a killed server leaves its socket behind
+	}
+	cmd := exec.Command(s.prog, s.args...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	s.cmd, s.exited = cmd, exited
+	go func() { cmd.Wait(); close(exited) }()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		select {
+		case <-exited:
+			s.t.Fatalf("%s %v exited before it listened", s.prog, s.args)
+		default:
+		}
+		if s.listening() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.Kill()
+	s.t.Fatalf("%s did not listen on %s within 30 s", s.prog, s.addr)
+}
+
+// Kill ends the server at once (SIGKILL), as a crash would.
+func (s *PeerServer) Kill() {
+	if s.cmd != nil {
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+// listening reports whether the server listens on its address. A TCP
+// port is probed by trying to bind it, not by connecting: nbd-server -d
+// serves one connection only.
+func (s *PeerServer) listening() bool {
+	if s.network == "tcp" {
+		l, err := net.Listen("tcp", s.addr)
+		if err == nil {
+			l.Close()
+		}
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	c, err := net.DialTimeout(s.network, s.addr, time.Second)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
+}
+
+// Stop asks the server to shut down (SIGTERM), as an operator's restart
+// would, and waits until it has.
+func (s *PeerServer) Stop() {
+	if s.cmd != nil {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			s.Kill()
+		}
+	}
+}

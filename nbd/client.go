@@ -1,0 +1,295 @@
+package nbd
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/luksd/luksd/blockdev"
+)
+
+// Client is a blockdev.Device backed by an export of a remote NBD server
+// (nbdkit, qemu-nbd, nbd-server, luksd serve): the nbd://, nbds://,
+// nbd+unix:// and nbds+unix:// locations.
+//
+// It speaks fixed newstyle with structured replies, keeps many requests
+// in flight on each connection, and opens several connections (round
+// robin) when the server offers NBD_FLAG_CAN_MULTI_CONN. Requests are
+// split at the server's maximum block size and aligned to its minimum.
+//
+// A dropped connection is redialled with exponential backoff and jitter.
+// Reads and writes that were in flight on it are sent again (a write that
+// was not acknowledged may or may not have landed; writing it again is
+// what the kernel's nbd driver does too). Writes that were acknowledged
+// since the last successful flush may have been lost with the server's
+// cache: the next Flush fails with EIO. A server that stays away for
+// ClientOptions.GiveUp (a minute by default) fails requests with EIO, and
+// from then on the client dials again at most every 2 s (requests in
+// between fail at once) until the server is back; a
+// connection on which requests wait and no reply comes for IOTimeout is
+// dropped (and redialled) too.
+type Client struct {
+	target Target
+	tls    *tls.Config
+	opts   ClientOptions
+	info   exportInfo
+	slots  []*clientSlot
+	next   atomic.Uint32
+	closed atomic.Bool
+	// lost: a connection dropped with acknowledged writes no flush had
+	// covered; the next Flush reports it.
+	lost  atomic.Bool
+	rmwMu sync.Mutex // unaligned writes read-modify-write one at a time
+}
+
+// ClientOptions tune a Client; the zero value is the default.
+type ClientOptions struct {
+	ReadOnly bool // refuse writes even when the export takes them
+	// Connections is how many connections to open when the server
+	// offers multi-conn (default 4); without it the client opens one.
+	Connections int
+	// GiveUp is how long a request waits for a server that is away
+	// before it fails with EIO (default one minute).
+	GiveUp time.Duration
+	// IOTimeout is how long a reply may take before the connection is
+	// considered dead and redialled (default 30 s).
+	IOTimeout time.Duration
+}
+
+const (
+	defaultConnections = 4
+	defaultGiveUp      = time.Minute
+	clientIOTimeout    = 30 * time.Second
+	redialFirstWait    = 20 * time.Millisecond
+	redialMaxWait      = 2 * time.Second
+)
+
+func init() {
+	for _, scheme := range []string{"nbd", "nbds", "nbd+unix", "nbds+unix"} {
+		blockdev.Register(scheme, func(location string, opts blockdev.OpenOptions) (blockdev.Device, error) {
+			// A remote export cannot be claimed from here: Exclusive is
+			// the server's business (nbdkit serves one client unless
+			// told otherwise).
+			return Dial(location, ClientOptions{ReadOnly: opts.ReadOnly})
+		})
+	}
+}
+
+// Dial connects to the export an NBD URI names.
+func Dial(uri string, opts ClientOptions) (*Client, error) {
+	t, err := ParseURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Connections <= 0 {
+		opts.Connections = defaultConnections
+	}
+	if opts.GiveUp <= 0 {
+		opts.GiveUp = defaultGiveUp
+	}
+	if opts.IOTimeout <= 0 {
+		opts.IOTimeout = clientIOTimeout
+	}
+	c := &Client{target: t, opts: opts}
+	if t.TLS {
+		if c.tls, err = t.clientTLS(); err != nil {
+			return nil, err
+		}
+	}
+	first, err := c.connect()
+	if err != nil {
+		return nil, fmt.Errorf("NBD %s: %w", uri, err)
+	}
+	c.info = first.info
+	if c.info.size > math.MaxInt64 {
+		first.close()
+		return nil, fmt.Errorf("NBD %s: export of %d bytes is too large", uri, c.info.size)
+	}
+	n := 1
+	if c.info.flags&FlagCanMultiConn != 0 {
+		n = opts.Connections
+	}
+	c.slots = make([]*clientSlot, n)
+	for i := range c.slots {
+		c.slots[i] = &clientSlot{}
+	}
+	c.slots[0].conn = first
+	return c, nil
+}
+
+// connect dials the server and runs the handshake, within IOTimeout.
+func (c *Client) connect() (*clientConn, error) {
+	d := net.Dialer{Timeout: c.opts.IOTimeout}
+	nc, err := d.Dial(c.target.Network, c.target.Addr)
+	if err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Now().Add(c.opts.IOTimeout))
+	conn, r, info, err := clientHandshake(nc, c.target.Export, c.tls)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	if c.info.size != 0 || c.info.flags != 0 { // a reconnection: the same export?
+		if info.size != c.info.size || info.flags&FlagReadOnly != c.info.flags&FlagReadOnly {
+			conn.Close()
+			return nil, protocolError("the export changed (size %d, flags %#x) after a reconnection", info.size, info.flags)
+		}
+	}
+	return newClientConn(conn, r, info, c.opts.IOTimeout), nil
+}
+
+// clientSlot holds one of the client's connections, redialled when lost.
+type clientSlot struct {
+	mu        sync.Mutex
+	conn      *clientConn // nil before the first dial
+	downSince time.Time   // when the server went away, zero while it is there
+	lastTry   time.Time   // the last dial
+	lastErr   error
+}
+
+// conn returns slot i's live connection, redialling it if it was lost.
+func (c *Client) conn(i int) (*clientConn, error) {
+	s := c.slots[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.reap(s) {
+		return s.conn, nil
+	}
+	if s.downSince.IsZero() {
+		s.downSince = time.Now()
+	} else if time.Since(s.downSince) > c.opts.GiveUp && time.Since(s.lastTry) < redialMaxWait {
+		// Given up, and tried a moment ago: fail at once rather than
+		// queue every request behind a dial.
+		return nil, c.unreachable(s)
+	}
+	wait := redialFirstWait
+	for {
+		if c.closed.Load() {
+			return nil, net.ErrClosed
+		}
+		s.lastTry = time.Now()
+		cc, err := c.connect()
+		if err == nil {
+			s.conn, s.downSince, s.lastErr = cc, time.Time{}, nil
+			return cc, nil
+		}
+		s.lastErr = err
+		if errors.Is(err, errServerProtocol) || time.Since(s.downSince) > c.opts.GiveUp {
+			return nil, c.unreachable(s)
+		}
+		time.Sleep(wait/2 + rand.N(wait)) // jitter: connections do not redial in step
+		wait = min(2*wait, redialMaxWait)
+	}
+}
+
+// reap drops s's connection if it is dead, noting acknowledged writes
+// it may have lost, and reports whether s has a live one. s.mu is held.
+func (c *Client) reap(s *clientSlot) bool {
+	if s.conn == nil {
+		return false
+	}
+	select {
+	case <-s.conn.dead:
+		if s.conn.acked.Load() > s.conn.flushed.Load() {
+			c.lost.Store(true)
+		}
+		s.conn = nil
+		return false
+	default:
+		return true
+	}
+}
+
+// unreachable is the EIO a request fails with when the server stays away.
+func (c *Client) unreachable(s *clientSlot) error {
+	return fmt.Errorf("NBD server %s unreachable since %s: %w (%w)", c.target.Addr,
+		s.downSince.Format(time.TimeOnly), s.lastErr, syscall.EIO)
+}
+
+// do runs one request (within the server's limits) on the next
+// connection, sending it again on a fresh one when its connection is lost,
+// for as long as GiveUp allows.
+func (c *Client) do(typ, flags uint16, off int64, length int, payload, buf []byte) error {
+	var lostAt time.Time
+	for {
+		i := int(c.next.Add(1)) % len(c.slots)
+		cc, err := c.conn(i)
+		if err != nil {
+			return err
+		}
+		err = cc.roundTrip(typ, flags, uint64(off), uint32(length), payload, buf)
+		if errors.Is(err, syscall.ESHUTDOWN) {
+			// The server is going away and says to retry elsewhere:
+			// redial (with backoff) rather than ask it again.
+			cc.fail(err)
+			err = &connLostError{err}
+		}
+		if !isConnLost(err) || c.closed.Load() {
+			return err
+		}
+		if lostAt.IsZero() {
+			lostAt = time.Now()
+		} else if time.Since(lostAt) > c.opts.GiveUp {
+			return fmt.Errorf("NBD %s: %w (%w)", commandName(typ), err, syscall.EIO)
+		}
+	}
+}
+
+// Size returns the export's size.
+func (c *Client) Size() int64 { return int64(c.info.size) }
+
+// Caps declares what the server offers.
+func (c *Client) Caps() blockdev.Caps {
+	f := c.info.flags
+	ro := c.readOnly()
+	caps := blockdev.Caps{
+		ReadOnly:    ro,
+		Trim:        !ro && f&FlagSendTrim != 0,
+		WriteZeroes: !ro && f&FlagSendWriteZeroes != 0,
+		FUA:         !ro && f&FlagSendFUA != 0,
+	}
+	if c.info.minBlock > 1 {
+		caps.BlockSize = int(c.info.minBlock)
+	}
+	return caps
+}
+
+// FlushesCache reports whether Flush reaches the server: false when the
+// server does not offer NBD_FLAG_SEND_FLUSH, which says it has no cache
+// to flush (every acknowledged write is already stable), and Flush does
+// nothing.
+func (c *Client) FlushesCache() bool { return c.info.flags&FlagSendFlush != 0 }
+
+// Multi reports how many connections the client uses.
+func (c *Client) Multi() int { return len(c.slots) }
+
+// BlockSizes returns the server's block size constraints: minimum,
+// preferred and maximum.
+func (c *Client) BlockSizes() (minimum, preferred, maximum int) {
+	return int(c.info.minBlock), int(c.info.prefBlock), int(c.info.maxBlock)
+}
+
+func (c *Client) readOnly() bool { return c.opts.ReadOnly || c.info.flags&FlagReadOnly != 0 }
+
+// Close ends every connection (NBD_CMD_DISC).
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	for _, s := range c.slots {
+		s.mu.Lock()
+		if s.conn != nil {
+			s.conn.close()
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}

@@ -1,0 +1,345 @@
+package nbd
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// clientConn is one transmission-phase connection of a Client: requests
+// are sent by the callers' goroutines (one at a time on the wire), and one
+// reader goroutine matches the replies to them by cookie, so any number of
+// requests are in flight at once. When the connection fails, every request
+// in flight fails with a *connLostError and the connection is done.
+type clientConn struct {
+	c    net.Conn
+	r    *bufio.Reader
+	info exportInfo
+	// ioTimeout bounds how long a request waits for its reply: a server
+	// that stops answering loses the connection.
+	ioTimeout time.Duration
+
+	wmu sync.Mutex // one request on the wire at a time
+
+	mu      sync.Mutex
+	pending map[uint64]*call
+	cookie  uint64
+	err     error         // why the connection is done, nil while alive
+	dead    chan struct{} // closed when the connection is done
+
+	// acked counts writes (trims and write zeroes too) acknowledged on
+	// this connection that were not durable on their own (no FUA); flushed is the part of them a
+	// successful flush covered. A connection lost with acked > flushed
+	// may have lost acknowledged writes.
+	acked, flushed atomic.Int64
+}
+
+// call is one request waiting for its reply.
+type call struct {
+	typ    uint16
+	offset uint64
+	length uint32
+	buf    []byte // a read's destination
+	got    uint64 // bytes of a structured read answered so far
+	err    error
+	done   chan struct{}
+}
+
+// connLostError fails the requests in flight on a connection that failed:
+// they may be sent again on another.
+type connLostError struct{ cause error }
+
+func (e *connLostError) Error() string { return "NBD connection lost: " + e.cause.Error() }
+func (e *connLostError) Unwrap() error { return e.cause }
+
+// RemoteError is an error the NBD server replied with.
+type RemoteError struct {
+	Op    string
+	Errno syscall.Errno
+	Msg   string // the server's message (structured replies), or ""
+}
+
+func (e *RemoteError) Error() string {
+	s := fmt.Sprintf("NBD server: %s: %v", e.Op, e.Errno)
+	if e.Msg != "" {
+		s += " (" + e.Msg + ")"
+	}
+	return s
+}
+
+func (e *RemoteError) Unwrap() error { return e.Errno }
+
+// wireErrno maps the protocol's error numbers to the system's; unknown
+// ones are EIO, as the protocol says a client should treat them.
+func wireErrno(code uint32) syscall.Errno {
+	switch code {
+	case errPerm, errIO, errNoMem, errInval, errNoSpc, errOverflow, errNotSup, errShutdown:
+		return syscall.Errno(code) // the protocol fixes Linux's numbers
+	}
+	return syscall.EIO
+}
+
+func newClientConn(c net.Conn, r *bufio.Reader, info exportInfo, ioTimeout time.Duration) *clientConn {
+	cc := &clientConn{c: c, r: r, info: info, ioTimeout: ioTimeout,
+		pending: map[uint64]*call{}, dead: make(chan struct{})}
+	c.SetDeadline(time.Time{}) // the handshake's deadline ends here
+	go cc.readLoop()
+	return cc
+}
+
+// roundTrip sends one request and waits for its reply. payload is a
+// write's data; buf receives a read's.
+func (cc *clientConn) roundTrip(typ, flags uint16, offset uint64, length uint32, payload, buf []byte) error {
+	cl := &call{typ: typ, offset: offset, length: length, buf: buf, done: make(chan struct{})}
+	cc.mu.Lock()
+	if cc.err != nil {
+		cc.mu.Unlock()
+		return &connLostError{cc.err}
+	}
+	cc.cookie++
+	cookie := cc.cookie
+	cc.pending[cookie] = cl
+	// Under mu, so that the reader cannot clear it for an idle connection
+	// after this request was counted.
+	cc.c.SetReadDeadline(time.Now().Add(cc.ioTimeout))
+	cc.mu.Unlock()
+
+	var h [requestHeaderLen]byte
+	binary.BigEndian.PutUint32(h[0:], magicRequest)
+	binary.BigEndian.PutUint16(h[4:], flags)
+	binary.BigEndian.PutUint16(h[6:], typ)
+	binary.BigEndian.PutUint64(h[8:], cookie)
+	binary.BigEndian.PutUint64(h[16:], offset)
+	binary.BigEndian.PutUint32(h[24:], length)
+	bufs := net.Buffers{h[:]}
+	if len(payload) > 0 {
+		bufs = append(bufs, payload)
+	}
+	cc.wmu.Lock()
+	cc.c.SetWriteDeadline(time.Now().Add(cc.ioTimeout))
+	_, err := bufs.WriteTo(cc.c)
+	cc.wmu.Unlock()
+	if err != nil {
+		cc.fail(fmt.Errorf("sending a request: %w", err))
+	}
+	<-cl.done
+	if cl.err == nil && (typ == cmdWrite || typ == cmdTrim || typ == cmdWriteZeroes) && flags&cmdFlagFUA == 0 {
+		cc.acked.Add(1)
+	}
+	return cl.err
+}
+
+// fail ends the connection: the reader goroutine, woken by the closed
+// socket, then fails every request in flight (only it may, as it may be
+// reading into a request's buffer).
+func (cc *clientConn) fail(err error) {
+	cc.mu.Lock()
+	if cc.err == nil {
+		cc.err = err
+	}
+	cc.mu.Unlock()
+	cc.c.Close()
+}
+
+// failPending fails the requests in flight once the reader has stopped.
+func (cc *clientConn) failPending() {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for cookie, cl := range cc.pending {
+		cl.err = &connLostError{cc.err}
+		close(cl.done)
+		delete(cc.pending, cookie)
+	}
+	close(cc.dead)
+}
+
+// close sends NBD_CMD_DISC and ends the connection.
+func (cc *clientConn) close() {
+	var h [requestHeaderLen]byte
+	binary.BigEndian.PutUint32(h[0:], magicRequest)
+	binary.BigEndian.PutUint16(h[6:], cmdDisc)
+	cc.wmu.Lock()
+	cc.c.SetWriteDeadline(time.Now().Add(time.Second))
+	cc.c.Write(h[:])
+	cc.wmu.Unlock()
+	cc.fail(net.ErrClosed)
+}
+
+// readLoop reads replies until the connection fails.
+func (cc *clientConn) readLoop() {
+	for {
+		if err := cc.readReply(); err != nil {
+			cc.fail(err)
+			cc.failPending()
+			return
+		}
+	}
+}
+
+// readReply reads one simple reply or one structured reply chunk.
+func (cc *clientConn) readReply() error {
+	var h [structuredHeaderLen]byte
+	if _, err := io.ReadFull(cc.r, h[:4]); err != nil {
+		return err
+	}
+	switch binary.BigEndian.Uint32(h[:]) {
+	case magicSimpleReply:
+		if _, err := io.ReadFull(cc.r, h[4:simpleReplyLen]); err != nil {
+			return err
+		}
+		return cc.simpleReply(binary.BigEndian.Uint32(h[4:]), binary.BigEndian.Uint64(h[8:]))
+	case magicStructuredReply:
+		if !cc.info.structured {
+			return protocolError("structured reply that was not negotiated")
+		}
+		if _, err := io.ReadFull(cc.r, h[4:]); err != nil {
+			return err
+		}
+		return cc.chunk(binary.BigEndian.Uint16(h[4:]), binary.BigEndian.Uint16(h[6:]),
+			binary.BigEndian.Uint64(h[8:]), binary.BigEndian.Uint32(h[16:]))
+	}
+	return protocolError("bad reply magic %#x", binary.BigEndian.Uint32(h[:]))
+}
+
+// lookup finds the request a reply answers.
+func (cc *clientConn) lookup(cookie uint64) (*call, error) {
+	cc.mu.Lock()
+	cl := cc.pending[cookie]
+	cc.mu.Unlock()
+	if cl == nil {
+		return nil, protocolError("reply to unknown cookie %d", cookie)
+	}
+	return cl, nil
+}
+
+// finish completes a request.
+func (cc *clientConn) finish(cookie uint64, cl *call) {
+	cc.mu.Lock()
+	delete(cc.pending, cookie)
+	if len(cc.pending) == 0 {
+		cc.c.SetReadDeadline(time.Time{}) // idle: no reply is late
+	}
+	cc.mu.Unlock()
+	close(cl.done)
+}
+
+func (cc *clientConn) simpleReply(code uint32, cookie uint64) error {
+	cl, err := cc.lookup(cookie)
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		cl.err = &RemoteError{Op: commandName(cl.typ), Errno: wireErrno(code)}
+	} else if cl.typ == cmdRead {
+		if cc.info.structured {
+			return protocolError("simple reply with data to a read under structured replies")
+		}
+		if _, err := io.ReadFull(cc.r, cl.buf); err != nil {
+			return err
+		}
+	}
+	cc.finish(cookie, cl)
+	return nil
+}
+
+// Structured reply chunk types the client reads beyond proto.go's.
+const (
+	replyTypeOffsetHole  = 2
+	replyTypeErrorOffset = 1<<15 + 2
+)
+
+// chunk reads one structured reply chunk of length bytes.
+func (cc *clientConn) chunk(flags, typ uint16, cookie uint64, length uint32) error {
+	cl, err := cc.lookup(cookie)
+	if err != nil {
+		return err
+	}
+	switch {
+	case typ == replyTypeNone:
+		if length != 0 || flags&replyFlagDone == 0 {
+			return protocolError("NBD_REPLY_TYPE_NONE with a payload or without DONE")
+		}
+	case typ == replyTypeOffsetData || typ == replyTypeOffsetHole:
+		if err := cc.readChunk(cl, typ, length); err != nil {
+			return err
+		}
+	case typ&(1<<15) != 0:
+		if err := cc.errorChunk(cl, typ, length); err != nil {
+			return err
+		}
+	default:
+		return protocolError("structured reply chunk type %d", typ)
+	}
+	if flags&replyFlagDone != 0 {
+		if cl.err == nil && cl.typ == cmdRead && cl.got != uint64(cl.length) {
+			return protocolError("read of %d bytes answered with %d", cl.length, cl.got)
+		}
+		cc.finish(cookie, cl)
+	}
+	return nil
+}
+
+// readChunk reads an OFFSET_DATA or OFFSET_HOLE chunk into its read.
+func (cc *clientConn) readChunk(cl *call, typ uint16, length uint32) error {
+	var b [12]byte
+	hdr := 8
+	if typ == replyTypeOffsetHole {
+		hdr = 12
+	}
+	if cl.typ != cmdRead || length < uint32(hdr) || typ == replyTypeOffsetHole && length != 12 {
+		return protocolError("data chunk of %d bytes to a %s", length, commandName(cl.typ))
+	}
+	if _, err := io.ReadFull(cc.r, b[:hdr]); err != nil {
+		return err
+	}
+	off := binary.BigEndian.Uint64(b[:])
+	n := uint64(length) - 8
+	if typ == replyTypeOffsetHole {
+		n = uint64(binary.BigEndian.Uint32(b[8:]))
+	}
+	if off < cl.offset || n > uint64(cl.length) || off-cl.offset > uint64(cl.length)-n || n == 0 {
+		return protocolError("chunk of %d bytes at %d outside the read of %d at %d", n, off, cl.length, cl.offset)
+	}
+	dst := cl.buf[off-cl.offset:][:n]
+	cl.got += n
+	if typ == replyTypeOffsetHole {
+		clear(dst)
+		return nil
+	}
+	_, err := io.ReadFull(cc.r, dst)
+	return err
+}
+
+// errorChunk reads an ERROR or ERROR_OFFSET chunk (or an error type this
+// client does not know, which the protocol says to treat as an error).
+func (cc *clientConn) errorChunk(cl *call, typ uint16, length uint32) error {
+	if length < structuredErrorLength || length > maxStringBytes+16 {
+		return protocolError("error chunk of %d bytes", length)
+	}
+	p := make([]byte, length)
+	if _, err := io.ReadFull(cc.r, p); err != nil {
+		return err
+	}
+	msgLen := int(binary.BigEndian.Uint16(p[4:]))
+	if msgLen > len(p)-structuredErrorLength {
+		return protocolError("error message of %d bytes in a chunk of %d", msgLen, length)
+	}
+	if cl.err == nil {
+		cl.err = &RemoteError{Op: commandName(cl.typ), Errno: wireErrno(binary.BigEndian.Uint32(p)),
+			Msg: truncate(p[structuredErrorLength : structuredErrorLength+msgLen])}
+	}
+	return nil
+}
+
+// isConnLost reports whether err is a request lost with its connection.
+func isConnLost(err error) bool {
+	var lost *connLostError
+	return errors.As(err, &lost)
+}
