@@ -31,7 +31,7 @@ type header struct {
 // crypt, unsafe ciphers, sector sizes dm-crypt does not take.
 func (h *header) activatable() error {
 	if err := requirementsError(h.meta.mandatory); errors.Is(err, ErrReencryption) {
-		return fmt.Errorf("%w: the volume is in reencryption; finish it with cryptsetup", ErrUnsupported)
+		return fmt.Errorf("%w: the volume is in reencryption; finish it with luksd reencrypt --resume-only (or cryptsetup)", ErrUnsupported)
 	} else if err != nil {
 		return err
 	}

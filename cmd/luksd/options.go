@@ -50,12 +50,12 @@ var cryptsetupOptions = map[string]csOption{
 	"dump-master-key":             {kind: cmdline.None},
 	"dump-volume-key":             {kind: cmdline.None},
 	"encrypt":                     {kind: cmdline.None},
-	"force-offline-reencrypt":     {kind: cmdline.None, actions: []string{}},
+	"force-offline-reencrypt":     {kind: cmdline.None, actions: []string{"reencrypt"}},
 	"force-password":              {kind: cmdline.None},
 	"hash":                        {kind: cmdline.Text, short: 'h'},
 	"header":                      {kind: cmdline.Text},
 	"header-backup-file":          {kind: cmdline.Text},
-	"hotzone-size":                {kind: cmdline.Size, actions: []string{}},
+	"hotzone-size":                {kind: cmdline.Size, actions: []string{"reencrypt"}},
 	"init-only":                   {kind: cmdline.None},
 	"integrity":                   {kind: cmdline.Text, short: 'I', actions: []string{"luksFormat"}},
 	"integrity-legacy-padding":    {kind: cmdline.None},
@@ -67,8 +67,8 @@ var cryptsetupOptions = map[string]csOption{
 	"keep-key":                    {kind: cmdline.None, actions: []string{}},
 	"key-description":             {kind: cmdline.Text},
 	"key-file":                    {kind: cmdline.Text, short: 'd'},
-	"key-size":                    {kind: cmdline.Uint32, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark"}},
-	"key-slot":                    {kind: cmdline.Int32, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey", "luksResume"}},
+	"key-size":                    {kind: cmdline.Uint32, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark", "reencrypt"}},
+	"key-slot":                    {kind: cmdline.Int32, short: 'S', actions: []string{"luksFormat", "open", "luksDump", "luksAddKey", "luksChangeKey", "config", "token", "luksConvertKey", "luksResume", "reencrypt"}},
 	"keyfile-offset":              {kind: cmdline.Uint64},
 	"keyfile-size":                {kind: cmdline.Uint32, short: 'l'},
 	"keyslot-cipher":              {kind: cmdline.Text, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
@@ -83,7 +83,7 @@ var cryptsetupOptions = map[string]csOption{
 	"new-keyfile-offset":          {kind: cmdline.Uint64},
 	"new-keyfile-size":            {kind: cmdline.Uint32},
 	"new-token-id":                {kind: cmdline.Int32, actions: []string{"luksAddKey"}},
-	"offset":                      {kind: cmdline.Uint64, short: 'o', actions: []string{"luksFormat", "open"}},
+	"offset":                      {kind: cmdline.Uint64, short: 'o', actions: []string{"luksFormat", "open", "reencrypt"}},
 	"pbkdf":                       {kind: cmdline.Text, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark"}},
 	"pbkdf-force-iterations":      {kind: cmdline.Uint32, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
 	"pbkdf-memory":                {kind: cmdline.Uint32},
@@ -95,14 +95,14 @@ var cryptsetupOptions = map[string]csOption{
 	"persistent":                  {kind: cmdline.None, actions: []string{"open"}},
 	"priority":                    {kind: cmdline.Text, actions: []string{"config"}},
 	"progress-frequency":          {kind: cmdline.Uint32},
-	"progress-json":               {kind: cmdline.None, actions: []string{"luksFormat"}},
+	"progress-json":               {kind: cmdline.None, actions: []string{"luksFormat", "reencrypt"}},
 	"readonly":                    {kind: cmdline.None, short: 'r'},
 	"reduce-device-size":          {kind: cmdline.Size},
 	"refresh":                     {kind: cmdline.None, actions: []string{"open"}},
 	"resilience":                  {kind: cmdline.Text},
 	"resilience-hash":             {kind: cmdline.Text},
 	"resume-only":                 {kind: cmdline.None},
-	"sector-size":                 {kind: cmdline.Uint32, actions: []string{"luksFormat", "open"}},
+	"sector-size":                 {kind: cmdline.Uint32, actions: []string{"luksFormat", "open", "reencrypt"}},
 	"serialize-memory-hard-pbkdf": {kind: cmdline.None, actions: []string{"open"}},
 	"shared":                      {kind: cmdline.None, actions: []string{"open"}},
 	"size":                        {kind: cmdline.Uint64, short: 'b', actions: []string{"open", "resize"}},
@@ -144,7 +144,7 @@ var optionAliases = map[string]string{
 // otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
 // not have: a script that uses one learns why it failed.
 var otherActions = []string{
-	"repair", "reencrypt", "resize", "convert",
+	"repair", "resize", "convert",
 	"tcryptDump", "bitlkDump", "fvault2Dump", "loopaesOpen", "tcryptOpen", "bitlkOpen", "fvault2Open",
 }
 
@@ -192,6 +192,7 @@ var verbArgs = map[string]struct {
 	"luksConvertKey":    {1, "<device> [<key file>]"},
 	"luksSuspend":       {1, "<device>"},
 	"luksResume":        {1, "<device>"},
+	"reencrypt":         {1, "<device>"},
 }
 
 // refusesOptions reports whether action is one of cryptsetup's, whose

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mathrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/luksd/luksd/dmcrypt"
+	"github.com/luksd/luksd/internal/testtool"
+)
+
+// Reencryption across tools: one starts (and is killed -9, or interrupted
+// for resilience none, which cryptsetup only protects against a clean
+// stop), the other finishes; then the data must read back under the new
+// key and cipher. Each tool works on its own image copy.
+
+const reencDataOffset = 16 << 20
+
+type reencCase struct {
+	name           string
+	format         []string // cryptsetup luksFormat flags
+	reencrypt      []string // reencrypt flags
+	oldCipher      string
+	newCipher      string
+	oldSec, newSec int
+}
+
+var reencCases = []reencCase{
+	{"xts512-to-xts256", []string{"--cipher", "aes-xts-plain64", "--key-size", "512", "--sector-size", "4096"},
+		[]string{"--key-size", "256"}, "aes-xts-plain64", "aes-xts-plain64", 4096, 4096},
+	{"cbc-essiv-to-xts", []string{"--cipher", "aes-cbc-essiv:sha256", "--key-size", "256", "--sector-size", "512"},
+		[]string{"--cipher", "aes-xts-plain64", "--key-size", "512"}, "aes-cbc-essiv:sha256", "aes-xts-plain64", 512, 512},
+}
+
+// reencImage formats a size-byte image and fills its data with random
+// plaintext, which it returns.
+func reencImage(w *workspace, name string, c reencCase, key string, size int64) (string, []byte) {
+	w.t.Helper()
+	img := testtool.ImageAt(w.t, w.dir, name, size)
+	w.cs(nil, append(append([]string{"luksFormat", "-q", img, key}, c.format...), cheapPBKDF("pbkdf2")...)...).ok(w.t)
+	plain := make([]byte, size-reencDataOffset)
+	rand.Read(plain)
+	w.cryptData(img, key, c.oldCipher, c.oldSec, plain, true)
+	return img, plain
+}
+
+// cryptData encrypts plain into img's data area (encrypt) or decrypts the
+// data area into plain, with the volume key cryptsetup dumps.
+func (w *workspace) cryptData(img, key, cipher string, sector int, plain []byte, encrypt bool) {
+	w.t.Helper()
+	vk, err := hex.DecodeString(volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, img).ok(w.t).stdout))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	sc, err := dmcrypt.New(cipher, vk)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer sc.Wipe()
+	f, err := os.OpenFile(img, os.O_RDWR, 0)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer f.Close()
+	buf := bytes.Clone(plain)
+	if encrypt {
+		sc.Encrypt(buf, 0, sector)
+		if _, err := f.WriteAt(buf, reencDataOffset); err != nil {
+			w.t.Fatal(err)
+		}
+		return
+	}
+	if _, err := f.ReadAt(buf, reencDataOffset); err != nil {
+		w.t.Fatal(err)
+	}
+	sc.Decrypt(buf, 0, sector)
+	copy(plain, buf)
+}
+
+// checkData fails unless img holds want under the new cipher.
+func (w *workspace) checkData(img, key string, c reencCase, want []byte) {
+	w.t.Helper()
+	got := make([]byte, len(want))
+	w.cryptData(img, key, c.newCipher, c.newSec, got, false)
+	if !bytes.Equal(got, want) {
+		i := 0
+		for got[i] == want[i] {
+			i++
+		}
+		w.t.Fatalf("%s: data differs from byte %d (sector %d)", img, i, i/512)
+	}
+	if r := w.cs(nil, "luksDump", img).ok(w.t).stdout; bytes.Contains([]byte(r), []byte("reencrypt")) {
+		w.t.Fatalf("%s: reencryption metadata left:\n%s", img, r)
+	}
+}
+
+// interrupt starts prog and stops it with sig after delay.
+func interrupt(t *testing.T, delay time.Duration, sig syscall.Signal, prog string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(prog, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(delay)
+	cmd.Process.Signal(sig)
+	cmd.Wait()
+}
+
+func TestReencryptResumesAcrossTools(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	ld := testtool.Luksd(t)
+	for _, c := range reencCases {
+		for _, res := range []string{"checksum", "journal", "none"} {
+			t.Run(c.name+"-"+res, func(t *testing.T) {
+				w := &workspace{t: t, dir: t.TempDir(), cryptsetup: w.cryptsetup}
+				base, plain := reencImage(w, "base.img", c, key, 48<<20)
+				sig := syscall.SIGKILL
+				if res == "none" {
+					sig = syscall.SIGINT
+				}
+				flags := append([]string{"--resilience", res, "--hotzone-size", "262144", "-d", key, "--force-offline-reencrypt", "-q"}, c.reencrypt...)
+				tools := map[string]string{"luksd": ld, "cryptsetup": w.cryptsetup}
+				for _, first := range []string{"luksd", "cryptsetup"} {
+					second := map[string]string{"luksd": "cryptsetup", "cryptsetup": "luksd"}[first]
+					for trial := range 3 {
+						img := w.path(fmt.Sprintf("%s-%d.img", first, trial))
+						copyFile(t, base, img)
+						runTool(t, nil, tools[first], append([]string{"reencrypt", "--init-only", img}, flags...)...).ok(t)
+						delay := time.Duration(20+trial*120) * time.Millisecond
+						interrupt(t, delay, sig, tools[first], append([]string{"reencrypt", "--resume-only", img}, flags...)...)
+						resume := []string{"reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img}
+						r := runTool(t, nil, tools[second], resume...)
+						if second == "cryptsetup" && bytes.Contains([]byte(r.stderr), []byte("Run repair first")) {
+							w.cs(nil, "repair", "-q", "-d", key, img).ok(t)
+							r = runTool(t, nil, tools[second], resume...)
+						}
+						// A first run that finished leaves nothing to resume.
+						if r.code != 0 && !bytes.Contains([]byte(r.stderr), []byte("not in progress")) {
+							t.Fatalf("%s after %s (%v): exit %d: %s", second, first, delay, r.code, r.stderr)
+						}
+						w.checkData(img, key, c, plain)
+					}
+				}
+			})
+		}
+	}
+}
+
+// kill -9 at random moments, one to three times in a row, then a resume
+// (luksd, or cryptsetup every third trial) and a full data check; the
+// test runs trials for a bounded time.
+func TestReencryptKilledAtRandom(t *testing.T) {
+	w := newWorkspace(t)
+	// On tmpfs where there is one: each trial's first fsync would write
+	// the whole copied image to disk.
+	if d, err := os.MkdirTemp("/dev/shm", "luksd-reencrypt-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		w.dir = d
+	}
+	key := w.key("key", "pw")
+	ld := testtool.Luksd(t)
+	c := reencCases[1]
+	base, plain := reencImage(w, "base.img", c, key, 40<<20)
+	flags := append([]string{"--hotzone-size", "1048576", "-d", key, "-q"}, c.reencrypt...)
+	w.luksd(nil, append([]string{"reencrypt", "--init-only", base}, flags...)...).ok(t)
+	// How long an uninterrupted run takes bounds the kill delays.
+	probe := w.path("probe.img")
+	copyFile(t, base, probe)
+	start := time.Now()
+	w.luksd(nil, "reencrypt", "--resume-only", "-d", key, probe).ok(t)
+	full := time.Since(start)
+	deadline := time.Now().Add(30 * time.Second)
+	trials := 0
+	for ; time.Now().Before(deadline) || trials < 10; trials++ {
+		img := w.path("trial.img")
+		copyFile(t, base, img)
+		var delays []time.Duration
+		for range 1 + mathrand.IntN(3) {
+			d := time.Duration(mathrand.Int64N(int64(full)))
+			delays = append(delays, d)
+			interrupt(t, d, syscall.SIGKILL, ld, "reencrypt", "--resume-only", "-d", key, img)
+		}
+		resume := []string{"reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img}
+		tool := ld
+		if trials%3 == 2 {
+			tool = w.cryptsetup
+		}
+		r := runTool(t, nil, tool, resume...)
+		if tool == w.cryptsetup && bytes.Contains([]byte(r.stderr), []byte("Run repair first")) {
+			w.cs(nil, "repair", "-q", "-d", key, img).ok(t)
+			r = runTool(t, nil, tool, resume...)
+		}
+		if r.code != 0 && !bytes.Contains([]byte(r.stderr), []byte("not in progress")) {
+			t.Fatalf("trial %d (kills after %v): %s: exit %d: %s", trials, delays, tool, r.code, r.stderr)
+		}
+		w.checkData(img, key, c, plain)
+	}
+	t.Logf("%d trials; an uninterrupted run took %v", trials, full)
+}
+
+// Refusals as cryptsetup's: messages and exit codes, each tool on its own
+// copy, and the image unchanged by either.
+func TestReencryptRefusalsLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	key, bad := w.key("key", "pw"), w.key("bad", "nope")
+	plain, _ := w.formatted("pbkdf2")
+	marked := w.path("marked.img")
+	copyFile(t, plain, marked)
+	w.cs(nil, "reencrypt", "--init-only", "--force-offline-reencrypt", "-q", "-d", key, marked).ok(t)
+	for _, c := range []struct {
+		img  string
+		args []string
+	}{
+		{marked, []string{"--init-only", "-d", key}},
+		{plain, []string{"--resume-only", "-d", key}},
+		{plain, []string{"--init-only", "--resume-only", "-d", key}},
+		{marked, []string{"--resume-only", "-d", bad}},
+		{plain, []string{"-d", bad}},
+		{plain, []string{"-S", "3", "-d", key}},
+	} {
+		var res [2]result
+		var after [2][]byte
+		for i, tool := range []string{w.cryptsetup, testtool.Luksd(t)} {
+			img := w.path(fmt.Sprintf("copy%d.img", i))
+			copyFile(t, c.img, img)
+			res[i] = runTool(t, nil, tool, append([]string{"reencrypt", "--force-offline-reencrypt", "-q", img}, c.args...)...)
+			after[i], _ = os.ReadFile(img)
+		}
+		if res[0].code != res[1].code || res[0].stderr != res[1].stderr {
+			t.Errorf("%v: cryptsetup exit %d %q, luksd exit %d %q", c.args, res[0].code, res[0].stderr, res[1].code, res[1].stderr)
+		}
+		if before, _ := os.ReadFile(c.img); !bytes.Equal(after[1], before) {
+			t.Errorf("%v: luksd changed the image", c.args)
+		}
+	}
+}
+
+// An image luksd serves is not reencrypted under it (exit 5, unchanged),
+// and a volume in reencryption is not served.
+func TestReencryptRefusesDeviceInUse(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.formatted("pbkdf2")
+	sock := w.path("s.sock")
+	serve := exec.Command(testtool.Luksd(t), "serve", "--socket", sock, "--key-file", key, img)
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before, _ := os.ReadFile(img)
+	r := w.luksd(nil, "reencrypt", "-q", "-d", key, img)
+	serve.Process.Signal(syscall.SIGTERM)
+	serve.Wait()
+	r.expect(t, 5, "Failed to open "+img+" in exclusive mode (already mapped or mounted).\n")
+	if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
+		t.Fatal("the image changed")
+	}
+	w.luksd(nil, "reencrypt", "--header", img, "-q", "-d", key, img).expect(t, 1, "Option --header is not supported by luksd reencrypt.\n")
+	w.luksd(nil, "reencrypt", "--init-only", "-q", "-d", key, img).ok(t)
+	r = w.luksd(nil, "serve", "--socket", sock, "--key-file", key, img)
+	if r.code != 1 || !bytes.Contains([]byte(r.stderr), []byte("in reencryption")) {
+		t.Fatalf("serve of a volume in reencryption: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// --resilience on resume changes the mode recorded in the header, with a
+// new reencryption digest cryptsetup accepts; SIGTERM stops luksd between
+// hotzones with the metadata written.
+func TestReencryptResilienceChangedOnResume(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	ld := testtool.Luksd(t)
+	c := reencCases[0]
+	img, plain := reencImage(w, "vol.img", c, key, 48<<20)
+	w.luksd(nil, append([]string{"reencrypt", "--init-only", "-q", "-d", key, img}, c.reencrypt...)...).ok(t)
+	interrupt(t, 150*time.Millisecond, syscall.SIGTERM, ld, "reencrypt", "--resume-only", "--resilience", "journal",
+		"--hotzone-size", "262144", "-q", "-d", key, img)
+	dump := w.cs(nil, "luksDump", img).ok(t).stdout
+	if !bytes.Contains([]byte(dump), []byte("Resilience: journal")) {
+		t.Fatalf("the resilience did not change:\n%s", dump)
+	}
+	w.cs(nil, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img).ok(t)
+	w.checkData(img, key, c, plain)
+}

@@ -1,0 +1,416 @@
+package luks2
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/luksd/luksd/dmcrypt"
+)
+
+// defaultHotzone is the most data one step rewrites unless told.
+const defaultHotzone = 64 << 20
+
+// reencryptJob is a reencryption being run: the state, both keys' sector
+// ciphers and the device.
+type reencryptJob struct {
+	h        *header
+	dev      Device
+	st       *reencryptState
+	run      ReencryptRun
+	total    uint64
+	old, new dmcrypt.SectorCipher
+}
+
+func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) error {
+	st, err := h.reencryptState()
+	if err != nil {
+		return err
+	}
+	oldVK, newVK, err := h.reencryptKeys(dev, st, passphrase, slot)
+	if err != nil {
+		return err
+	}
+	defer clear(oldVK)
+	defer clear(newVK)
+	if err := h.verifyReencryptDigest(st, oldVK, newVK); err != nil {
+		return err
+	}
+	j := &reencryptJob{h: h, dev: dev, st: st, run: run}
+	if j.total, err = st.dataSize(devSize); err != nil {
+		return err
+	}
+	if st.done > j.total {
+		st.done = j.total
+	}
+	if j.old, err = dmcrypt.New(st.oldSeg.cipher, oldVK); err != nil {
+		return err
+	}
+	defer j.old.Wipe()
+	if j.new, err = dmcrypt.New(st.newSeg.cipher, newVK); err != nil {
+		return err
+	}
+	defer j.new.Wipe()
+	if j.run.Data == nil {
+		j.run.Data = dev
+	}
+	if j.run.Commit == nil {
+		j.run.Commit = func(write func() error) error { return write() }
+	}
+	if st.hot != nil {
+		if err := j.recover(); err != nil {
+			return fmt.Errorf("LUKS2 reencryption recovery failed: %w", err)
+		}
+	}
+	if err := j.changeResilience(oldVK, newVK); err != nil {
+		return err
+	}
+	return j.loop()
+}
+
+// reencryptKeys opens the old and the new volume key with passphrase, as
+// cryptsetup's LUKS2_keyslot_open_all_segments: one keyslot of each digest.
+func (h *header) reencryptKeys(dev Device, st *reencryptState, passphrase []byte, slot int) ([]byte, []byte, error) {
+	open := func(d *digest) ([]byte, error) {
+		var last error = ErrNoUsableKeyslot
+		for _, id := range h.keyslotOrder() {
+			if slot >= 0 && id != slot && slices.Contains(d.keyslots, slot) {
+				continue
+			}
+			if !slices.Contains(d.keyslots, id) {
+				continue
+			}
+			vk, err := h.openAndVerify(dev, id, d, passphrase)
+			if err == nil {
+				return vk, nil
+			}
+			if errors.Is(err, ErrWrongPassphrase) || errors.Is(err, errKeyslotUnusable) {
+				last = err
+				continue
+			}
+			return nil, err
+		}
+		if errors.Is(last, errKeyslotUnusable) {
+			last = ErrNoUsableKeyslot
+		}
+		return nil, last
+	}
+	oldVK, err := open(st.oldDigest)
+	if err != nil {
+		return nil, nil, err
+	}
+	newVK, err := open(st.newDigest)
+	if err != nil {
+		clear(oldVK)
+		return nil, nil, err
+	}
+	return oldVK, newVK, nil
+}
+
+// verifyReencryptDigest checks the reencryption digest against the keys.
+func (h *header) verifyReencryptDigest(st *reencryptState, oldVK, newVK []byte) error {
+	d := h.meta.keyslotDigest(st.slot)
+	if d == nil {
+		return ErrReencryptInvalid
+	}
+	data, err := reencryptVerificationData(h.meta.root, st.version, oldVK, newVK)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrReencryptInvalid, err)
+	}
+	defer clear(data)
+	if ok, err := d.verify(data); err != nil || !ok {
+		return ErrReencryptInvalid
+	}
+	return nil
+}
+
+// changeResilience records the resilience run asks for in the reencrypt
+// keyslot, with a new reencryption digest, when it differs.
+func (j *reencryptJob) changeResilience(oldVK, newVK []byte) error {
+	st, res, hash := j.st, j.run.Resilience, cmp.Or(j.run.Hash, "sha256")
+	if res == "" || res == st.resilience && (res != "checksum" || hash == st.hash) {
+		return nil
+	}
+	switch res {
+	case "checksum":
+		if _, err := hashFunc(hash); err != nil {
+			return err
+		}
+	case "journal", "none":
+	default:
+		return fmt.Errorf("unsupported resilience mode %s", res)
+	}
+	root := j.h.meta.root.clone()
+	area := obj("offset", jUint64Str(st.areaOffset), "size", jUint64Str(st.areaSize), "type", jString(res))
+	block := max(st.oldSeg.sectorSize, st.newSeg.sectorSize)
+	if res == "checksum" {
+		area.set("hash", jString(hash))
+		area.set("sector_size", jInt(int64(block)))
+	}
+	reNode := root.get("keyslots").get(strconv.Itoa(st.slot))
+	reNode.set("area", area)
+	data, err := reencryptVerificationData(root, st.version, oldVK, newVK)
+	if err != nil {
+		return err
+	}
+	defer clear(data)
+	d := j.h.meta.keyslotDigest(st.slot)
+	dn, err := newDigestNode(data, d.hash, minPBKDF2Iterations, []int{st.slot}, nil)
+	if err != nil {
+		return err
+	}
+	root.get("digests").set(strconv.Itoa(d.id), dn)
+	if err := j.commit(root); err != nil {
+		return err
+	}
+	st.resilience, st.hash, st.blockSize = res, "", 0
+	if res == "checksum" {
+		st.hash, st.blockSize = hash, block
+	}
+	return nil
+}
+
+// hotzone is the length of the next step at done.
+func (j *reencryptJob) hotzone(done uint64) uint64 {
+	n := uint64(defaultHotzone)
+	if j.run.HotzoneSize > 0 {
+		n = uint64(j.run.HotzoneSize)
+	}
+	align := uint64(max(j.st.oldSeg.sectorSize, j.st.newSeg.sectorSize, j.st.blockSize))
+	switch j.st.resilience {
+	case "checksum":
+		hs := uint64(hashSize(j.st.hash))
+		n = min(n, j.st.areaSize/hs*uint64(j.st.blockSize))
+	case "journal":
+		n = min(n, j.st.areaSize)
+	}
+	n = max(n/align*align, align)
+	return min(n, j.total-done)
+}
+
+func (j *reencryptJob) loop() error {
+	st := j.st
+	none := st.resilience == "none"
+	var buf []byte
+	if j.run.Progress != nil {
+		j.run.Progress(int64(st.done), int64(j.total))
+	}
+	for st.done < j.total {
+		if j.run.Stop != nil && j.run.Stop() {
+			break
+		}
+		n := j.hotzone(st.done)
+		if uint64(len(buf)) < n {
+			buf = make([]byte, n)
+		}
+		b := buf[:n]
+		if err := j.io(j.run.Data.ReadAt, b, st.done); err != nil {
+			return fmt.Errorf("failed to read hotzone area starting at %d: %w", st.done, err)
+		}
+		if !none {
+			root := j.h.stepSegments(st, st.done, n, j.total, true)
+			if err := j.protect(root, b); err != nil {
+				return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
+			}
+		}
+		j.rewrite(b, st.done)
+		if err := j.io(j.run.Data.WriteAt, b, st.done); err != nil {
+			return fmt.Errorf("failed to write hotzone area starting at %d: %w", st.done, err)
+		}
+		if !none {
+			if err := j.dev.Flush(); err != nil {
+				return fmt.Errorf("failed to sync data: %w", err)
+			}
+		}
+		st.done += n
+		if st.done == j.total {
+			break
+		}
+		if !none {
+			if err := j.commit(j.h.stepSegments(st, st.done, 0, j.total, false)); err != nil {
+				return err
+			}
+		}
+		if j.run.Progress != nil {
+			j.run.Progress(int64(st.done), int64(j.total))
+		}
+	}
+	clear(buf)
+	if st.done < j.total {
+		return j.commit(j.h.stepSegments(st, st.done, 0, j.total, false))
+	}
+	if err := j.finish(); err != nil {
+		return err
+	}
+	if j.run.Progress != nil {
+		j.run.Progress(int64(st.done), int64(j.total))
+	}
+	return nil
+}
+
+// protect writes the hotzone's resilience data (checksums of its old
+// ciphertext, or the ciphertext itself) to the reencrypt keyslot area and
+// commits root, the hot segments.
+func (j *reencryptJob) protect(root *node, raw []byte) error {
+	st := j.st
+	data := raw
+	if st.resilience == "checksum" {
+		data = checksums(raw, st.blockSize, st.hash)
+	}
+	return j.run.Commit(func() error {
+		return j.h.store(j.dev, root, func() error {
+			if _, err := j.dev.WriteAt(data, int64(st.areaOffset)); err != nil {
+				return err
+			}
+			return nil
+		})
+	})
+}
+
+func (j *reencryptJob) commit(root *node) error {
+	return j.run.Commit(func() error { return j.h.replace(j.dev, root) })
+}
+
+// rewrite decrypts b (the data at off) with the old cipher and encrypts it
+// with the new one, in place, on all cores.
+func (j *reencryptJob) rewrite(b []byte, off uint64) {
+	oss, nss := j.st.oldSeg.sectorSize, j.st.newSeg.sectorSize
+	onPieces(len(b), 1<<20, func(lo, hi int) {
+		sector := (off + uint64(lo)) / 512
+		j.old.Decrypt(b[lo:hi], sector, oss)
+		j.new.Encrypt(b[lo:hi], sector, nss)
+	})
+}
+
+// io reads or writes b at data offset off in pieces on all cores: on a
+// fast device (tmpfs, NVMe) one thread's copies are the limit.
+func (j *reencryptJob) io(op func([]byte, int64) (int, error), b []byte, off uint64) error {
+	var mu sync.Mutex
+	var first error
+	onPieces(len(b), 4<<20, func(lo, hi int) {
+		if _, err := op(b[lo:hi], int64(j.st.dataOffset+off)+int64(lo)); err != nil {
+			mu.Lock()
+			first = cmp.Or(first, err)
+			mu.Unlock()
+		}
+	})
+	return first
+}
+
+// checksums hashes each block of raw into its slot of sums, on all cores.
+func checksums(raw []byte, blockSize int, hashName string) []byte {
+	hf, _ := hashFunc(hashName)
+	hs := hashSize(hashName)
+	sums := make([]byte, len(raw)/blockSize*hs)
+	// Pieces of whole blocks: 256 of them per piece.
+	onPieces(len(raw), 256*blockSize, func(lo, hi int) {
+		h := hf()
+		for off := lo; off < hi; off += blockSize {
+			h.Reset()
+			h.Write(raw[off : off+blockSize])
+			h.Sum(sums[off/blockSize*hs : off/blockSize*hs])
+		}
+	})
+	return sums
+}
+
+// onPieces runs fn on [lo, hi) pieces of [0, n), piece bytes each (the
+// last may be shorter), on GOMAXPROCS goroutines.
+func onPieces(n, piece int, fn func(lo, hi int)) {
+	next := make(chan int, n/piece+1)
+	for p := 0; p < n; p += piece {
+		next <- p
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range next {
+				fn(p, min(p+piece, n))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// finish writes the header cryptsetup leaves after a reencryption: the
+// new segment alone, the keyslots of the old key, the backup segments,
+// the reencrypt keyslot, their digests and the requirement gone; then
+// wipes the areas no keyslot names any more.
+func (j *reencryptJob) finish() error {
+	st := j.st
+	root := j.h.meta.root.clone()
+	segs := jObject()
+	segs.set("0", segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize))
+	root.set("segments", segs)
+	gone := append([]int{st.slot}, st.oldDigest.keyslots...)
+	var areas []interval
+	keyslots := root.get("keyslots")
+	for _, s := range gone {
+		if k := j.h.meta.keyslots[s]; k != nil {
+			areas = append(areas, interval{k.areaOffset, k.areaSize})
+		}
+		keyslots.del(strconv.Itoa(s))
+	}
+	digests := root.get("digests")
+	digests.del(strconv.Itoa(st.oldDigest.id))
+	if d := j.h.meta.keyslotDigest(st.slot); d != nil {
+		digests.del(strconv.Itoa(d.id))
+	}
+	digests.get(strconv.Itoa(st.newDigest.id)).set("segments", idsNode([]int{0}))
+	for _, d := range digests.vals {
+		if d != digests.get(strconv.Itoa(st.newDigest.id)) {
+			d.set("segments", jArray())
+		}
+	}
+	removeRequirement(root, func(r string) bool { return reencryptFlag(r) })
+	err := j.run.Commit(func() error {
+		if err := j.h.replace(j.dev, root); err != nil {
+			return err
+		}
+		for _, a := range areas {
+			if err := wipeArea(j.dev, a.off, a.len); err != nil {
+				return err
+			}
+		}
+		return flush(j.dev)
+	})
+	return err
+}
+
+// removeRequirement drops the mandatory requirements drop matches, and the
+// requirements object when nothing is left in it.
+func removeRequirement(root *node, drop func(string) bool) {
+	reqs := root.get("config").get("requirements")
+	mand := reqs.get("mandatory")
+	if mand == nil {
+		return
+	}
+	kept := mand.vals[:0]
+	for _, v := range mand.vals {
+		if !drop(v.str) {
+			kept = append(kept, v)
+		}
+	}
+	mand.vals = kept
+	if len(kept) == 0 {
+		reqs.del("mandatory")
+	}
+	if len(reqs.keys) == 0 {
+		root.get("config").del("requirements")
+	}
+}
+
+func hashSize(name string) int {
+	h, err := hashFunc(name)
+	if err != nil {
+		return 32
+	}
+	return h().Size()
+}

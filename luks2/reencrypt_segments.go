@@ -1,0 +1,93 @@
+package luks2
+
+import "strconv"
+
+// The segments of one reencryption step, forward direction, as
+// cryptsetup's reencrypt_make_{hot,post}_segments lay them out: the data
+// already in the new cipher, the hotzone (only while it is rewritten), and
+// the rest still in the old cipher; then the backup segments. Each segment
+// is bound to its volume key's digest, the hotzone to both.
+
+// segmentNode is a crypt segment object in cryptsetup's field order; size
+// 0 is "dynamic".
+func segmentNode(offset, size, ivTweak uint64, cipher string, sectorSize int, flags ...string) *node {
+	sz := jString("dynamic")
+	if size != 0 {
+		sz = jUint64Str(size)
+	}
+	o := obj("type", jString("crypt"), "offset", jUint64Str(offset), "size", sz,
+		"iv_tweak", jUint64Str(ivTweak), "encryption", jString(cipher),
+		"sector_size", jInt(int64(sectorSize)))
+	if len(flags) > 0 {
+		a := jArray()
+		for _, f := range flags {
+			a.push(jString(f))
+		}
+		o.set("flags", a)
+	}
+	return o
+}
+
+// stepSegments returns a copy of the metadata with the segments of a
+// step: the hotzone [done, done+length) while hot, else the data up to
+// done in the new cipher. total is the data size.
+func (h *header) stepSegments(st *reencryptState, done, length, total uint64, hot bool) *node {
+	root := h.meta.root.clone()
+	segs := jObject()
+	type bind struct {
+		seg int
+		d   *digest
+	}
+	var binds []bind
+	add := func(n *node, digests ...*digest) int {
+		id := len(segs.keys)
+		segs.set(strconv.Itoa(id), n)
+		for _, d := range digests {
+			binds = append(binds, bind{id, d})
+		}
+		return id
+	}
+	newDone := func(size uint64) *node {
+		return segmentNode(st.dataOffset, size, 0, st.newSeg.cipher, st.newSeg.sectorSize)
+	}
+	oldFrom := func(at uint64) *node {
+		size := uint64(0)
+		if st.oldSeg.size != 0 {
+			size = st.oldSeg.size - at
+		}
+		return segmentNode(st.dataOffset+at, size, at/512, st.oldSeg.cipher, st.oldSeg.sectorSize)
+	}
+	if hot {
+		// cryptsetup binds the hotzone first, then the new part, then the
+		// old: the digests' segment lists keep that order.
+		var newPart *node
+		if done > 0 {
+			newPart = newDone(done)
+			segs.set("0", newPart)
+		}
+		hz := segmentNode(st.dataOffset+done, length, done/512, st.newSeg.cipher, st.newSeg.sectorSize, "in-reencryption")
+		add(hz, st.newDigest, st.oldDigest)
+		if newPart != nil {
+			binds = append(binds, bind{0, st.newDigest})
+		}
+		if done+length < total {
+			add(oldFrom(done+length), st.oldDigest)
+		}
+	} else {
+		add(newDone(done), st.newDigest)
+		if done < total {
+			add(oldFrom(done), st.oldDigest)
+		}
+	}
+	add(segmentNode(st.dataOffset, st.oldSeg.size, 0, st.oldSeg.cipher, st.oldSeg.sectorSize, "backup-previous"), st.oldDigest)
+	add(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize, "backup-final"), st.newDigest)
+	root.set("segments", segs)
+	digests := root.get("digests")
+	for _, d := range digests.vals {
+		d.set("segments", jArray())
+	}
+	for _, b := range binds {
+		digests.get(strconv.Itoa(b.d.id)).get("segments").push(jString(strconv.Itoa(b.seg)))
+	}
+	return root
+}

@@ -1,0 +1,103 @@
+package luks2
+
+import (
+	"fmt"
+	"slices"
+)
+
+// reencryptState is the typed view of a header in reencryption.
+type reencryptState struct {
+	slot         int // the reencrypt keyslot
+	resilience   string
+	hash         string // checksum
+	blockSize    int    // checksum: bytes hashed per checksum
+	areaOffset   uint64
+	areaSize     uint64
+	version      int
+	oldSeg       *segment // backup-previous
+	newSeg       *segment // backup-final
+	oldDigest    *digest
+	newDigest    *digest
+	hot          *segment // the in-reencryption segment, or nil
+	dataOffset   uint64
+	done, length uint64 // bytes rewritten; the hotzone's length when hot
+}
+
+// reencryptState reads the reencryption metadata, refusing what luksd
+// cannot resume.
+func (h *header) reencryptState() (*reencryptState, error) {
+	m := h.meta
+	ksNode := reencryptKeyslotNode(m.root)
+	if ksNode == nil {
+		return nil, fmt.Errorf("%w: no reencrypt keyslot", ErrReencryptInvalid)
+	}
+	st := &reencryptState{}
+	for id, k := range m.keyslots {
+		if k.obj == ksNode {
+			st.slot = id
+		}
+	}
+	if mode, dir := ksNode.get("mode").str, ksNode.get("direction").str; mode != "reencrypt" || dir != "forward" {
+		return nil, fmt.Errorf("%w: %s %s (luksd resumes forward reencrypt mode only)", ErrReencryptUnsupported, mode, dir)
+	}
+	area := ksNode.get("area")
+	st.resilience = area.get("type").str
+	st.areaOffset, st.areaSize = uint64Field(area, "offset"), uint64Field(area, "size")
+	switch st.resilience {
+	case "checksum":
+		st.hash = area.get("hash").str
+		st.blockSize = int(int64Of(area.get("sector_size")))
+	case "journal", "none":
+	default:
+		return nil, fmt.Errorf("%w: resilience %s", ErrReencryptUnsupported, st.resilience)
+	}
+	var ok bool
+	if st.version, ok = reencryptVersionOf(m.mandatory); !ok {
+		return nil, fmt.Errorf("%w: requirement %v", ErrReencryptUnsupported, m.mandatory)
+	}
+	for _, id := range sortedIDs(m.segments) {
+		s := m.segments[id]
+		switch {
+		case slices.Contains(s.flags, "backup-previous"):
+			st.oldSeg = s
+		case slices.Contains(s.flags, "backup-final"):
+			st.newSeg = s
+		case slices.Contains(s.flags, "in-reencryption"):
+			st.hot = s
+		case slices.Contains(s.flags, "backup-moved-segment"):
+			return nil, fmt.Errorf("%w: moved segment", ErrReencryptUnsupported)
+		}
+	}
+	if st.oldSeg == nil || st.newSeg == nil || st.oldSeg.typ != "crypt" || st.newSeg.typ != "crypt" {
+		return nil, fmt.Errorf("%w: backup segments missing or not crypt", ErrReencryptUnsupported)
+	}
+	if st.oldSeg.offset != st.newSeg.offset || st.oldSeg.ivTweak != 0 || st.newSeg.ivTweak != 0 {
+		return nil, fmt.Errorf("%w: data moved or IV tweak", ErrReencryptUnsupported)
+	}
+	st.dataOffset = st.oldSeg.offset
+	st.oldDigest, st.newDigest = m.segmentDigest(st.oldSeg.id), m.segmentDigest(st.newSeg.id)
+	if st.oldDigest == nil || st.newDigest == nil || st.oldDigest == st.newDigest {
+		return nil, fmt.Errorf("%w: backup segments' digests", ErrReencryptInvalid)
+	}
+	switch s0 := m.segments[0]; {
+	case st.hot != nil:
+		st.done, st.length = st.hot.offset-st.dataOffset, st.hot.size
+	case s0 != nil && s0 != st.oldSeg && m.segmentDigest(0) == st.newDigest && !slices.Contains(m.segments[0].flags, "backup-final"):
+		st.done = s0.size // 0 (dynamic): all of it
+		if s0.size == 0 {
+			st.done = ^uint64(0)
+		}
+	}
+	return st, nil
+}
+
+// dataSize is the size of the data the reencryption covers.
+func (st *reencryptState) dataSize(devSize int64) (uint64, error) {
+	if st.oldSeg.size != 0 {
+		return st.oldSeg.size, nil
+	}
+	if uint64(devSize) <= st.dataOffset {
+		return 0, fmt.Errorf("device is smaller than the data offset %d", st.dataOffset)
+	}
+	return uint64(devSize) - st.dataOffset, nil
+}
