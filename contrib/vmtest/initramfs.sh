@@ -66,7 +66,7 @@ for a in $(/bin/busybox --list); do
 done
 
 # Dynamically linked tools and their libraries (same paths as on the host).
-tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs)
+tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/bin/lsblk /usr/bin/findmnt /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs)
 libs=()
 for t in "${tools[@]}"; do
 	cp -L "$t" "$root$t"
