@@ -17,16 +17,17 @@ func announceDevice(dev string) {
 	}
 }
 
-// NameOfDevice returns the name of the active volume whose kernel block
-// device is dev (/dev/nbd0, or just nbd0), or "".
-func NameOfDevice(dev string) string {
+// VolumeOnDevice returns the name of the active volume whose kernel block
+// device is dev (/dev/nbd0, or just nbd0) and how its /dev/mapper name is
+// made ("dm", "symlink"); "" when none is.
+func VolumeOnDevice(dev string) (name, mapping string) {
 	if !filepath.IsAbs(dev) {
 		dev = "/dev/" + dev
 	}
 	for _, s := range activeStates() {
 		if s.Device == dev {
-			return s.Name
+			return s.Name, s.MapperKind
 		}
 	}
-	return ""
+	return "", ""
 }

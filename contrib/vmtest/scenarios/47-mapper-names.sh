@@ -12,7 +12,7 @@
 # requires: luksd-open-nbd luksd-open-ublk
 . /vmtest/guest/lib.sh
 require_luksd
-VMTEST_MAPPING=dm # luksd's default: see lib.sh
+export VMTEST_MAPPING=dm # luksd's default: see lib.sh
 
 key=$SCRATCH/key
 mkkey "$key"
@@ -33,6 +33,8 @@ names() {
 	case $dev in /dev/nbd[0-9]* | /dev/ublkb[0-9]*) ;; *) because "state device=$dev" ;; esac
 	[ -b $m ] || because "$m is not a block device"
 	[ "$(state_of vol mapper-kind)" = dm ] || because "state mapper-kind=$(state_of vol mapper-kind)"
+	# what contrib/udev/60-luksd.rules imports
+	[ "$(luksd udev-name "${dev#/dev/}" | tr '\n' ' ')" = "LUKSD_NAME=vol LUKSD_MAPPING=dm " ] || because "udev-name ${dev#/dev/}: $(luksd udev-name "${dev#/dev/}")"
 	[ "$(cat /proc/"$(state_of vol pid)"/oom_score_adj)" = -1000 ] || because "oom_score_adj $(cat /proc/"$(state_of vol pid)"/oom_score_adj)"
 	mm=$(printf '%d:%d' "0x$(stat -L -c %t "$dev")" "0x$(stat -L -c %T "$dev")")
 	sectors=$(blockdev --getsz "$dev")
