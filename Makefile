@@ -6,13 +6,13 @@ GO       ?= go
 BIN      ?= bin/luksd
 APT_PKGS := cryptsetup-bin libnbd-bin nbdkit qemu-utils fio qemu-user-static \
             qemu-system-x86 busybox-static e2fsprogs xz-utils cpio kmod openssl \
-            util-linux binutils dmsetup time clevis-luks tang keyutils
+            util-linux binutils dmsetup time clevis-luks tang keyutils systemd
 export GOFLAGS := -mod=mod
 # staticcheck, pinned; `make deps` installs it from the module proxy.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: all build deps test unit crossarch vmtest bench lint asmcheck fuzz demo clean
+.PHONY: all build deps test unit crossarch vmtest bench lint asmcheck fuzz demo clean install release
 
 all: build
 
@@ -77,4 +77,34 @@ demo: build
 	contrib/demo.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
+
+# install puts luksd, its systemd generator (a link to luksd, which acts
+# as luksd-generator by that name) and its udev rules under DESTDIR and
+# PREFIX; the rules call luksd where it is installed.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+SBINDIR    := $(PREFIX)/sbin
+UNITDIR    ?= /usr/lib/systemd
+UDEVDIR    ?= /usr/lib/udev/rules.d
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(SBINDIR)/luksd
+	install -d $(DESTDIR)$(UNITDIR)/system-generators
+	ln -sf $(SBINDIR)/luksd $(DESTDIR)$(UNITDIR)/system-generators/luksd-generator
+	install -d $(DESTDIR)$(UDEVDIR)
+	sed 's,/usr/local/sbin/luksd,$(SBINDIR)/luksd,' contrib/udev/60-luksd.rules >$(DESTDIR)$(UDEVDIR)/60-luksd.rules
+	chmod 0644 $(DESTDIR)$(UDEVDIR)/60-luksd.rules
+
+# release builds static, stripped luksd binaries for the NAS
+# architectures, the version (git describe) built in, and their SHA-256
+# sums, in dist/.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+RELEASES := amd64 arm64 arm7 arm6
+release:
+	rm -rf dist && mkdir -p dist
+	for r in $(RELEASES); do \
+		arch=$${r%[67]}; arm=$${r#arm}; [ "$$arch" = arm ] || arm=; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=$$arm $(GO) build -trimpath \
+			-ldflags "-s -w -X main.version=$(VERSION)" -o dist/luksd-$(VERSION)-linux-$$r ./cmd/luksd || exit 1; \
+	done
+	cd dist && sha256sum luksd-* >SHA256SUMS
