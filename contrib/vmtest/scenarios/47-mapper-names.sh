@@ -8,8 +8,8 @@
 # status lines for the same volume opened by dm-crypt (same loop device),
 # word for word but for "key location", luksd's own lines after them.
 # UUID=/LABEL= find the device without udev; the daemon's oom_score_adj
-# is -1000.
-# requires: luksd-open-nbd luksd-open-ublk
+# is -1000; `open --recover` after SIGKILL keeps the mapping, mounted.
+# requires: luksd-open-nbd luksd-open-ublk luksd-recover-nbd luksd-recover-ublk
 . /vmtest/guest/lib.sh
 require_luksd
 export VMTEST_MAPPING=dm # luksd's default: see lib.sh
@@ -80,6 +80,32 @@ names() {
 	luksd close vol || because "close after UUID= open failed"
 }
 
+# recover_dm: a daemon killed under a mounted /dev/mapper/vol is taken
+# over by `open --recover`; the mapping stays the same device and the
+# file system carries on.
+recover_dm() {
+	fe=$1
+	img=$SCRATCH/img
+	mkimage "$img" 40
+	cs_format "$img" "$key" "$(cipher_line aes-xts-plain64/4096)" || because "luksFormat failed"
+	luksd open --key-file "$key" --frontend "$fe" "$img" vol >/dev/null 2>"$SCRATCH/err" || because "open: $(cat "$SCRATCH/err")"
+	dev=$(state_of vol device)
+	mkfs.ext4 -q -F /dev/mapper/vol || because "mkfs failed"
+	mount -t ext4 /dev/mapper/vol "$mnt" || because "mount failed"
+	rdev=$(stat -L -c %t:%T /dev/mapper/vol)
+	kill -9 "$(state_of vol pid)"
+	sleep 1
+	out=$(luksd open --recover "--$fe-device" "$dev" --key-file "$key" --frontend "$fe" "$img" vol 2>"$SCRATCH/err") || because "open --recover: $(cat "$SCRATCH/err")"
+	[ "$out" = /dev/mapper/vol ] || because "open --recover printed $out"
+	[ "$(stat -L -c %t:%T /dev/mapper/vol)" = "$rdev" ] || because "the mapping changed device"
+	head -c 1048576 /dev/urandom >"$SCRATCH/p"
+	cp "$SCRATCH/p" "$mnt/p" && sync || because "writing after the takeover failed"
+	umount "$mnt"
+	e2fsck -fn /dev/mapper/vol >"$SCRATCH/fsck" 2>&1 || because "e2fsck: $(tail -n1 "$SCRATCH/fsck")"
+	luksd close vol || because "close failed"
+	[ ! -e /dev/mapper/vol ] || because "close left /dev/mapper/vol"
+}
+
 # status_text compares luksd status with cryptsetup status of the same
 # loop device, with and without --allow-discards and --readonly.
 status_text() {
@@ -110,6 +136,8 @@ status_text() {
 
 check "$VMTEST_SCENARIO aes-xts-plain64/4096 names nbd" names nbd
 check "$VMTEST_SCENARIO aes-xts-plain64/4096 names ublk" names ublk
+check "$VMTEST_SCENARIO aes-xts-plain64/4096 recover under the mapping nbd" recover_dm nbd
+check "$VMTEST_SCENARIO aes-xts-plain64/4096 recover under the mapping ublk" recover_dm ublk
 for label in aes-xts-plain64/512 xchacha12,aes-adiantum-plain64/4096 aes-cbc-essiv:sha256/luks1; do
 	check "$VMTEST_SCENARIO $label status text" status_text "$(cipher_line "$label")"
 done
