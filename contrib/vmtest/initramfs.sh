@@ -101,6 +101,8 @@ if [ -n "$tests" ]; then
 fi
 
 cp -r "$here/guest" "$root/vmtest/guest"
+mkdir -p "$root/vmtest/contrib"
+cp -r "$here/../unraid" "$root/vmtest/contrib/unraid"
 cp -r "$here/scenarios" "$root/vmtest/scenarios"
 cp "$here/guest/init" "$root/init"
 chmod +x "$root/init"
