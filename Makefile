@@ -12,7 +12,7 @@ export GOFLAGS := -mod=mod
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: all build deps test unit crossarch vmtest bench lint asmcheck fuzz demo clean install release
+.PHONY: all build deps test unit crossarch vmtest bench lint asmcheck fuzz demo clean install release releasecheck
 
 all: build
 
@@ -29,7 +29,7 @@ deps:
 	GOBIN=$(dir $(STATICCHECK)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # test runs all the tests; CI runs exactly this.
-test: lint unit crossarch vmtest
+test: lint unit crossarch releasecheck vmtest
 
 unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -108,3 +108,20 @@ release:
 			-ldflags "-s -w -X main.version=$(VERSION)" -o dist/luksd-$(VERSION)-linux-$$r ./cmd/luksd || exit 1; \
 	done
 	cd dist && sha256sum luksd-* >SHA256SUMS
+
+# releasecheck runs each release binary (ARM ones under qemu-user): its
+# version is the one built in, and `luksd benchmark` runs its ciphers.
+QEMU_amd64 :=
+QEMU_arm64 := qemu-aarch64-static
+QEMU_arm7  := qemu-arm-static -cpu cortex-a15
+QEMU_arm6  := qemu-arm-static -cpu arm1176
+releasecheck: release
+	cd dist && sha256sum -c SHA256SUMS
+	for r in $(RELEASES); do \
+		b=dist/luksd-$(VERSION)-linux-$$r; \
+		case $$r in amd64) q="$(QEMU_amd64)";; arm64) q="$(QEMU_arm64)";; arm7) q="$(QEMU_arm7)";; arm6) q="$(QEMU_arm6)";; esac; \
+		[ "$$($$q $$b --version)" = "luksd $(VERSION)" ] || { echo "$$b: wrong version"; exit 1; }; \
+		$$q $$b benchmark --cipher xchacha12,aes-adiantum-plain64 --key-size 256 >/dev/null || exit 1; \
+		$$q $$b benchmark --cipher aes-xts-plain64 >/dev/null || exit 1; \
+		echo "$$b: version and benchmark ok"; \
+	done

@@ -41,3 +41,11 @@ func TestResolveDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenMappingOption: --mapping takes dm, symlink or auto; anything
+// else is one line and exit 1, before any passphrase is asked for.
+func TestOpenMappingOption(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	img := testtool.Image(t, 20<<20)
+	luksd(t, nil, "open", "--mapping", "linear", img, "m").expect(t, exitParams, "Unknown --mapping linear (dm, symlink or auto).")
+}
