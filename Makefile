@@ -6,7 +6,9 @@ GO       ?= go
 BIN      ?= bin/luksd
 APT_PKGS := cryptsetup-bin libnbd-bin nbdkit qemu-utils fio qemu-user-static \
             qemu-system-x86 busybox-static e2fsprogs xz-utils cpio kmod openssl \
-            util-linux binutils dmsetup time clevis-luks tang keyutils systemd
+            util-linux binutils dmsetup time clevis-luks tang keyutils \
+            systemd swtpm swtpm-tools libtss2-tcti-swtpm0 libtss2-esys-3.0.2-0 \
+            libtss2-rc0 libtss2-mu0
 export GOFLAGS := -mod=mod
 # staticcheck, pinned; `make deps` installs it from the module proxy.
 STATICCHECK_VERSION := v0.8.2

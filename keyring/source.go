@@ -55,6 +55,10 @@ type Source struct {
 	Offset  int64  // --keyfile-offset
 	Size    int64  // --keyfile-size; 0 = whole file up to MaxKeyFileSize
 
+	// Fetch, when set, supplies the passphrase instead (a key server,
+	// --key-source); the other fields are not used.
+	Fetch func() (*Secret, error)
+
 	// Stdin is standard input; nil means os.Stdin.
 	Stdin *os.File
 	// Stderr receives prompts when the terminal cannot be written; nil
@@ -81,13 +85,16 @@ func (s Source) fromStdin() bool { return s.KeyFile == "" || s.KeyFile == "-" }
 // Interactive reports whether Passphrase would prompt on a terminal, the
 // only case where retrying a wrong passphrase makes sense (--tries).
 func (s Source) Interactive() bool {
-	return s.fromStdin() && isTerminal(s.stdin())
+	return s.Fetch == nil && s.fromStdin() && isTerminal(s.stdin())
 }
 
 // Passphrase reads a passphrase. On a terminal it prints prompt, reads
 // without echo and, when verify is set, asks again ("Verify passphrase: ")
 // and returns ErrMismatch when the two differ. The caller wipes the result.
 func (s Source) Passphrase(prompt string, verify bool) (*Secret, error) {
+	if s.Fetch != nil {
+		return s.Fetch()
+	}
 	if s.Interactive() {
 		return s.fromTerminal(prompt, verify)
 	}

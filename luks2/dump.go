@@ -264,6 +264,7 @@ func dumpTokens(b *strings.Builder, tokens *node) {
 				fmt.Fprintf(b, "\tKey description: %s\n", jsonText(kd))
 			}
 		}
+		dumpSystemdToken(b, typ, t)
 		for _, v := range arrayVals(t.get("keyslots")) {
 			fmt.Fprintf(b, "\tKeyslot:    %s\n", jsonText(v))
 		}

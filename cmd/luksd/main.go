@@ -129,6 +129,10 @@ func run(args []string) int {
 		return runGenerator(args[1:])
 	}
 	app := newApp()
+	if len(args) > 1 && args[1] == "clevis" {
+		// clevis's getopts syntax, not cryptsetup's (clevis.go).
+		return report(app.Run(args))
+	}
 	line, err := popt(app, args)
 	if err != nil {
 		// Like cryptsetup, a line that does not parse ends without the

@@ -20,6 +20,7 @@ var tokenFlags = []cli.Flag{
 	&cli.IntFlag{Name: "token-id", Value: -1, Usage: "unlock with token `NUM` only"},
 	&cli.StringFlag{Name: "token-type", Usage: "unlock with tokens of `TYPE` only"},
 	&cli.BoolFlag{Name: "disable-external-tokens", Usage: "only cryptsetup's built-in luks2-keyring tokens"},
+	&cli.StringFlag{Name: "tpm2-device", Usage: "the TPM systemd-tpm2 tokens unseal in: a `PATH` (default /dev/tpmrm0) or swtpm:host=H,port=P"},
 }
 
 // tokensAsked reports whether the command line names tokens: the verbs
@@ -49,6 +50,8 @@ func unlockByToken(c *cli.Context, h *luks2.Header, dev io.ReaderAt, fallThrough
 		ID:         c.Int("token-id"),
 		Type:       c.String("token-type"),
 		NoExternal: c.Bool("disable-external-tokens"),
+		TPM2Device: c.String("tpm2-device"),
+		PIN:        tokenPIN(c),
 		Warn:       func(line string) { fmt.Fprintln(os.Stderr, line) },
 	}
 	if !c.IsSet("token-id") {
@@ -111,4 +114,21 @@ func unlockHeaderKey(c *cli.Context, path string, h *luks2.Header, f io.ReaderAt
 		}
 	}
 	return unlockWith(c, h, f, keySource(c), fmt.Sprintf("Enter passphrase for %s: ", path), slot, retry)
+}
+
+// tokenPIN asks for a token's PIN on the terminal, as cryptsetup does
+// for a plugin that needs one; without a terminal there is no PIN and
+// such tokens fail.
+func tokenPIN(c *cli.Context) func(id int) (*keyring.Secret, error) {
+	src := keyring.Source{}
+	if !src.Interactive() {
+		return nil
+	}
+	return func(id int) (*keyring.Secret, error) {
+		prompt := "Enter token PIN: "
+		if c.IsSet("token-id") {
+			prompt = fmt.Sprintf("Enter token %d PIN: ", id)
+		}
+		return src.Passphrase(prompt, false)
+	}
 }

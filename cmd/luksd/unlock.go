@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/keyring"
+	"github.com/luksd/luksd/keyring/vault"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
@@ -22,6 +24,7 @@ var keyFlags = []cli.Flag{
 	&cli.Int64Flag{Name: "keyfile-size", Aliases: []string{"l"}, Usage: "read at most `BYTES` from the key file"},
 	&cli.IntFlag{Name: "key-slot", Aliases: []string{"S"}, Value: -1, Usage: "use only key slot `NUM`"},
 	&cli.IntFlag{Name: "tries", Aliases: []string{"T"}, Value: 3, Usage: "how often the passphrase may be retyped on a terminal"},
+	&cli.StringFlag{Name: "key-source", Usage: "read the passphrase from a key server: vault:`PATH`[?field=F&format=hex|text] (Vault's VAULT_* settings)"},
 	headerFlag,
 }
 
@@ -77,11 +80,21 @@ func verbosef(c *cli.Context, format string, a ...any) {
 
 // keySource returns the passphrase source the key flags describe.
 func keySource(c *cli.Context) keyring.Source {
-	return keyring.Source{
+	src := keyring.Source{
 		KeyFile: c.String("key-file"),
 		Offset:  c.Int64("keyfile-offset"),
 		Size:    c.Int64("keyfile-size"),
 	}
+	if ks := c.String("key-source"); ks != "" {
+		src.Fetch = func() (*keyring.Secret, error) {
+			l, err := vault.ParseLocation(ks)
+			if err != nil {
+				return nil, err
+			}
+			return l.Read(context.Background())
+		}
+	}
+	return src
 }
 
 // readPassphrase reads a passphrase from src, mapping its errors to

@@ -10,7 +10,7 @@
 # Contents:
 # busybox-static, the kernel modules the suite needs (decompressed, with an
 # ordered load list; dm-delay and dm-flakey for fault scenarios, dm's error
-# target is built in), cryptsetup, dmsetup, e2fsprogs, fio and blkid with their shared
+# target is built in), cryptsetup, dmsetup, e2fsprogs, fio, blkid, tangd and jose with their shared
 # libraries, luksd, and contrib/vmtest/guest + contrib/vmtest/scenarios.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
@@ -66,9 +66,12 @@ for a in $(/bin/busybox --list); do
 done
 
 # Dynamically linked tools and their libraries (same paths as on the host).
-tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/bin/lsblk /usr/bin/findmnt /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs)
+# tangd and jose: a tang server inside the VM for unattended unlock.
+tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/bin/lsblk /usr/bin/findmnt /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs
+	/usr/libexec/tangd /usr/bin/jose)
 libs=()
 for t in "${tools[@]}"; do
+	mkdir -p "$root$(dirname "$t")"
 	cp -L "$t" "$root$t"
 	while read -r lib; do libs+=("$lib"); done < <(ldd "$t" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }')
 done

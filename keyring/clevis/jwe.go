@@ -44,6 +44,7 @@ type header struct {
 		Pin  string          `json:"pin"`
 		Tang json.RawMessage `json:"tang"`
 		SSS  json.RawMessage `json:"sss"`
+		TPM2 json.RawMessage `json:"tpm2"`
 	} `json:"clevis"`
 }
 

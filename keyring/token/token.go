@@ -9,6 +9,7 @@ package token
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/keyring/clevis"
+	"github.com/luksd/luksd/keyring/tpm2"
+	"github.com/luksd/luksd/keyring/vault"
 	"github.com/luksd/luksd/luks2"
 )
 
@@ -44,6 +47,12 @@ type Options struct {
 
 	// Clevis reaches tang servers; the zero value gives up after 30 s.
 	Clevis clevis.Decrypter
+	// TPM2Device is the TPM systemd-tpm2 tokens unseal in (tpm2.Open's
+	// syntax; "" is /dev/tpmrm0).
+	TPM2Device string
+	// PIN, when set, asks for the PIN of token id (a systemd-tpm2 token
+	// enrolled with one); without it such tokens fail with tpm2.ErrPIN.
+	PIN func(id int) (*keyring.Secret, error)
 	// Warn, when set, receives one line for each token whose handler
 	// failed for a reason worth telling (a tang server down, a tampered
 	// JWE); cryptsetup's own built-in type says nothing.
@@ -62,7 +71,14 @@ var handlers = map[string]handler{
 	"clevis": {open: func(ctx context.Context, o *Options, t luks2.Token) (*keyring.Secret, error) {
 		return o.Clevis.TokenPassphrase(ctx, t.JSON)
 	}, external: true},
+	"systemd-tpm2": {open: openTPM2, external: true},
+	"luksd-vault":  {open: openVault, external: true},
 }
+
+// unsupported are the token types cryptsetup hands to a plugin Debian
+// installs (systemd's) that luksd has no code for: a hardware key each.
+// luksd says so and goes on to the next token or the passphrase.
+var unsupported = map[string]bool{"systemd-fido2": true, "systemd-pkcs11": true}
 
 // Unlock opens h's data segment with its tokens, as cryptsetup 2.6.1
 // does: in luks2.TokenAttempts' order, the first token that opens a
@@ -97,6 +113,9 @@ func Unlock(ctx context.Context, h *luks2.Header, dev io.ReaderAt, o Options) (v
 // try runs token attempt a: its handler, then its keyslots.
 func (o *Options) try(ctx context.Context, h *luks2.Header, dev io.ReaderAt, a luks2.TokenAttempt) (*keyring.Secret, int, error) {
 	hd, ok := handlers[a.Type]
+	if !ok && unsupported[a.Type] && !o.NoExternal && o.Warn != nil {
+		o.Warn(fmt.Sprintf("Token %d (%s): token type not supported by luksd", a.ID, a.Type))
+	}
 	if !ok || hd.external && o.NoExternal {
 		return nil, -1, ErrNoToken
 	}
@@ -109,7 +128,8 @@ func (o *Options) try(ctx context.Context, h *luks2.Header, dev io.ReaderAt, a l
 			o.Warn(fmt.Sprintf("Token %d (%s): %s", a.ID, a.Type, strings.TrimPrefix(err.Error(), a.Type+": ")))
 		}
 		var srv *clevis.ServerError
-		if errors.As(err, &srv) {
+		var vs *vault.ServerError
+		if errors.As(err, &srv) || errors.As(err, &vs) || errors.Is(err, tpm2.ErrNoDevice) {
 			return nil, -1, fmt.Errorf("%w: %w", ErrMissingResource, err)
 		}
 		return nil, -1, fmt.Errorf("%w: %w", ErrWrongPassphrase, err)
@@ -134,4 +154,48 @@ func openKeyring(_ context.Context, _ *Options, t luks2.Token) (*keyring.Secret,
 		return nil, err
 	}
 	return keyring.FromKernel(desc)
+}
+
+// openTPM2 is the systemd-tpm2 handler: the passphrase is the base64 text
+// of the secret the TPM unseals.
+func openTPM2(_ context.Context, o *Options, t luks2.Token) (*keyring.Secret, error) {
+	tok, err := tpm2.ParseToken(t.JSON)
+	if err != nil {
+		return nil, err
+	}
+	tpm, err := tpm2.Open(o.TPM2Device)
+	if err != nil {
+		return nil, err
+	}
+	defer tpm.Close()
+	var pin []byte
+	if tok.PIN {
+		if o.PIN == nil {
+			return nil, tpm2.ErrPIN
+		}
+		p, err := o.PIN(t.ID)
+		if err != nil {
+			return nil, err
+		}
+		defer p.Wipe()
+		pin = p.Bytes()
+	}
+	return tok.Passphrase(tpm, pin)
+}
+
+// openVault is the luksd-vault handler: {"type":"luksd-vault",
+// "keyslots":[...],"vault-location":"vault:PATH[?...]"}, the passphrase
+// read from Vault with the client certificate (keyring/vault).
+func openVault(ctx context.Context, _ *Options, t luks2.Token) (*keyring.Secret, error) {
+	var tok struct {
+		Location string `json:"vault-location"`
+	}
+	if err := json.Unmarshal(t.JSON, &tok); err != nil {
+		return nil, fmt.Errorf("luksd-vault: %w", err)
+	}
+	l, err := vault.ParseLocation(tok.Location)
+	if err != nil {
+		return nil, err
+	}
+	return l.Read(ctx)
 }
