@@ -15,7 +15,7 @@ export GOFLAGS := -mod=mod
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: all build deps test unit crossarch vmtest bench lint asmcheck fuzz demo clean
+.PHONY: all build deps test unit crossarch vmtest bench lint asmcheck fuzz demo clean install release releasecheck
 
 all: build
 
@@ -34,7 +34,7 @@ deps:
 	contrib/s3/seaweedfs.sh >/dev/null
 
 # test runs all the tests; CI runs exactly this.
-test: lint unit crossarch vmtest
+test: lint unit crossarch releasecheck vmtest
 
 unit:
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -82,4 +82,51 @@ demo: build
 	contrib/demo.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
+
+# install puts luksd, its systemd generator (a link to luksd, which acts
+# as luksd-generator by that name) and its udev rules under DESTDIR and
+# PREFIX; the rules call luksd where it is installed.
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+SBINDIR    := $(PREFIX)/sbin
+UNITDIR    ?= /usr/lib/systemd
+UDEVDIR    ?= /usr/lib/udev/rules.d
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(SBINDIR)/luksd
+	install -d $(DESTDIR)$(UNITDIR)/system-generators
+	ln -sf $(SBINDIR)/luksd $(DESTDIR)$(UNITDIR)/system-generators/luksd-generator
+	install -d $(DESTDIR)$(UDEVDIR)
+	sed 's,/usr/local/sbin/luksd,$(SBINDIR)/luksd,' contrib/udev/60-luksd.rules >$(DESTDIR)$(UDEVDIR)/60-luksd.rules
+	chmod 0644 $(DESTDIR)$(UDEVDIR)/60-luksd.rules
+
+# release builds static, stripped luksd binaries for the NAS
+# architectures, the version (git describe) built in, and their SHA-256
+# sums, in dist/.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+RELEASES := amd64 arm64 arm7 arm6
+release:
+	rm -rf dist && mkdir -p dist
+	for r in $(RELEASES); do \
+		arch=$${r%[67]}; arm=$${r#arm}; [ "$$arch" = arm ] || arm=; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch GOARM=$$arm $(GO) build -trimpath \
+			-ldflags "-s -w -X main.version=$(VERSION)" -o dist/luksd-$(VERSION)-linux-$$r ./cmd/luksd || exit 1; \
+	done
+	cd dist && sha256sum luksd-* >SHA256SUMS
+
+# releasecheck runs each release binary (ARM ones under qemu-user): its
+# version is the one built in, and `luksd benchmark` runs its ciphers.
+QEMU_amd64 :=
+QEMU_arm64 := qemu-aarch64-static
+QEMU_arm7  := qemu-arm-static -cpu cortex-a15
+QEMU_arm6  := qemu-arm-static -cpu arm1176
+releasecheck: release
+	cd dist && sha256sum -c SHA256SUMS
+	for r in $(RELEASES); do \
+		b=dist/luksd-$(VERSION)-linux-$$r; \
+		case $$r in amd64) q="$(QEMU_amd64)";; arm64) q="$(QEMU_arm64)";; arm7) q="$(QEMU_arm7)";; arm6) q="$(QEMU_arm6)";; esac; \
+		[ "$$($$q $$b --version)" = "luksd $(VERSION)" ] || { echo "$$b: wrong version"; exit 1; }; \
+		$$q $$b benchmark --cipher xchacha12,aes-adiantum-plain64 --key-size 256 >/dev/null || exit 1; \
+		$$q $$b benchmark --cipher aes-xts-plain64 >/dev/null || exit 1; \
+		echo "$$b: version and benchmark ok"; \
+	done

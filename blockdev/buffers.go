@@ -24,6 +24,11 @@ import (
 // A full stripe makes room by unmapping free buffers of other sizes,
 // largest first: after a burst of large requests, small ones still find
 // their buffers kept.
+//
+// The free lists follow the load (buffers_trim.go): what a stripe kept
+// free for a whole trimInterval was not needed, and is unmapped. An idle
+// daemon so holds no buffers within two intervals, and one under load
+// keeps what its requests reuse.
 const (
 	minBufferShift     = 12 // 4 KiB: smaller requests get 4 KiB
 	maxBufferShift     = 25 // 32 MiB, the largest NBD request
@@ -34,6 +39,7 @@ const (
 type bufferStripe struct {
 	mu    sync.Mutex
 	bytes int // kept free
+	low   int // the fewest bytes kept free since the last trim
 	lists [maxBufferShift + 1][][]byte
 	owned map[uintptr]bool // buffers of this stripe, in use or free
 	_     [64]byte         // keep stripes on separate cache lines
@@ -55,11 +61,8 @@ func GetBuffer(n int) []byte {
 	for i := range bufferStripes {
 		s := &buffers.stripes[(start+i)%bufferStripes]
 		s.mu.Lock()
-		if l := s.lists[c]; len(l) > 0 {
-			b := l[len(l)-1]
-			l[len(l)-1] = nil
-			s.lists[c] = l[:len(l)-1]
-			s.bytes -= cap(b)
+		if len(s.lists[c]) > 0 {
+			b := s.pop(c)
 			s.mu.Unlock()
 			return b[:n]
 		}
@@ -89,6 +92,7 @@ func PutBuffer(b []byte) {
 	if s.bytes+cap(b) <= limit {
 		s.lists[c] = append(s.lists[c], b)
 		s.bytes += cap(b)
+		startTrimmer()
 		return
 	}
 	s.unmap(addr, b)
@@ -99,15 +103,22 @@ func PutBuffer(b []byte) {
 func (s *bufferStripe) evictOthers(keep, room int) {
 	for c := maxBufferShift; c >= minBufferShift && s.bytes > room; c-- {
 		for c != keep && len(s.lists[c]) > 0 && s.bytes > room {
-			l := s.lists[c]
-			b := l[len(l)-1]
-			l[len(l)-1] = nil
-			s.lists[c] = l[:len(l)-1]
-			s.bytes -= cap(b)
+			b := s.pop(c)
 			addr, _ := homeStripe(b)
 			s.unmap(addr, b)
 		}
 	}
+}
+
+// pop takes a free buffer of class c off its list.
+func (s *bufferStripe) pop(c int) []byte {
+	l := s.lists[c]
+	b := l[len(l)-1]
+	l[len(l)-1] = nil
+	s.lists[c] = l[:len(l)-1]
+	s.bytes -= cap(b)
+	s.low = min(s.low, s.bytes)
+	return b
 }
 
 // unmap gives a buffer of the stripe back to the kernel.

@@ -175,9 +175,13 @@ func CleanStale(name string) (bool, error) {
 	}
 	defer releaseName(name, lock)
 	if f, ok := frontend.Lookup(st.Frontend); ok {
-		return true, f.Release(name, st.Device, st.Extra)
+		err = f.Release(name, st.Device, st.Extra)
 	}
-	return true, nil
+	// A mapping still mounted goes once it is unmounted.
+	if merr := removeMapping(st, true); err == nil {
+		err = merr
+	}
+	return true, err
 }
 
 // CheckFree fails with ErrExists while a daemon runs name. One that has

@@ -18,7 +18,11 @@
 //   - control.go: the control socket (Close), stale cleanup (CleanStale)
 //     and the checks before a start (CheckFree).
 //   - log.go: what the daemon logs and where (Log, the log file, SIGHUP).
-//   - memory.go: memory locking and PR_SET_IO_FLUSHER.
+//   - memory.go: memory locking and PR_SET_IO_FLUSHER; oom.go:
+//     oom_score_adj -1000.
+//   - mapper.go: the volume's /dev/mapper/NAME (a device-mapper linear
+//     mapping, dmioctl.go, or a symlink); udev.go: the change event for
+//     luksd's udev rules, VolumeOnDevice.
 //   - serve.go: Serve, the volume as an NBD export on a socket.
 //   - errors.go: the kinds of failure the CLI maps to exit codes.
 //

@@ -80,6 +80,7 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 			}
 			return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked, keys: keys}, nil
 		},
+		Mapping:  o.Mapping,
 		KernelIO: opts.KernelIO,
 		Ready:    opts.Ready,
 	})
@@ -95,7 +96,8 @@ type daemonConfig struct {
 	// Open opens the plaintext device the frontend serves; the daemon
 	// flushes and closes it on the way out.
 	Open     func() (opened, error)
-	KernelIO bool // see RunOptions
+	Mapping  string // Options.Mapping
+	KernelIO bool   // see RunOptions
 	// Ready is called once the kernel block device exists and the state
 	// file is written.
 	Ready func(devicePath string)
@@ -189,6 +191,9 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 			return nil, err
 		}
 		st.IOFlusher = true
+		if err := protectFromOOM(); err != nil {
+			return nil, err
+		}
 		if err := lockedMemory(); err != nil {
 			return nil, err
 		}
@@ -212,7 +217,12 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 	}
 	st.Device = att.DevicePath()
 	st.Extra = att.State()
+	if err := makeMapping(&st, cfg.Mapping, cfg.Attach.Recover); err != nil {
+		att.Detach()
+		return nil, err
+	}
 	if err := writeState(&st); err != nil {
+		removeMapping(&st, false)
 		att.Detach()
 		return nil, fmt.Errorf("cannot write the state file: %v", err)
 	}
@@ -222,11 +232,12 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 			return writeState(&st)
 		}
 	}
+	announceDevice(st.Device)
 	Log.Printf("%s: %s %s active on %s (frontend %s, pid %d)", name, st.Type, st.Image, st.Device, st.Frontend, st.PID)
 	if cfg.Ready != nil {
-		cfg.Ready(st.Device)
+		cfg.Ready(st.UsablePath())
 	}
-	return serveUntilStopped(name, ctl, att, vol, sigs)
+	return serveUntilStopped(&st, ctl, att, vol, sigs)
 }
 
 // stopSignals ask the daemon to close. SIGQUIT is one of them rather than
@@ -249,14 +260,15 @@ var stopPoll = time.Second
 //     unmounting what is on it, and SIGKILL after its timeout still ends
 //     the daemon;
 //   - SIGHUP reopens the log file (logrotate).
-func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, vol opened, sigs <-chan os.Signal) (net.Conn, error) {
+func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol opened, sigs <-chan os.Signal) (net.Conn, error) {
+	name := st.Name
 	done := make(chan struct{})
 	defer close(done)
 	closes := make(chan net.Conn)
 	go acceptControl(ctl, closes, done, vol.keys)
 	gone := make(chan error, 1)
 	go func() { gone <- att.Wait() }()
-	kdev := att.DevicePath()
+	kdev, busy := att.DevicePath(), st.BusyPath()
 	var poll <-chan time.Time // set once a stop signal waits for release
 	for {
 		select {
@@ -265,19 +277,19 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, v
 				Log.Printf("%s: hangup: %s", name, reopenLog())
 				continue
 			}
-			if !vol.keys.suspended() && !deviceBusy(kdev) {
+			if !vol.keys.suspended() && !deviceBusy(busy) && unname(st) {
 				Log.Printf("%s: %v, detaching", name, sig)
 				return nil, detach(att, vol)
 			}
-			Log.Printf("%s: %v while %s is in use: serving on, closing once it is released", name, sig, kdev)
+			Log.Printf("%s: %v while %s is in use: serving on, closing once it is released", name, sig, busy)
 			if poll == nil {
 				t := time.NewTicker(stopPoll)
 				defer t.Stop()
 				poll = t.C
 			}
 		case <-poll:
-			if !vol.keys.suspended() && !deviceBusy(kdev) {
-				Log.Printf("%s: %s released, detaching", name, kdev)
+			if !vol.keys.suspended() && !deviceBusy(busy) && unname(st) {
+				Log.Printf("%s: %s released, detaching", name, busy)
 				return nil, detach(att, vol)
 			}
 		case conn := <-closes:
@@ -286,7 +298,7 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, v
 				conn.Close()
 				continue
 			}
-			if deviceBusy(kdev) {
+			if deviceBusy(busy) || !unname(st) {
 				fmt.Fprintln(conn, ctlBusy)
 				conn.Close()
 				continue
@@ -296,9 +308,23 @@ func serveUntilStopped(name string, ctl net.Listener, att frontend.Attachment, v
 			// The kernel side went away by itself (nbd-client -d, ublk
 			// device deleted): nothing is left to detach.
 			Log.Printf("%s: %s went away", name, kdev)
+			if err := removeMapping(st, true); err != nil {
+				Log.Printf("%s: %s", name, oneLine(err))
+			}
 			return nil, werr
 		}
 	}
+}
+
+// unname removes the volume's name (removeMapping) before the device is
+// detached, and reports whether it is gone; a mapping opened since the
+// busy check stays, and so does the volume.
+func unname(st *State) bool {
+	if err := removeMapping(st, false); err != nil {
+		Log.Printf("%s: %s", st.Name, oneLine(err))
+		return false
+	}
+	return true
 }
 
 // detach detaches the kernel device. Acknowledged writes lost earlier have

@@ -45,4 +45,9 @@ type Options struct {
 	// this time with EIO, and the device stays (0: wait as long as it
 	// takes, as dm-crypt).
 	IOTimeout time.Duration
+	// Mapping says how /dev/mapper/NAME is made: "dm" (a linear mapping,
+	// which holds the block device: use /dev/mapper/NAME), "symlink" (to
+	// the block device, which stays usable), or "" for dm where the
+	// kernel has device-mapper (see mapper.go).
+	Mapping string
 }

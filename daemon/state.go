@@ -48,6 +48,8 @@ func ValidName(name string) error {
 type State struct {
 	Name          string
 	Device        string // the kernel block device, /dev/nbdN or /dev/ublkbN
+	Mapper        string // the volume's name in MapperDir: /dev/mapper/NAME
+	MapperKind    string // how Mapper was made: "dm" (a linear mapping) or "symlink"
 	Frontend      string
 	PID           int
 	Image         string // the data device or image file
@@ -72,7 +74,7 @@ type State struct {
 }
 
 // stateKeys are the fixed keys, in file order.
-var stateKeys = []string{"name", "device", "frontend", "pid", "image", "header", "type", "uuid",
+var stateKeys = []string{"name", "device", "mapper", "mapper-kind", "frontend", "pid", "image", "header", "type", "uuid",
 	"cipher", "key-size", "key-slot", "sector-size", "offset", "size", "skipped", "suspended", "mode", "discards",
 	"io-flusher", "memory-locked", "claim", "started"}
 
@@ -82,7 +84,7 @@ func (s *State) fields() map[string]string {
 		mode = "readonly"
 	}
 	return map[string]string{
-		"name": s.Name, "device": s.Device, "frontend": s.Frontend, "pid": strconv.Itoa(s.PID),
+		"name": s.Name, "device": s.Device, "mapper": s.Mapper, "mapper-kind": s.MapperKind, "frontend": s.Frontend, "pid": strconv.Itoa(s.PID),
 		"image": s.Image, "header": s.Header, "type": s.Type, "uuid": s.UUID, "cipher": s.Cipher,
 		"key-size": strconv.Itoa(s.KeySize), "key-slot": strconv.Itoa(s.KeySlot),
 		"sector-size": strconv.Itoa(s.SectorSize), "offset": strconv.FormatInt(s.Offset, 10),
@@ -155,7 +157,7 @@ func parseState(data []byte) (*State, error) {
 // set sets the field that the state file's key k names to v; a key of no
 // field is the frontend's (Extra).
 func (s *State) set(k, v string) error {
-	strs := map[string]*string{"name": &s.Name, "device": &s.Device, "frontend": &s.Frontend, "image": &s.Image,
+	strs := map[string]*string{"name": &s.Name, "device": &s.Device, "mapper": &s.Mapper, "mapper-kind": &s.MapperKind, "frontend": &s.Frontend, "image": &s.Image,
 		"header": &s.Header, "type": &s.Type, "uuid": &s.UUID, "cipher": &s.Cipher, "claim": &s.Claim}
 	ints := map[string]*int{"pid": &s.PID, "key-size": &s.KeySize, "key-slot": &s.KeySlot, "sector-size": &s.SectorSize}
 	int64s := map[string]*int64{"offset": &s.Offset, "size": &s.Size, "skipped": &s.Skipped}

@@ -227,7 +227,7 @@ func (p PBKDF) params(salt []byte, keyLen int) (kdfParams, error) {
 		}
 		_ = h
 		kp.hash = strings.ToLower(p.Hash)
-		if p.Iterations > math.MaxUint32 {
+		if int64(p.Iterations) > math.MaxUint32 {
 			return kp, fmt.Errorf("%w: %d pbkdf2 iterations (at most %d)", ErrPBKDF, p.Iterations, uint32(math.MaxUint32))
 		}
 		kp.iterations = p.Iterations
@@ -235,7 +235,7 @@ func (p PBKDF) params(salt []byte, keyLen int) (kdfParams, error) {
 			kp.iterations = calibratePBKDF2(kp.hash, keyLen, p.IterTime)
 		}
 	case "argon2i", "argon2id":
-		if p.MemoryKiB < minArgonMemory || p.MemoryKiB > maxArgonMemory || p.Iterations > math.MaxUint32 {
+		if p.MemoryKiB < minArgonMemory || p.MemoryKiB > maxArgonMemory || int64(p.Iterations) > math.MaxUint32 {
 			return kp, fmt.Errorf("%w: %s with memory %d KiB, time cost %d", ErrPBKDF, p.Type, p.MemoryKiB, p.Iterations)
 		}
 		kp.memory, kp.cpus, kp.time = p.MemoryKiB, p.Parallel, p.Iterations

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/luksd/luksd/daemon"
@@ -124,6 +125,9 @@ func main() {
 // run executes the CLI and maps errors to cryptsetup's exit codes, printing
 // exactly one line on stderr for a failure.
 func run(args []string) int {
+	if filepath.Base(args[0]) == generatorName {
+		return runGenerator(args[1:])
+	}
 	app := newApp()
 	if len(args) > 1 && args[1] == "clevis" {
 		// clevis's getopts syntax, not cryptsetup's (clevis.go).
@@ -202,6 +206,9 @@ func printSpecial(app *cli.App, line parsedLine, prog string) int {
 		}
 		if err := app.Run(helpArgs); err != nil {
 			return report(err)
+		}
+		if len(helpArgs) == 2 {
+			writeCompiledDefaults(os.Stdout)
 		}
 	}
 	return exitOK

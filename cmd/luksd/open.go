@@ -22,6 +22,7 @@ func init() {
 		&cli.StringFlag{Name: "frontend", Value: "auto", Usage: "kernel block device: `nbd`, ublk or auto (ublk when available)"},
 		&cli.StringFlag{Name: "nbd-device", Usage: "use `/dev/nbdN` instead of a free one"},
 		&cli.StringFlag{Name: "ublk-device", Usage: "use `/dev/ublkbN` instead of a free one"},
+		&cli.StringFlag{Name: "mapping", Value: "auto", Usage: "make /dev/mapper/NAME a device-mapper linear `MAPPING` (dm), a symlink to the block device (symlink), or auto (dm where the kernel has device-mapper)"},
 		&cli.BoolFlag{Name: "foreground", Usage: "stay in the foreground (for systemd); ready once the device exists"},
 		&cli.BoolFlag{Name: "recover", Usage: "take over the kernel device of a daemon that died (needs --nbd-device for nbd)"},
 		&cli.UintFlag{Name: "io-timeout", Usage: "fail a request the disk has not carried out in `SECONDS` with EIO, the device stays (0: wait as long as it takes, as dm-crypt)"},
@@ -61,7 +62,7 @@ func openAction(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return exitf(exitParams, "Command requires device and mapped name as arguments.")
 	}
-	image, name := c.Args().Get(0), c.Args().Get(1)
+	image, name := resolveDevice(c.Args().Get(0)), c.Args().Get(1)
 	if err := daemon.ValidName(name); err != nil {
 		return err
 	}
@@ -169,6 +170,13 @@ func openOptions(c *cli.Context) (daemon.Options, string, error) {
 	}
 	if err := checkOpenType(c.String("type"), false); err != nil {
 		return opts, "", err
+	}
+	switch m := c.String("mapping"); m {
+	case "auto":
+	case "dm", "symlink":
+		opts.Mapping = m
+	default:
+		return opts, "", exitf(exitParams, "Unknown --mapping %s (dm, symlink or auto).", m)
 	}
 	fe, err := deviceWish(c, &opts)
 	return opts, fe, err

@@ -363,6 +363,9 @@ func findAction(app *cli.App, verb string, nargs int) (*cli.Command, error) {
 		if contains(otherActions, verb) {
 			return nil, exitf(exitParams, "Action %s is not supported by luksd.", verb)
 		}
+		if near := nearestAction(app, verb); near != "" {
+			return nil, exitf(exitParams, "Unknown action. Did you mean %s?", near)
+		}
 		return nil, exitf(exitParams, "Unknown action.")
 	}
 	action := canonicalVerb(verb)

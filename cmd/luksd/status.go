@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/daemon"
@@ -34,34 +35,39 @@ func statusAction(c *cli.Context) error {
 		return err
 	}
 	if s == nil {
-		// As typed: "/dev/mapper/x is inactive." for /dev/mapper/x.
-		fmt.Printf("%s is inactive.\n", arg)
+		fmt.Printf("%s is inactive.\n", statusPath(arg))
 		return exitf(exitDevice, "")
 	}
-	return writeStatus(os.Stdout, s, blockdev.Busy(s.Device))
+	return writeStatus(os.Stdout, statusPath(arg), s, blockdev.Busy(s.BusyPath()))
 }
 
-// writeStatus prints a volume's status in cryptsetup status's layout, with
-// the frontend and its kernel block device added.
-func writeStatus(w io.Writer, s *daemon.State, inUse bool) error {
+// statusPath is how status names the volume in its first line, as
+// cryptsetup does: a path as given, a bare name under /dev/mapper.
+func statusPath(arg string) string {
+	if strings.Contains(arg, "/") {
+		return arg
+	}
+	return "/dev/mapper/" + arg
+}
+
+// writeStatus prints a volume's status in cryptsetup status's layout and
+// words (2.6.1, checked against a dm-crypt mapping of the same volume in
+// the VM), then luksd's own lines: the header device, the claim, the
+// frontend, its kernel block device and how /dev/mapper/NAME is made.
+func writeStatus(w io.Writer, path string, s *daemon.State, inUse bool) error {
 	bw := bufio.NewWriter(w)
 	if inUse {
-		fmt.Fprintf(bw, "%s is active and is in use.\n", s.Name)
+		fmt.Fprintf(bw, "%s is active and is in use.\n", path)
 	} else {
-		fmt.Fprintf(bw, "%s is active.\n", s.Name)
+		fmt.Fprintf(bw, "%s is active.\n", path)
 	}
 	fmt.Fprintf(bw, "  type:    %s\n", s.Type)
 	fmt.Fprintf(bw, "  cipher:  %s\n", s.Cipher)
 	fmt.Fprintf(bw, "  keysize: %d bits\n", s.KeySize*8)
 	fmt.Fprintf(bw, "  key location: luksd daemon (pid %d)\n", s.PID)
 	fmt.Fprintf(bw, "  device:  %s\n", s.Image)
-	if s.Header != "" && s.Header != s.Image {
-		fmt.Fprintf(bw, "  header:  %s\n", s.Header)
-	}
-	if s.Claim != "" {
-		// The kernel shows dm-crypt's claim under /sys/block/*/holders;
-		// luksd's is a process's, so status names it.
-		fmt.Fprintf(bw, "  holder:  luksd pid %d, exclusive (%s)\n", s.PID, s.Claim)
+	if file := loopBackingFile(s.Image); file != "" {
+		fmt.Fprintf(bw, "  loop:    %s\n", file)
 	}
 	fmt.Fprintf(bw, "  sector size:  %d\n", s.SectorSize)
 	fmt.Fprintf(bw, "  offset:  %d sectors\n", s.Offset/512)
@@ -78,9 +84,36 @@ func writeStatus(w io.Writer, s *daemon.State, inUse bool) error {
 	}
 	fmt.Fprintf(bw, "  mode:    %s\n", mode)
 	if s.AllowDiscards {
-		fmt.Fprintf(bw, "  flags:   discards\n")
+		fmt.Fprintf(bw, "  flags:   discards \n") // sic: cryptsetup ends each flag with a space
+	}
+	if s.Header != "" && s.Header != s.Image {
+		fmt.Fprintf(bw, "  header:  %s\n", s.Header)
+	}
+	if s.Claim != "" {
+		// The kernel shows dm-crypt's claim under /sys/block/*/holders;
+		// luksd's is a process's, so status names it.
+		fmt.Fprintf(bw, "  holder:  luksd pid %d, exclusive (%s)\n", s.PID, s.Claim)
 	}
 	fmt.Fprintf(bw, "  frontend: %s\n", s.Frontend)
 	fmt.Fprintf(bw, "  block device: %s\n", s.Device)
+	switch s.MapperKind {
+	case "dm":
+		fmt.Fprintf(bw, "  mapping: %s, device-mapper linear over %s\n", s.Mapper, s.Device)
+	case "symlink":
+		fmt.Fprintf(bw, "  mapping: %s, symlink to %s\n", s.Mapper, s.Device)
+	}
 	return bw.Flush()
+}
+
+// loopBackingFile returns the file behind a loop device, as cryptsetup
+// status shows it, or "".
+func loopBackingFile(dev string) string {
+	if !strings.HasPrefix(dev, "/dev/loop") {
+		return ""
+	}
+	b, err := os.ReadFile("/sys/block/" + strings.TrimPrefix(dev, "/dev/") + "/loop/backing_file")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,24 +18,26 @@ func TestStatusText(t *testing.T) {
 		ReadOnly: true, AllowDiscards: true, Claim: "O_EXCL",
 	}
 	var b bytes.Buffer
-	if err := writeStatus(&b, s, true); err != nil {
+	s.Mapper, s.MapperKind = "/dev/mapper/data", "dm"
+	if err := writeStatus(&b, "/dev/mapper/data", s, true); err != nil {
 		t.Fatal(err)
 	}
-	want := `data is active and is in use.
+	want := `/dev/mapper/data is active and is in use.
   type:    LUKS2
   cipher:  xchacha12,aes-adiantum-plain64
   keysize: 256 bits
   key location: luksd daemon (pid 4242)
   device:  /srv/data.img
-  header:  /srv/data.hdr
-  holder:  luksd pid 4242, exclusive (O_EXCL)
   sector size:  4096
   offset:  32768 sectors
   size:    2097152 sectors
   mode:    readonly
-  flags:   discards
+  flags:   discards 
+  header:  /srv/data.hdr
+  holder:  luksd pid 4242, exclusive (O_EXCL)
   frontend: nbd
   block device: /dev/nbd3
+  mapping: /dev/mapper/data, device-mapper linear over /dev/nbd3
 `
 	if b.String() != want {
 		t.Fatalf("status text:\n%s\nwant:\n%s", b.String(), want)
@@ -42,14 +46,14 @@ func TestStatusText(t *testing.T) {
 	s.Header, s.ReadOnly, s.AllowDiscards = s.Image, false, false
 	s.Claim = ""
 	b.Reset()
-	writeStatus(&b, s, false)
+	writeStatus(&b, "/dev/mapper/data", s, false)
 	got := b.String()
 	for _, absent := range []string{"header:", "flags:", "in use", "holder:"} {
 		if bytes.Contains([]byte(got), []byte(absent)) {
 			t.Errorf("status shows %q:\n%s", absent, got)
 		}
 	}
-	if !bytes.Contains(b.Bytes(), []byte("data is active.\n")) || !bytes.Contains(b.Bytes(), []byte("  mode:    read/write\n")) {
+	if !bytes.Contains(b.Bytes(), []byte("/dev/mapper/data is active.\n")) || !bytes.Contains(b.Bytes(), []byte("  mode:    read/write\n")) {
 		t.Errorf("status text:\n%s", got)
 	}
 }
@@ -59,12 +63,12 @@ func TestStatusText(t *testing.T) {
 func TestStatusVerb(t *testing.T) {
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	r := luksd(t, nil, "status", "nothere")
-	if r.code != exitDevice || r.stdout != "nothere is inactive.\n" {
+	if r.code != exitDevice || r.stdout != "/dev/mapper/nothere is inactive.\n" {
 		t.Fatalf("status of an inactive name: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	luksd(t, nil, "status").expect(t, exitParams, "status: requires <name> as arguments")
 	// Arguments after the name are ignored, as cryptsetup ignores them.
-	if r := luksd(t, nil, "status", "nothere", "extra"); r.code != exitDevice || r.stdout != "nothere is inactive.\n" {
+	if r := luksd(t, nil, "status", "nothere", "extra"); r.code != exitDevice || r.stdout != "/dev/mapper/nothere is inactive.\n" {
 		t.Fatalf("status with an extra argument: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 	luksd(t, nil, "status", "a/b").expect(t, exitParams, "Invalid device name")
@@ -75,21 +79,31 @@ func TestStatusVerb(t *testing.T) {
 	luksd(t, nil, "close", "/dev/nbd7").expect(t, exitDevice, "Device /dev/nbd7 is not active.")
 
 	_, done := startFake(t, "shown")
-	if r := luksd(t, nil, "status", "/dev/mapper/shown"); r.code != 0 || !strings.HasPrefix(r.stdout, "shown is active.") {
+	if r := luksd(t, nil, "status", "/dev/mapper/shown"); r.code != 0 || !strings.HasPrefix(r.stdout, "/dev/mapper/shown is active.") {
 		t.Fatalf("status /dev/mapper/shown: exit %d %q", r.code, r.stdout)
 	}
 	r = luksd(t, nil, "status", "shown")
 	if r.code != 0 {
 		t.Fatalf("status exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"shown is active.\n", "  frontend: fake\n", "  block device: /nonexistent/fake-shown\n", "  offset:  32768 sectors\n", "  size:    2048 sectors\n"} {
+	for _, want := range []string{"/dev/mapper/shown is active.\n", "  frontend: fake\n", "  block device: /nonexistent/fake-shown\n",
+		"  mapping: " + os.Getenv("LUKSD_RUN_DIR") + "/mapper/shown, symlink to /nonexistent/fake-shown\n", "  offset:  32768 sectors\n", "  size:    2048 sectors\n"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	// Without device-mapper, /dev/mapper/NAME (here under the run
+	// directory) is a symlink to the block device, gone after close.
+	link := filepath.Join(os.Getenv("LUKSD_RUN_DIR"), "mapper", "shown")
+	if target, err := os.Readlink(link); err != nil || target != "/nonexistent/fake-shown" {
+		t.Errorf("mapper link %s: %q, %v", link, target, err)
+	}
 	luksd(t, nil, "close", "shown").expect(t, 0, "")
 	if err := waitDaemon(t, done); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Lstat(link); !os.IsNotExist(err) {
+		t.Errorf("close left %s: %v", link, err)
 	}
 	luksd(t, nil, "close", "shown").expect(t, exitDevice, "Device shown is not active.")
 	luksd(t, nil, "luksClose", "shown").expect(t, exitDevice, "Device shown is not active.")

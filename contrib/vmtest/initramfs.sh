@@ -67,7 +67,7 @@ done
 
 # Dynamically linked tools and their libraries (same paths as on the host).
 # tangd and jose: a tang server inside the VM for unattended unlock.
-tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs
+tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/bin/lsblk /usr/bin/findmnt /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs
 	/usr/libexec/tangd /usr/bin/jose)
 libs=()
 for t in "${tools[@]}"; do
@@ -104,6 +104,8 @@ if [ -n "$tests" ]; then
 fi
 
 cp -r "$here/guest" "$root/vmtest/guest"
+mkdir -p "$root/vmtest/contrib"
+cp -r "$here/../unraid" "$root/vmtest/contrib/unraid"
 cp -r "$here/scenarios" "$root/vmtest/scenarios"
 cp "$here/guest/init" "$root/init"
 chmod +x "$root/init"

@@ -68,7 +68,7 @@ lifecycle() {
 	grep -q '^VmLck:[[:space:]]*[1-9]' /proc/"$pid"/status || because "daemon memory not locked: $(grep VmLck /proc/"$pid"/status)"
 
 	luksd status vol >"$SCRATCH/status" || because "status exit $?"
-	grep -qx 'vol is active.' "$SCRATCH/status" || because "status: $(head -n1 "$SCRATCH/status")"
+	grep -qx '/dev/mapper/vol is active.' "$SCRATCH/status" || because "status: $(head -n1 "$SCRATCH/status")"
 	grep -qx "  cipher:  $cipher" "$SCRATCH/status" || because "status cipher: $(grep cipher: "$SCRATCH/status")"
 	grep -qx "  block device: $dev" "$SCRATCH/status" || because "status device: $(grep 'block device' "$SCRATCH/status")"
 	grep -qx "  frontend: nbd" "$SCRATCH/status" || because "status lacks the frontend"
@@ -86,7 +86,7 @@ lifecycle() {
 	mkfs.ext4 -q -F "$dev" 2>"$SCRATCH/err" || because "mkfs.ext4: $(tail -n1 "$SCRATCH/err")"
 	mount -t ext4 "$dev" "$mnt" || because "mount failed"
 	cp "$SCRATCH/pattern" "$mnt/p" || because "copy failed"
-	luksd status vol | grep -qx 'vol is active and is in use.' || because "status while mounted: $(luksd status vol | head -n1)"
+	luksd status vol | grep -qx '/dev/mapper/vol is active and is in use.' || because "status while mounted: $(luksd status vol | head -n1)"
 	rc=0
 	luksd close vol 2>"$SCRATCH/err" || rc=$?
 	[ "$rc" = 5 ] || because "close while mounted exit $rc, want 5 ($(cat "$SCRATCH/err"))"
@@ -102,7 +102,7 @@ lifecycle() {
 	running "$pid" && because "daemon $pid still running after close"
 	rc=0
 	luksd status vol >"$SCRATCH/status" || rc=$?
-	[ "$rc" = 4 ] && grep -qx 'vol is inactive.' "$SCRATCH/status" || because "status after close exit $rc: $(cat "$SCRATCH/status")"
+	[ "$rc" = 4 ] && grep -qx '/dev/mapper/vol is inactive.' "$SCRATCH/status" || because "status after close exit $rc: $(cat "$SCRATCH/status")"
 	rc=0
 	luksd close vol 2>/dev/null || rc=$?
 	[ "$rc" = 4 ] || because "second close exit $rc, want 4"
@@ -150,7 +150,7 @@ options() {
 	cryptsetup close pd
 	cryptsetup luksDump "$img" | grep -q '^Flags:.*allow-discards' || because "cryptsetup did not store allow-discards"
 	out=$(luksd open --key-file "$key" --frontend nbd "$img" pd) || because "open of the allow-discards volume failed"
-	luksd status pd | grep -qx '  flags:   discards' || because "status does not show the persistent discards flag"
+	luksd status pd | grep -qx '  flags:   discards ' || because "status does not show the persistent discards flag"
 	[ "$(cat /sys/block/"${out#/dev/}"/queue/discard_max_bytes)" -gt 0 ] || because "$out offers no discards though the header allows them"
 	dd if=/dev/zero of="$out" bs=1M count=8 oflag=direct 2>/dev/null || because "writing to $out failed"
 	blocks=$(stat -c %b "$img")
