@@ -14,7 +14,7 @@
 #
 # Environment: VMTEST_FEATURES (features enabled on top of the file
 # contrib/vmtest/features), VMTEST_OUT (results directory, default
-# contrib/vmtest/out), VMTEST_TIMEOUT (whole VM, seconds, default 1800),
+# contrib/vmtest/out), VMTEST_TIMEOUT (whole VM, seconds, default 3600),
 # VMTEST_SCENARIO_TIMEOUT (each scenario, default 300), VMTEST_VERBOSE=1
 # (scenario output on the console), VMTEST_LUKSD (a prebuilt luksd to test
 # instead of building one), VMTEST_MEM (MiB, default 1536), VMTEST_SMP (2).
@@ -145,7 +145,7 @@ fi
 t1=$(date +%s)
 echo "vmtest: booting ($(( t1 - t0 ))s of preparation), scenarios: ${plan[*]}" >&2
 rc=0
-timeout -k 10 "${VMTEST_TIMEOUT:-1800}" qemu-system-x86_64 \
+timeout -k 10 "${VMTEST_TIMEOUT:-3600}" qemu-system-x86_64 \
 	-cpu max -m "${VMTEST_MEM:-1536}" -smp "${VMTEST_SMP:-2}" \
 	-nographic -no-reboot -nic none \
 	-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$out/initrd.cpio" \
@@ -169,7 +169,7 @@ for s in "${plan[@]}"; do
 	fi
 done
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-	echo "FAIL vmtest: the VM did not finish within ${VMTEST_TIMEOUT:-1800}s"
+	echo "FAIL vmtest: the VM did not finish within ${VMTEST_TIMEOUT:-3600}s"
 	fails=$((fails + 1))
 fi
 npass=$(grep -c '^PASS ' "$share/summary" 2>/dev/null || true)

@@ -30,18 +30,23 @@ while read -r s; do
 		continue
 	fi
 	scratch=$(mktemp -d /tmp/vmtest.XXXXXX)
+	# A scenario may ask for more time than the default with a
+	# "# timeout: SECONDS" line (slow ciphers, a store copied over 9p).
+	lim=$limit
+	own=$(sed -n 's/^# timeout:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "$script" | head -n1)
+	[ -n "$own" ] && [ "$own" -gt "$lim" ] && lim=$own
 	if [ "${VMTEST_VERBOSE:-0}" = 1 ]; then
 		(cd "$scratch" && VMTEST_SCENARIO=$s VMTEST_RESULT=$res VMTEST_SCRATCH=$scratch \
-			timeout -s KILL "$limit" sh -e "$script" 2>&1; echo $? >"$scratch.rc") | tee "$log"
+			timeout -s KILL "$lim" sh -e "$script" 2>&1; echo $? >"$scratch.rc") | tee "$log"
 	else
 		(cd "$scratch" && VMTEST_SCENARIO=$s VMTEST_RESULT=$res VMTEST_SCRATCH=$scratch \
-			timeout -s KILL "$limit" sh -e "$script" >"$log" 2>&1; echo $? >"$scratch.rc")
+			timeout -s KILL "$lim" sh -e "$script" >"$log" 2>&1; echo $? >"$scratch.rc")
 	fi
 	rc=$(cat "$scratch.rc")
 	npass=$(grep -c '^PASS ' "$res")
 	nfail=$(grep -c '^FAIL ' "$res")
 	if [ "$rc" = 137 ]; then
-		echo "FAIL $s: timed out after ${limit}s (see logs/$s.log)" | tee -a /out/summary
+		echo "FAIL $s: timed out after ${lim}s (see logs/$s.log)" | tee -a /out/summary
 		nfail=$((nfail + 1))
 	elif [ "$rc" != 0 ] && [ "$nfail" = 0 ]; then
 		echo "FAIL $s: exited $rc: $(tail -n1 "$log") (see logs/$s.log)" | tee -a /out/summary

@@ -9,6 +9,7 @@
 # cryptsetup benchmark (the kernel's C, through AF_ALG) and luksd benchmark
 # measure each cipher side by side: INFO lines, checked only for running.
 # requires: luksd-format luksd-open-nbd
+# timeout: 600
 . /vmtest/guest/lib.sh
 require_luksd
 

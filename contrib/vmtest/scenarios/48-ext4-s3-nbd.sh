@@ -6,6 +6,7 @@
 # clean, every file intact; then `luksd copy` moves the ciphertext to an
 # image file, which the kernel's dm-crypt opens: e2fsck clean, files intact.
 # requires: luksd-open-nbd luksd-format
+# timeout: 600
 . /vmtest/guest/lib.sh
 FRONTEND=${FRONTEND:-nbd}
 require_luksd

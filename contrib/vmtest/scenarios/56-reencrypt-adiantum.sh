@@ -7,6 +7,7 @@
 # resuming; luksd starting and killed -9, cryptsetup resuming (after
 # `cryptsetup repair` when it asks for it).
 # requires: luksd-reencrypt
+# timeout: 600
 . /vmtest/guest/lib.sh
 require_luksd
 

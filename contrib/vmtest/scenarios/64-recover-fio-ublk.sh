@@ -6,6 +6,7 @@
 # /dev/ublkbN again, the held requests are reissued, and fio ends with every
 # block verified. dm-crypt then reads the same blocks back (verify_only).
 # requires: luksd-open-ublk luksd-recover-ublk
+# timeout: 600
 . /vmtest/guest/lib.sh
 require_luksd
 

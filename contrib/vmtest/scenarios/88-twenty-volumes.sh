@@ -1,5 +1,5 @@
 #!/bin/sh
-# 48-twenty-volumes: a 20-disk NAS array's worth of open volumes (10
+# 88-twenty-volumes: a 20-disk NAS array's worth of open volumes (10
 # through nbd, 10 through ublk, each named /dev/mapper/dN), idle: the
 # daemons' VmRSS and VmLck, each and in total (INFO), at most 16 MiB of
 # VmRSS each; every daemon has oom_score_adj -1000; all close.
