@@ -1,10 +1,12 @@
 package keyring
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,6 +37,9 @@ const (
 	ErrMismatch Message = "Passphrases do not match."
 	// ErrNoInput: the source was empty.
 	ErrNoInput Message = "Nothing to read on input."
+	// ErrTimeout: no passphrase was typed within --timeout (cryptsetup
+	// says no more than that, exit 1).
+	ErrTimeout Message = "Error reading passphrase from terminal."
 
 	errOpen     Message = "Failed to open key file."
 	errSeek     Message = "Cannot seek to requested keyfile offset."
@@ -54,6 +59,10 @@ type Source struct {
 	KeyFile string // --key-file; "" or "-" = standard input
 	Offset  int64  // --keyfile-offset
 	Size    int64  // --keyfile-size; 0 = whole file up to MaxKeyFileSize
+
+	// Timeout bounds each prompt on a terminal (--timeout); 0 waits
+	// for ever.
+	Timeout time.Duration
 
 	// Fetch, when set, supplies the passphrase instead (a key server,
 	// --key-source); the other fields are not used.
@@ -224,14 +233,14 @@ func (s Source) fromTerminal(prompt string, verify bool) (*Secret, error) {
 	if fl, err := unix.FcntlInt(in.Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_ACCMODE == unix.O_RDONLY {
 		out = s.stderr()
 	}
-	k, err := readNoEcho(in, out, prompt)
+	k, err := readNoEcho(in, out, prompt, s.Timeout)
 	if err != nil {
 		return nil, err
 	}
 	if !verify {
 		return k, nil
 	}
-	k2, err := readNoEcho(in, out, "Verify passphrase: ")
+	k2, err := readNoEcho(in, out, "Verify passphrase: ", s.Timeout)
 	if err != nil {
 		k.Wipe()
 		return nil, err
@@ -246,7 +255,8 @@ func (s Source) fromTerminal(prompt string, verify bool) (*Secret, error) {
 
 // readNoEcho prints prompt, turns echo off on tty, reads one line and
 // restores the terminal, also when a signal ends the process meanwhile.
-func readNoEcho(tty *os.File, out io.Writer, prompt string) (*Secret, error) {
+// With a timeout, a line not ended in time is ErrTimeout.
+func readNoEcho(tty *os.File, out io.Writer, prompt string, timeout time.Duration) (*Secret, error) {
 	fd := int(tty.Fd())
 	orig, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
@@ -282,15 +292,51 @@ func readNoEcho(tty *os.File, out io.Writer, prompt string) (*Secret, error) {
 		_ = unix.IoctlSetTermios(fd, unix.TCSETS, orig)
 		return nil, &readError{errPrompt, err}
 	}
-	k, newline, rerr := readLimited(tty, 0, MaxKeyFileSize, true)
+	var r io.Reader = tty
+	if timeout > 0 {
+		r = &deadlineReader{f: tty, deadline: time.Now().Add(timeout)}
+	}
+	k, newline, rerr := readLimited(r, 0, MaxKeyFileSize, true)
 	if rerr == nil && k.Len() == 0 && !newline {
 		k.Wipe()
 		rerr = ErrNoInput // end of input (^D) at the prompt
 	}
 	_ = unix.IoctlSetTermios(fd, unix.TCSETS, orig)
+	if errors.Is(rerr, ErrTimeout) {
+		// cryptsetup's message follows the prompt on its line.
+		return nil, ErrTimeout
+	}
 	io.WriteString(out, "\n")
 	if rerr != nil {
 		return nil, rerr
 	}
 	return k, nil
+}
+
+// deadlineReader reads f until a deadline, then fails with ErrTimeout:
+// it waits for input with poll, so a terminal nobody types on does not
+// hold the read past it.
+type deadlineReader struct {
+	f        *os.File
+	deadline time.Time
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	for {
+		left := time.Until(d.deadline)
+		if left <= 0 {
+			return 0, ErrTimeout
+		}
+		fds := []unix.PollFd{{Fd: int32(d.f.Fd()), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n > 0 {
+			return d.f.Read(p)
+		}
+	}
 }

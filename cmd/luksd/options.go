@@ -250,9 +250,10 @@ var unsupported = map[string]map[string]string{
 //     OOM tuning; luksd runs its crypto on the request's goroutine;
 //   - --use-random, --use-urandom: luksd takes volume keys from the
 //     kernel's CSPRNG (getrandom), which is what both mean today;
-//   - --force-password, --timeout, --key-description (but on token), and
-//     the token options on verbs that do not unlock by token: no password
-//     quality library; a prompt without a timeout only waits;
+//   - --force-password, --key-description (but on token), and the
+//     token options on verbs that do not unlock by token: no password
+//     quality library; --timeout only bounds terminal prompts, so verbs
+//     that never prompt ignore it;
 //   - options of actions luksd does not have (reencrypt, tcrypt,
 //     resize), and options an action takes but does not use for LUKS
 //     (open --cipher, luksDump --cipher, luksUUID --key-file), which

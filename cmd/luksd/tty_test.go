@@ -287,3 +287,28 @@ func TestTTYInterruptRestoresEcho(t *testing.T) {
 		t.Fatal("^C at the prompt left the terminal without echo")
 	}
 }
+
+// --timeout bounds a terminal prompt as in cryptsetup: nothing typed in
+// time is "Error reading passphrase from terminal." after the prompt,
+// exit 1, the same screen as cryptsetup's; a passphrase typed in time
+// opens.
+func TestTTYPromptTimeout(t *testing.T) {
+	w := newWorkspace(t)
+	img := w.image("timeout.img")
+	testtool.CryptsetupFormat(t, img, w.key("zero", "zero"))
+	twin := w.path("twin.img")
+	copyFile(t, img, twin)
+	args := func(dev string) []string { return []string{"open", "--test-passphrase", "-v", "--timeout", "1", dev} }
+	cs := startProgOnTTY(t, w.cryptsetup, args(twin)...)
+	csCode, csScreen := cs.wait()
+	ld := startOnTTY(t, args(img)...)
+	ldCode, ldScreen := ld.wait()
+	if ldCode != 1 || ldCode != csCode || strings.ReplaceAll(ldScreen, img, "IMG") != strings.ReplaceAll(csScreen, twin, "IMG") {
+		t.Fatalf("timeout: cryptsetup exit %d %q, luksd exit %d %q", csCode, csScreen, ldCode, ldScreen)
+	}
+	s := startOnTTY(t, "open", "--test-passphrase", "-v", "--timeout", "30", img)
+	s.answer("Enter passphrase for "+img+": ", 1, "zero")
+	if code, screen := s.wait(); code != 0 || !strings.Contains(screen, "Key slot 0 unlocked.") {
+		t.Fatalf("typed in time: exit %d, screen %q", code, screen)
+	}
+}

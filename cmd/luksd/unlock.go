@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/daemon"
@@ -24,6 +25,7 @@ var keyFlags = []cli.Flag{
 	&cli.Int64Flag{Name: "keyfile-size", Aliases: []string{"l"}, Usage: "read at most `BYTES` from the key file"},
 	&cli.IntFlag{Name: "key-slot", Aliases: []string{"S"}, Value: -1, Usage: "use only key slot `NUM`"},
 	&cli.IntFlag{Name: "tries", Aliases: []string{"T"}, Value: 3, Usage: "how often the passphrase may be retyped on a terminal"},
+	&cli.UintFlag{Name: "timeout", Aliases: []string{"t"}, Usage: "give up on a passphrase prompt after `SECONDS` (0: wait)"},
 	&cli.StringFlag{Name: "key-source", Usage: "read the passphrase from a key server: vault:`PATH`[?field=F&format=hex|text] (Vault's VAULT_* settings)"},
 	headerFlag,
 }
@@ -84,6 +86,7 @@ func keySource(c *cli.Context) keyring.Source {
 		KeyFile: c.String("key-file"),
 		Offset:  c.Int64("keyfile-offset"),
 		Size:    c.Int64("keyfile-size"),
+		Timeout: time.Duration(c.Uint("timeout")) * time.Second,
 	}
 	if ks := c.String("key-source"); ks != "" {
 		src.Fetch = func() (*keyring.Secret, error) {
