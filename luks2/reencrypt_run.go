@@ -31,6 +31,29 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	if err != nil {
 		return err
 	}
+	j := &reencryptJob{h: h, dev: dev, st: st, run: run}
+	if j.total, err = st.dataSize(devSize); err != nil {
+		return err
+	}
+	if j.run.Data == nil {
+		j.run.Data = dev
+	}
+	if j.run.Commit == nil {
+		j.run.Commit = func(write func() error) error { return write() }
+	}
+	if len(st.oldDigest.keyslots) == 0 && st.hot == nil && st.done >= j.total {
+		// cryptsetup killed while it finished: every byte is in the new
+		// cipher and the old keyslots are gone, but the metadata is not
+		// cleaned up (cryptsetup 2.6.1 can neither open nor resume such
+		// a volume). The new key alone finishes it: finish only removes
+		// reencryption metadata.
+		newVK, err := h.openDigestKey(dev, st.newDigest, passphrase, slot)
+		if err != nil {
+			return err
+		}
+		clear(newVK)
+		return j.finish()
+	}
 	oldVK, newVK, err := h.reencryptKeys(dev, st, passphrase, slot)
 	if err != nil {
 		return err
@@ -38,10 +61,6 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	defer clear(oldVK)
 	defer clear(newVK)
 	if err := h.verifyReencryptDigest(st, oldVK, newVK); err != nil {
-		return err
-	}
-	j := &reencryptJob{h: h, dev: dev, st: st, run: run}
-	if j.total, err = st.dataSize(devSize); err != nil {
 		return err
 	}
 	if st.done > j.total {
@@ -55,12 +74,6 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 		return err
 	}
 	defer j.new.Wipe()
-	if j.run.Data == nil {
-		j.run.Data = dev
-	}
-	if j.run.Commit == nil {
-		j.run.Commit = func(write func() error) error { return write() }
-	}
 	if st.hot != nil {
 		if err := j.recover(); err != nil {
 			return fmt.Errorf("LUKS2 reencryption recovery failed: %w", err)
@@ -75,40 +88,43 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 // reencryptKeys opens the old and the new volume key with passphrase, as
 // cryptsetup's LUKS2_keyslot_open_all_segments: one keyslot of each digest.
 func (h *header) reencryptKeys(dev Device, st *reencryptState, passphrase []byte, slot int) ([]byte, []byte, error) {
-	open := func(d *digest) ([]byte, error) {
-		var last error = ErrNoUsableKeyslot
-		for _, id := range h.keyslotOrder() {
-			if slot >= 0 && id != slot && slices.Contains(d.keyslots, slot) {
-				continue
-			}
-			if !slices.Contains(d.keyslots, id) {
-				continue
-			}
-			vk, err := h.openAndVerify(dev, id, d, passphrase)
-			if err == nil {
-				return vk, nil
-			}
-			if errors.Is(err, ErrWrongPassphrase) || errors.Is(err, errKeyslotUnusable) {
-				last = err
-				continue
-			}
-			return nil, err
-		}
-		if errors.Is(last, errKeyslotUnusable) {
-			last = ErrNoUsableKeyslot
-		}
-		return nil, last
-	}
-	oldVK, err := open(st.oldDigest)
+	oldVK, err := h.openDigestKey(dev, st.oldDigest, passphrase, slot)
 	if err != nil {
 		return nil, nil, err
 	}
-	newVK, err := open(st.newDigest)
+	newVK, err := h.openDigestKey(dev, st.newDigest, passphrase, slot)
 	if err != nil {
 		clear(oldVK)
 		return nil, nil, err
 	}
 	return oldVK, newVK, nil
+}
+
+// openDigestKey opens the key of digest d with passphrase through one of
+// its keyslots (slot only, when it is one of them).
+func (h *header) openDigestKey(dev Device, d *digest, passphrase []byte, slot int) ([]byte, error) {
+	var last error = ErrNoUsableKeyslot
+	for _, id := range h.keyslotOrder() {
+		if slot >= 0 && id != slot && slices.Contains(d.keyslots, slot) {
+			continue
+		}
+		if !slices.Contains(d.keyslots, id) {
+			continue
+		}
+		vk, err := h.openAndVerify(dev, id, d, passphrase)
+		if err == nil {
+			return vk, nil
+		}
+		if errors.Is(err, ErrWrongPassphrase) || errors.Is(err, errKeyslotUnusable) {
+			last = err
+			continue
+		}
+		return nil, err
+	}
+	if errors.Is(last, errKeyslotUnusable) {
+		last = ErrNoUsableKeyslot
+	}
+	return nil, last
 }
 
 // verifyReencryptDigest checks the reencryption digest against the keys.

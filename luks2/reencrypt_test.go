@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
@@ -215,4 +217,56 @@ func memPlaintext(t *testing.T, h *Header, dev Device) []byte {
 	mustNil(t, err)
 	sc.Decrypt(buf, 0, seg.SectorSize)
 	return buf
+}
+
+// cryptsetup 2.6.1 killed while it finishes can leave every byte in the
+// new cipher, the old keyslots destroyed, and the reencryption metadata
+// still there; it can then neither open nor resume the volume. luksd
+// finishes it with the new key alone.
+func TestReencryptFinishesAbandonedEnd(t *testing.T) {
+	before, plain := reencMemVolume(t)
+	mem := devtest.MemOf(before)
+	size := int64(len(before))
+	h, err := Read(mem, size)
+	mustNil(t, err)
+	p := ReencryptParams{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "journal"}
+	mustNil(t, h.ReencryptInit(mem, size, map[int][]byte{0: []byte("pw")}, p))
+	h, err = Read(mem, size)
+	mustNil(t, err)
+
+	// The state cryptsetup leaves: data rewritten, segments final, the
+	// old digest's keyslots gone.
+	v2, _ := h.v2()
+	st, err := v2.reencryptState()
+	mustNil(t, err)
+	newVK, err := v2.openDigestKey(mem, st.newDigest, []byte("pw"), -1)
+	mustNil(t, err)
+	sc, err := dmcrypt.New(st.newSeg.cipher, newVK)
+	mustNil(t, err)
+	ct := bytes.Clone(plain)
+	sc.Encrypt(ct, 0, st.newSeg.sectorSize)
+	_, err = mem.WriteAt(ct, int64(st.dataOffset))
+	mustNil(t, err)
+	total := uint64(len(plain))
+	root := v2.stepSegments(st, total, 0, total, false)
+	for _, s := range st.oldDigest.keyslots {
+		root.get("keyslots").del(strconv.Itoa(s))
+	}
+	root.get("digests").get(strconv.Itoa(st.oldDigest.id)).set("keyslots", jArray())
+	mustNil(t, v2.replace(mem, root))
+
+	h, err = Read(mem, size)
+	mustNil(t, err)
+	if !h.InReencryption() {
+		t.Fatal("the crafted state is not in reencryption")
+	}
+	if err := h.Reencrypt(mem, size, []byte("wrong"), -1, ReencryptRun{}); !errors.Is(err, ErrWrongPassphrase) {
+		t.Fatalf("wrong passphrase: %v", err)
+	}
+	mustNil(t, h.Reencrypt(mem, size, []byte("pw"), -1, ReencryptRun{}))
+	h, err = Read(mem, size)
+	mustNil(t, err)
+	if got := memPlaintext(t, h, mem); !bytes.Equal(got, plain) {
+		t.Fatal("plaintext differs after finishing")
+	}
 }
