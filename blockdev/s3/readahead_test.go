@@ -176,8 +176,10 @@ func testReadAheadStops(t *testing.T, srv *s3test.Server) {
 	}
 	readChunkStart(t, v, data, 38) // the reader went elsewhere
 	g.release()
-	if err := v.Close(); err != nil {
-		t.Fatal(err)
+	for deadline := time.Now().Add(20 * time.Second); v.readAheadRunning() > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the read-ahead loads did not end after the stream moved")
+		}
 	}
 	got := g.chunks()
 	if len(got) != v.opts.Uploads {
@@ -281,6 +283,13 @@ func testReadAheadDropBehind(t *testing.T, srv *s3test.Server) {
 	if passed > passedChunks {
 		t.Errorf("%d chunks the sequential read passed are cached, want at most %d", passed, passedChunks)
 	}
+}
+
+// readAheadRunning is how many read-ahead loads run.
+func (v *Volume) readAheadRunning() int {
+	v.ra.mu.Lock()
+	defer v.ra.mu.Unlock()
+	return v.ra.running
 }
 
 // cachedIdx reports whether chunk idx has an entry in the cache.
