@@ -128,14 +128,7 @@ func readChunkStart(t *testing.T, v *Volume, data []byte, idx int64) {
 // A reader going from one chunk into the next has Uploads loads of the
 // chunks ahead of it under way at once, and only in the window ahead.
 func testReadAheadParallel(t *testing.T, srv *s3test.Server) {
-	data, st := storedVolume(t, srv, 40*testChunk)
-	v := reopen(t, st)
-	g := newLoadGate(t, v, false)
-	readChunkStart(t, v, data, 0)
-	readChunkStart(t, v, data, 1)
-	if !g.waitFor(v.opts.Uploads) {
-		t.Fatalf("%d read-ahead loads at once after reads of chunks 0 and 1, want %d", len(g.chunks()), v.opts.Uploads)
-	}
+	v, data, g := streamHeld(t, srv)
 	g.release()
 	n := v.readAheadChunks()
 	waitLoaded(t, v, 2, 1+n)
@@ -147,6 +140,21 @@ func testReadAheadParallel(t *testing.T, srv *s3test.Server) {
 	for idx := int64(2); idx <= 1+n; idx++ {
 		readChunkStart(t, v, data, idx)
 	}
+}
+
+// streamHeld opens a volume of 40 chunks, reads chunks 0 and 1, and
+// returns once Uploads loads ahead are held at its gate.
+func streamHeld(t *testing.T, srv *s3test.Server) (*Volume, []byte, *loadGate) {
+	t.Helper()
+	data, st := storedVolume(t, srv, 40*testChunk)
+	v := reopen(t, st)
+	g := newLoadGate(t, v, false)
+	readChunkStart(t, v, data, 0)
+	readChunkStart(t, v, data, 1)
+	if !g.waitFor(v.opts.Uploads) {
+		t.Fatalf("%d read-ahead loads at once after reads of chunks 0 and 1, want %d", len(g.chunks()), v.opts.Uploads)
+	}
+	return v, data, g
 }
 
 // waitLoaded waits until chunks first to last are in the cache.
@@ -166,14 +174,7 @@ func waitLoaded(t *testing.T, v *Volume, first, last int64) {
 // A read elsewhere ends the stream: the chunks of its window not yet
 // loading are never loaded.
 func testReadAheadStops(t *testing.T, srv *s3test.Server) {
-	data, st := storedVolume(t, srv, 40*testChunk)
-	v := reopen(t, st)
-	g := newLoadGate(t, v, false)
-	readChunkStart(t, v, data, 0)
-	readChunkStart(t, v, data, 1)
-	if !g.waitFor(v.opts.Uploads) {
-		t.Fatal("no read-ahead after reads of chunks 0 and 1")
-	}
+	v, data, g := streamHeld(t, srv)
 	readChunkStart(t, v, data, 38) // the reader went elsewhere
 	g.release()
 	for deadline := time.Now().Add(20 * time.Second); v.readAheadRunning() > 0; time.Sleep(10 * time.Millisecond) {

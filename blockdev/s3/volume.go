@@ -156,8 +156,10 @@ func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
 	if int64(len(p)) > v.m.Size-off {
 		p, eof = p[:v.m.Size-off], io.EOF
 	}
-	cs := v.m.ChunkSize
-	stream := v.followStream(off/cs, (off+int64(len(p))-1)/cs)
+	stream := false
+	if cs := v.m.ChunkSize; len(p) > 0 {
+		stream = v.followStream(off/cs, (off+int64(len(p))-1)/cs)
+	}
 	err := v.eachChunk(p, off, func(idx, at int64, part []byte) error {
 		return v.readChunk(idx, at, part, stream)
 	})
