@@ -12,6 +12,12 @@ import (
 // clean chunks, dropped when the cache is full) and those written since
 // their last upload (dirty: never dropped; their number is bounded, and a
 // write that would dirty one more waits until an upload makes room).
+// Chunks a sequential stream has read through (readahead.go) are kept
+// apart and dropped first, all but the last passedChunks of them even
+// when the cache is not full: a long sequential read does not push out
+// what other readers use, and it goes on in the memory of the chunks it
+// has passed (chunkmem.go's spares), where fresh memory would cost a page
+// fault per page.
 //
 // Locking: c.mu guards the map, the LRU, the counts and every entry's
 // state fields; an entry's own mu guards its data and is held across the
@@ -30,6 +36,7 @@ type cache struct {
 	entries  map[int64]*entry
 	dirtySet map[int64]*entry
 	lru      list.List // unreferenced clean entries, the oldest at the back
+	passed   list.List // the same, read through by a stream (entry.passed)
 	bytes    int64     // len(data) of every entry
 	dirty    int       // entries with dirty set
 	seq      uint64    // the generation of the latest write
@@ -50,7 +57,8 @@ type entry struct {
 
 	// Guarded by cache.mu.
 	refs      int
-	elem      *list.Element // in lru while unreferenced and clean
+	elem      *list.Element // in lru or passed while unreferenced and clean
+	passed    bool          // a stream read it through; no read or write since
 	dirty     bool          // counted in cache.dirty until uploaded
 	written   uint64        // generation of the last write
 	uploaded  uint64        // generation of the last write in the store
@@ -79,8 +87,7 @@ func (c *cache) get(idx int64) *entry {
 		c.entries[idx] = e
 	}
 	if e.elem != nil {
-		c.lru.Remove(e.elem)
-		e.elem = nil
+		c.unlist(e)
 	}
 	e.refs++
 	return e
@@ -96,22 +103,68 @@ func (c *cache) release(e *entry) {
 	c.evict()
 }
 
-// settle puts an unreferenced clean entry at the front of the LRU.
-// c.mu is held.
+// releaseRead is release after a read of e: one by a stream that read it
+// through (to its end) marks it passed, any other read unmarks it.
+func (c *cache) releaseRead(e *entry, stream, through bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if stream && through {
+		e.passed = true
+	} else if !stream {
+		e.passed = false
+	}
+	e.refs--
+	c.settle(e)
+	c.evict()
+}
+
+// passedChunks is how many chunks a stream has read through stay cached.
+const passedChunks = 4
+
+// settle puts an unreferenced clean entry at the front of the LRU, or of
+// the passed chunks. c.mu is held.
 func (c *cache) settle(e *entry) {
 	if e.refs == 0 && !e.dirty && !e.uploading && e.elem == nil {
-		e.elem = c.lru.PushFront(e)
+		if e.passed {
+			e.elem = c.passed.PushFront(e)
+		} else {
+			e.elem = c.lru.PushFront(e)
+		}
 	}
 }
 
-// evict drops the least recently used clean chunks while more bytes are
-// cached than allowed, or more entries than a cache that size would
-// need (not-stored chunks hold no bytes but an entry each). c.mu is held.
+// unlist takes e out of the list it is in. c.mu is held.
+func (c *cache) unlist(e *entry) {
+	if e.passed {
+		c.passed.Remove(e.elem)
+	} else {
+		c.lru.Remove(e.elem)
+	}
+	e.elem = nil
+}
+
+// evict drops the chunks passed but the last passedChunks, then the
+// passed and the least recently used clean chunks while more bytes are
+// cached than allowed, or more entries than a cache that size would need
+// (not-stored chunks hold no bytes but an entry each). c.mu is held.
 func (c *cache) evict() {
 	maxEntries := int(c.maxBytes/c.chunkSize)*4 + 1024
-	for c.lru.Len() > 0 && (c.bytes > c.maxBytes || len(c.entries) > maxEntries) {
-		e := c.lru.Remove(c.lru.Back()).(*entry)
-		e.elem = nil
+	for {
+		var last *list.Element
+		switch {
+		case c.passed.Len() > passedChunks:
+			last = c.passed.Back()
+		case c.bytes <= c.maxBytes && len(c.entries) <= maxEntries:
+			return
+		case c.passed.Len() > 0:
+			last = c.passed.Back()
+		case c.lru.Len() > 0:
+			last = c.lru.Back()
+		default:
+			return
+		}
+		e := last.Value.(*entry)
+		c.unlist(e)
 		delete(c.entries, e.idx)
 		c.bytes -= int64(len(e.data))
 		freeChunk(e.data)
@@ -192,6 +245,7 @@ func (c *cache) wrote(e *entry) uint64 {
 	defer c.mu.Unlock()
 	c.seq++
 	e.written = c.seq
+	e.passed = false
 	e.lastWrite = time.Now()
 	return e.written
 }

@@ -24,8 +24,8 @@ import (
 // loads, and an unmap per chunk stops every thread of the process for a
 // TLB flush.
 const (
-	spareChunks = 4
-	spareBytes  = 16 << 20
+	spareChunks = 8
+	spareBytes  = 32 << 20
 )
 
 var spare struct {
@@ -36,22 +36,40 @@ var spare struct {
 
 // allocChunk returns n zero bytes outside the Go heap.
 func allocChunk(n int64) []byte {
+	b, reused := takeChunk(n)
+	if reused {
+		clear(b)
+	}
+	return b
+}
+
+// allocChunkUncleared returns n bytes outside the Go heap, for a caller
+// that overwrites them all: a spare one keeps what it held.
+func allocChunkUncleared(n int64) []byte {
+	b, _ := takeChunk(n)
+	return b
+}
+
+// takeChunk returns a spare chunk of n bytes (reused), or a new mapping
+// of zeros, its pages populated at once (one call, rather than a fault
+// for each page as it is first written).
+func takeChunk(n int64) (b []byte, reused bool) {
 	spare.mu.Lock()
 	for i, b := range spare.bufs {
 		if int64(len(b)) == n {
 			spare.bufs = append(spare.bufs[:i], spare.bufs[i+1:]...)
 			spare.bytes -= len(b)
 			spare.mu.Unlock()
-			clear(b)
-			return b
+			return b, true
 		}
 	}
 	spare.mu.Unlock()
-	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
 	if err != nil {
 		panic(fmt.Sprintf("s3: cannot map a chunk of %d bytes: %v", n, err))
 	}
-	return b
+	return b, false
 }
 
 // freeChunk gives back a chunk from allocChunk; nil is ignored.

@@ -3,11 +3,13 @@ package s3
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/luksd/luksd/blockdev"
@@ -66,6 +68,9 @@ func Connect(location string) (*Store, error) {
 	return st, nil
 }
 
+// idleConnsPerHost is how many idle connections to the store are kept.
+const idleConnsPerHost = 64
+
 // newClient configures an S3 client from the standard sources.
 func newClient(ctx context.Context) (*s3.Client, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -75,6 +80,14 @@ func newClient(ctx context.Context) (*s3.Client, error) {
 	if cfg.Region == "" {
 		// Self-hosted stores take any region; SigV4 needs one.
 		cfg.Region = "us-east-1"
+	}
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		// The uploads, the read-ahead and the readers' own loads run at
+		// once: keep their connections for the next request, where the
+		// SDK's default keeps 10 and closes the rest.
+		cfg.HTTPClient = bc.WithTransportOptions(func(tr *http.Transport) {
+			tr.MaxIdleConnsPerHost = idleConnsPerHost
+		})
 	}
 	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
 		return nil, fmt.Errorf("%w: no credentials found (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials)",

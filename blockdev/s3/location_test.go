@@ -2,11 +2,13 @@ package s3
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"testing"
 	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/blockdev/s3/s3test"
 )
@@ -97,5 +99,26 @@ func TestOptionsFromEnv(t *testing.T) {
 		if _, err := optionsFromEnv(); !errors.Is(err, ErrLocation) {
 			t.Errorf("LUKSD_S3_LEASE_SECONDS=%s: %v, want ErrLocation", bad, err)
 		}
+	}
+}
+
+// The client keeps as many idle connections to the store as uploads,
+// read-ahead and readers use at once, not the SDK's 10.
+func TestClientKeepsConnections(t *testing.T) {
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_CONFIG_FILE": "/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_EC2_METADATA_DISABLED": "true"} {
+		t.Setenv(k, v)
+	}
+	api, err := newClient(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc, ok := api.Options().HTTPClient.(*awshttp.BuildableClient)
+	if !ok {
+		t.Fatalf("HTTP client %T, want the SDK's buildable client", api.Options().HTTPClient)
+	}
+	if n := bc.GetTransport().MaxIdleConnsPerHost; n != idleConnsPerHost {
+		t.Errorf("%d idle connections kept per host, want %d", n, idleConnsPerHost)
 	}
 }

@@ -27,6 +27,7 @@ type Store struct {
 	// fails, is tried again with backoff and jitter until then (the SDK's
 	// own few quick retries inside each try); then the operation fails.
 	Timeout time.Duration
+	ctx     context.Context // of every request (Background when nil)
 }
 
 // DefaultTimeout bounds one store operation, its retries included.
@@ -49,6 +50,13 @@ func (s *Store) until(deadline time.Time) *Store {
 	return &own
 }
 
+// within returns s with its operations ending when ctx ends.
+func (s *Store) within(ctx context.Context) *Store {
+	own := *s
+	own.ctx = ctx
+	return &own
+}
+
 // String names the store as a location: s3://bucket/prefix.
 func (s *Store) String() string {
 	return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.prefix, "/")
@@ -66,7 +74,11 @@ func (s *Store) key(name string) *string { return aws.String(s.prefix + name) }
 // good (the store answered no: a 4xx but a timeout or throttling), or
 // s.Timeout has passed.
 func (s *Store) retry(op, name string, try func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.Timeout)
+	parent := s.ctx
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, s.Timeout)
 	defer cancel()
 	backoff := 100 * time.Millisecond
 	for {
@@ -75,7 +87,7 @@ func (s *Store) retry(op, name string, try func(ctx context.Context) error) erro
 			return err
 		}
 		wait := backoff/2 + rand.N(backoff/2)
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait || ctx.Err() != nil {
 			return err
 		}
 		time.Sleep(wait)

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,20 +21,23 @@ import (
 // not cached reads it first, and no write undoes another), writes to
 // different chunks and reads run at once.
 type Volume struct {
-	st       *Store
-	m        Manifest
-	opts     Options
-	c        *cache
-	lease    *lease // with Options.Exclusive
-	closed   atomic.Bool
-	stopped  bool // guarded by c.mu: the uploads have stopped
-	kick     chan struct{}
-	loads    chan struct{} // read-ahead loads under way (readahead.go)
-	done     chan struct{}
-	wg       sync.WaitGroup
-	closeErr error
-	closeMu  sync.Mutex
-	hooks    testHooks
+	st      *Store
+	m       Manifest
+	opts    Options
+	c       *cache
+	lease   *lease // with Options.Exclusive
+	closed  atomic.Bool
+	stopped bool // guarded by c.mu: the uploads have stopped
+	kick    chan struct{}
+	ra      readAhead // readahead.go
+	// prefetchStore is st for the read-ahead's loads: Close cancels them.
+	prefetchStore *Store
+	cancel        context.CancelFunc
+	done          chan struct{}
+	wg            sync.WaitGroup
+	closeErr      error
+	closeMu       sync.Mutex
+	hooks         testHooks
 }
 
 // testHooks, set only by tests before the first write, stop a writer or
@@ -41,6 +45,7 @@ type Volume struct {
 type testHooks struct {
 	reserved func(idx int64) // a writer has reserved chunk idx, not yet written it
 	stored   func(idx int64) // an upload of chunk idx is in the store, its end not yet recorded
+	prefetch func(idx int64) // the read-ahead is about to load chunk idx
 }
 
 // Options bound a volume's memory and uploads.
@@ -93,7 +98,9 @@ func OpenVolume(st *Store, opts Options) (*Volume, error) {
 			return nil, err
 		}
 	}
-	v.loads = make(chan struct{}, opts.Uploads)
+	var ctx context.Context
+	ctx, v.cancel = context.WithCancel(context.Background())
+	v.prefetchStore = st.within(ctx)
 	v.c = newCache(m.ChunkSize, opts.CacheBytes, int(opts.DirtyBytes/m.ChunkSize), v.chunkLen)
 	v.wg.Add(1)
 	go v.scheduleUploads()
@@ -149,7 +156,13 @@ func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
 	if int64(len(p)) > v.m.Size-off {
 		p, eof = p[:v.m.Size-off], io.EOF
 	}
-	err := v.eachChunk(p, off, v.readChunk)
+	stream := false
+	if cs := v.m.ChunkSize; len(p) > 0 {
+		stream = v.followStream(off/cs, (off+int64(len(p))-1)/cs)
+	}
+	err := v.eachChunk(p, off, func(idx, at int64, part []byte) error {
+		return v.readChunk(idx, at, part, stream)
+	})
 	if err != nil {
 		return 0, v.opError("read", off, len(p), err)
 	}
@@ -237,6 +250,8 @@ func (v *Volume) Close() error {
 	v.c.changed.Broadcast()
 	v.c.mu.Unlock()
 	close(v.done)
+	v.cancel()
+	v.stopReadAhead()
 	v.wg.Wait()
 	v.c.drop()
 	if v.lease != nil {
@@ -297,24 +312,22 @@ func (v *Volume) chunkLen(idx int64) int64 {
 	return min(v.m.ChunkSize, v.m.Size-idx*v.m.ChunkSize)
 }
 
-// readChunk reads part at offset at of chunk idx.
-func (v *Volume) readChunk(idx, at int64, part []byte) error {
+// readChunk reads part at offset at of chunk idx, for a sequential
+// stream or not (readahead.go).
+func (v *Volume) readChunk(idx, at int64, part []byte, stream bool) error {
 	e := v.c.get(idx)
-	defer v.c.release(e)
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.loaded || at == 0 {
-		v.readAhead(idx) // a miss, or a reader entering the chunk
-	}
-	if err := v.load(e); err != nil {
-		return err
-	}
-	if e.zero {
+	err := v.load(e)
+	switch {
+	case err != nil:
+	case e.zero:
 		clear(part)
-	} else {
+	default:
 		copy(part, e.data[at:])
 	}
-	return nil
+	e.mu.Unlock()
+	v.c.releaseRead(e, stream, at+int64(len(part)) == v.chunkLen(idx))
+	return err
 }
 
 // writeChunk writes part at offset at of chunk idx into the cache. A
@@ -349,12 +362,15 @@ func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 
 // load reads chunk e from the store unless it is cached; a chunk not
 // stored is all zeros. e.mu is held.
-func (v *Volume) load(e *entry) error {
+func (v *Volume) load(e *entry) error { return v.loadFrom(v.st, e) }
+
+// loadFrom is load with the requests to st.
+func (v *Volume) loadFrom(st *Store, e *entry) error {
 	if e.loaded {
 		return nil
 	}
-	data := allocChunk(v.chunkLen(e.idx))
-	err := v.st.readInto(chunkName(e.idx), data)
+	data := allocChunkUncleared(v.chunkLen(e.idx)) // readInto fills it all
+	err := st.readInto(chunkName(e.idx), data)
 	if err != nil {
 		freeChunk(data)
 	}

@@ -7,12 +7,18 @@
 #              aes-xts-plain64, 4 MiB chunks, 8 uploads at once): 1 MiB
 #              sequential writes until flushed, then reads on a fresh serve
 #              (cold cache)
+#   copy       `luksd copy s3://... FILE` of that volume (its header too) to
+#              a new file on tmpfs: the backend's read path alone, without
+#              NBD or decryption, start and lease included
 #   s3backer   s3backer (Debian's 1.5.4) in FUSE mode, --encrypt, 4 MiB
 #              blocks, 8 threads: fio on its file, O_DIRECT, the same
 # then 4 KiB random writes at iodepth 32 through luksd with an NBD flush
 # every second: IOPS, and the store's requests per MiB written (weed's
 # metrics count them), all flushed by the end.
 # Targets (issue 12): luksd >= 0.8x raw sequential, ahead of s3backer.
+# LUKSD_BEFORE=PATH (another build of luksd, e.g. of main) adds its
+# sequential write, read and copy to each round, for a before/after in
+# one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -83,7 +89,7 @@ format() {
 		--key-file "$work/pass" "$@"
 }
 serve() {
-	"$LUKSD" serve --socket "$work/luksd.sock" --key-file "$work/pass" "$1" 2>>"$work/luksd.log" &
+	"${SERVE_LUKSD:-$LUKSD}" serve --socket "$work/luksd.sock" --key-file "$work/pass" "$1" 2>>"$work/luksd.log" &
 	serve_pid=$!
 	pids+=("$serve_pid")
 	for _ in $(seq 100); do [ -S "$work/luksd.sock" ] && return; sleep 0.1; done
@@ -111,6 +117,23 @@ s3b_unmount() { umount "$work/mnt"; wait "$s3b_pid" 2>/dev/null || true; }
 s3bfio() { fio --name="$1" --ioengine=libaio --direct=1 --filename="$work/mnt/file" --size="${SIZE_MIB}M" "${@:2}"; }
 s3b_write() { s3bfio s3bw --rw=write --bs=1M --iodepth=32 --end_fsync=1 && s3b_unmount; }
 
+# luksd_seq NAME BINARY: sequential write, read and copy with BINARY,
+# best so far in bw[NAME-w], bw[NAME-r], bw[NAME-copy].
+luksd_seq() {
+	SERVE_LUKSD=$2 serve s3://bench/luksd
+	timed nbdfio seqw --rw=write --bs=1M --iodepth=32 --end_fsync=1
+	bw[$1-w]=$(best "$(rate "$T")" "${bw[$1-w]:-}")
+	unserve
+	SERVE_LUKSD=$2 serve s3://bench/luksd # a cold cache
+	timed nbdfio seqr --rw=read --bs=1M --iodepth=32
+	bw[$1-r]=$(best "$(rate "$T")" "${bw[$1-r]:-}")
+	unserve
+	rm -f "$work/copy.img"
+	timed "$2" copy -q s3://bench/luksd "$work/copy.img"
+	bw[$1-copy]=$(best "$(awk -v s="$T" -v m="$((SIZE_MIB + 16))" 'BEGIN { printf "%.1f", m / s }')" "${bw[$1-copy]:-}")
+	rm -f "$work/copy.img"
+}
+
 # Warm the store up (its first writes make its volumes), then rounds that
 # interleave the three, each keeping its best: the machine is shared.
 "$work/s3raw" -bucket bench -prefix warm/ -total $((64 << 20)) >/dev/null
@@ -120,14 +143,8 @@ for round in $(seq "${ROUNDS:-2}"); do
 	read -r put get < <("$work/s3raw" -bucket bench -prefix "raw$round/" -total $((SIZE_MIB << 20)) \
 		-object $((4 << 20)) -parallel 8)
 	bw[raw-w]=$(best "$put" "${bw[raw-w]:-}") bw[raw-r]=$(best "$get" "${bw[raw-r]:-}")
-	serve s3://bench/luksd
-	timed nbdfio seqw --rw=write --bs=1M --iodepth=32 --end_fsync=1
-	bw[luksd-w]=$(best "$(rate "$T")" "${bw[luksd-w]:-}")
-	unserve
-	serve s3://bench/luksd # a cold cache
-	timed nbdfio seqr --rw=read --bs=1M --iodepth=32
-	bw[luksd-r]=$(best "$(rate "$T")" "${bw[luksd-r]:-}")
-	unserve
+	luksd_seq luksd "$LUKSD"
+	[ -z "${LUKSD_BEFORE:-}" ] || luksd_seq before "$LUKSD_BEFORE"
 	s3b_mount
 	timed s3b_write
 	bw[s3b-w]=$(best "$(rate "$T")" "${bw[s3b-w]:-}")
@@ -135,7 +152,9 @@ for round in $(seq "${ROUNDS:-2}"); do
 	timed s3bfio s3br --rw=read --bs=1M --iodepth=32
 	bw[s3b-r]=$(best "$(rate "$T")" "${bw[s3b-r]:-}")
 	s3b_unmount
-	echo "round $round: raw $put/$get, luksd ${bw[luksd-w]}/${bw[luksd-r]}, s3backer ${bw[s3b-w]}/${bw[s3b-r]} MiB/s (best write/read so far)"
+	echo "round $round: raw $put/$get, luksd ${bw[luksd-w]}/${bw[luksd-r]} copy ${bw[luksd-copy]}," \
+		"s3backer ${bw[s3b-w]}/${bw[s3b-r]}${LUKSD_BEFORE:+, before ${bw[before-w]}/${bw[before-r]} copy ${bw[before-copy]}}" \
+		"MiB/s (best write/read so far)"
 done
 
 # 4 KiB random writes, a flush every second from a second connection (a
@@ -166,10 +185,20 @@ echo "SeaweedFS on loopback (tmpfs), ${SIZE_MIB} MiB, 4 MiB objects, 8 at once, 
 printf '%-28s %12s %12s\n' "" "write MiB/s" "read MiB/s"
 printf '%-28s %12s %12s\n' "aws-sdk-go-v2 PUT/GET" "${bw[raw-w]}" "${bw[raw-r]}"
 printf '%-28s %12s %12s\n' "luksd serve (fio nbd)" "${bw[luksd-w]}" "${bw[luksd-r]}"
+printf '%-28s %12s %12s\n' "luksd copy s3:// -> file" "" "${bw[luksd-copy]}"
+if [ -n "${LUKSD_BEFORE:-}" ]; then
+	printf '%-28s %12s %12s\n' "before: luksd serve" "${bw[before-w]}" "${bw[before-r]}"
+	printf '%-28s %12s %12s\n' "before: luksd copy" "" "${bw[before-copy]}"
+fi
 printf '%-28s %12s %12s\n' "s3backer --encrypt (FUSE)" "${bw[s3b-w]}" "${bw[s3b-r]}"
 echo
 echo "luksd / raw SDK, 1M seq:  write $(ratio "${bw[luksd-w]}" "${bw[raw-w]}")  read $(ratio "${bw[luksd-r]}" "${bw[raw-r]}")  (target >= 0.8)"
+echo "luksd copy / raw SDK GET:  read $(ratio "${bw[luksd-copy]}" "${bw[raw-r]}")"
 echo "luksd / s3backer, 1M seq: write $(ratio "${bw[luksd-w]}" "${bw[s3b-w]}")  read $(ratio "${bw[luksd-r]}" "${bw[s3b-r]}")  (target > 1)"
+if [ -n "${LUKSD_BEFORE:-}" ]; then
+	echo "before / raw SDK, 1M seq: write $(ratio "${bw[before-w]}" "${bw[raw-w]}")  read $(ratio "${bw[before-r]}" "${bw[raw-r]}")  copy $(ratio "${bw[before-copy]}" "${bw[raw-r]}")"
+	echo "before / s3backer, 1M seq: write $(ratio "${bw[before-w]}" "${bw[s3b-w]}")  read $(ratio "${bw[before-r]}" "${bw[s3b-r]}")"
+fi
 echo
 echo "luksd, 4k random writes at iodepth 32 for ${RUNTIME}s, an NBD flush every second:"
 randwrite s3://bench/luksd "4 MiB chunks"

@@ -1,6 +1,7 @@
 // Command s3raw measures what aws-sdk-go-v2 alone gets from an S3 store:
 // it PUTs, then GETs, -total bytes as objects of -object bytes, -parallel
-// requests at once, and prints "PUT_MiB/s GET_MiB/s". contrib/bench/s3.sh
+// requests at once, and prints "PUT_MiB/s GET_MiB/s" (-put=false only
+// GETs what an earlier run put, to measure reads alone). contrib/bench/s3.sh
 // sets it beside `luksd serve` of an S3 volume on the same store, with the
 // volume's chunk size and upload parallelism, as the ceiling the store
 // allows. The store comes from the SDK's standard sources (AWS_ENDPOINT_URL,
@@ -30,6 +31,7 @@ func main() {
 	total := flag.Int64("total", 256<<20, "`BYTES` to write, then read")
 	object := flag.Int64("object", 4<<20, "object size in `BYTES`")
 	parallel := flag.Int("parallel", 8, "requests at once")
+	doPut := flag.Bool("put", true, "PUT the objects first; with -put=false, GET those an earlier run put (PUT_MiB/s is then 0)")
 	flag.Parse()
 	ctx := context.Background()
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -47,11 +49,14 @@ func main() {
 	rand.Read(data)
 	n := int(*total / *object)
 	name := func(i int) *string { return aws.String(fmt.Sprintf("%s%08d", *prefix, i)) }
-	put := run(n, *parallel, func(i int) error {
-		_, err := api.PutObject(ctx, &s3.PutObjectInput{Bucket: bucket, Key: name(i), Body: bytes.NewReader(data),
-			ContentLength: object})
-		return err
-	})
+	var put time.Duration
+	if *doPut {
+		put = run(n, *parallel, func(i int) error {
+			_, err := api.PutObject(ctx, &s3.PutObjectInput{Bucket: bucket, Key: name(i), Body: bytes.NewReader(data),
+				ContentLength: object})
+			return err
+		})
+	}
 	get := run(n, *parallel, func(i int) error {
 		out, err := api.GetObject(ctx, &s3.GetObjectInput{Bucket: bucket, Key: name(i)})
 		if err != nil {
@@ -62,7 +67,11 @@ func main() {
 		return err
 	})
 	mib := float64(int64(n)**object) / (1 << 20)
-	fmt.Printf("%.1f %.1f\n", mib/put.Seconds(), mib/get.Seconds())
+	putRate := 0.0
+	if put > 0 {
+		putRate = mib / put.Seconds()
+	}
+	fmt.Printf("%.1f %.1f\n", putRate, mib/get.Seconds())
 }
 
 // run calls do for 0..n-1, parallel at once, and returns how long it took.
