@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -157,4 +158,16 @@ func rawConn(c net.Conn) net.Conn {
 		return tc.NetConn()
 	}
 	return c
+}
+
+// peerCert is the client's verified certificate, nil before STARTTLS or
+// when it sent none.
+func (hc *handshakeConn) peerCert() *x509.Certificate {
+	if hc.tls == nil {
+		return nil
+	}
+	if pc := hc.tls.ConnectionState().PeerCertificates; len(pc) > 0 {
+		return pc[0]
+	}
+	return nil
 }
