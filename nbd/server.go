@@ -296,7 +296,7 @@ func (s *Server) ServeTransmission(c net.Conn, flags uint16) error {
 // requests finish in the background, so that a caller (an Attachment) can
 // replace the connection while a stalled device still holds them.
 func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint16, hs handshakeResult) error {
-	ss := s.newSession(br, c, flags, hs.structured)
+	ss := s.newSession(br, replyWriter(c), flags, hs.structured)
 	ss.allocation = hs.allocation
 	ss.conn = c
 	s.mu.Lock()
