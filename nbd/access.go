@@ -174,6 +174,21 @@ func (s *Server) grant(hc *handshakeConn) Grant {
 	return s.cfg.Access.Grant(s.cfg.Name, hc.peerCert())
 }
 
+// refuseAccess answers NBD_OPT_INFO or NBD_OPT_GO for a client the
+// access config refuses, and logs it. Under --tls=on a plaintext client
+// is told the export needs TLS (NBD_REP_ERR_TLS_REQD, as the spec asks of
+// a SELECTIVETLS server for a TLS-only export); a TLS client whose
+// certificate no rule grants gets NBD_REP_ERR_POLICY.
+func (s *Server) refuseAccess(hc *handshakeConn, opt uint32) error {
+	if hc.tls == nil {
+		s.logf("nbd: %s: %s (NBD_REP_ERR_TLS_REQD)", hc.who, s.refusal(hc))
+		hc.refused++
+		return writeOptError(hc.w, opt, repErrTLSReqd, "this export needs TLS with a client certificate")
+	}
+	s.logf("nbd: %s: %s (NBD_REP_ERR_POLICY)", hc.who, s.refusal(hc))
+	return writeOptError(hc.w, opt, repErrPolicy, "access to this export is not allowed for this client")
+}
+
 // refusal says, for the log, which client was refused which export.
 func (s *Server) refusal(hc *handshakeConn) string {
 	who := "a client without a certificate"

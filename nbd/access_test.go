@@ -134,3 +134,26 @@ func TestAccessRefusal(t *testing.T) {
 		t.Errorf("read-only client reads %q %d", b, code)
 	}
 }
+
+// TestAccessPlaintextUnderTLSOn: with --tls=on and an access config, a
+// plaintext client is told the export needs TLS (NBD_REP_ERR_TLS_REQD),
+// and may then upgrade and get in.
+func TestAccessPlaintextUnderTLSOn(t *testing.T) {
+	access, err := ParseAccess(strings.NewReader("* rw cn=alice\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := serveTLS(t, TLSOn, "", true, Config{Access: access})
+	c := dialRawNet(t, "tcp", e.addr)
+	c.greet(t, flagCFixedNew|flagCNoZeroes)
+	if types, _ := c.option(t, optGo, goData("")); types[0] != repErrTLSReqd {
+		t.Fatalf("plaintext NBD_OPT_GO under an access config: %#x", types)
+	}
+	e.logged(t, "a client without a certificate", "NBD_REP_ERR_TLS_REQD")
+	if err := c.startTLS(t, clientTLS(t, e.ca.ClientDir(t, "alice", e.ca))); err != nil {
+		t.Fatal(err)
+	}
+	if types, _ := c.option(t, optGo, goData("")); types[len(types)-1] != repAck {
+		t.Fatalf("after STARTTLS: %#x", types)
+	}
+}

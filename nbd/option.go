@@ -141,8 +141,7 @@ func (s *Server) handleOption(hc *handshakeConn, opt uint32, data []byte, noZero
 		}
 		grant := s.grant(hc)
 		if grant == GrantNone {
-			s.logf("nbd: %s: %s (NBD_REP_ERR_POLICY)", hc.who, s.refusal(hc))
-			return false, writeOptError(w, opt, repErrPolicy, "access to this export is not allowed for this client")
+			return false, s.refuseAccess(hc, opt)
 		}
 		if err := s.writeInfos(w, opt, name, infos, grant == GrantReadOnly); err != nil {
 			return false, err

@@ -37,9 +37,9 @@ cryptsetup luksFormat -q --type luks2 --sector-size 4096 --pbkdf pbkdf2 --pbkdf-
 
 wait_for() { for _ in $(seq 200); do eval "$1" && return 0; sleep 0.05; done; echo "nbd_front.sh: $2 did not start" >&2; exit 1; }
 port=$((20000 + RANDOM % 40000))
-nbdkit -f -U "$work/nbdkit.sock" file "$work/luks2.img" &
+nbdkit -f -U "$work/nbdkit.sock" file "$work/luks2.img" 2>>"$work/nbdkit.log" &
 pids+=($!)
-nbdkit -f -i 127.0.0.1 -p "$port" file "$work/luks2.img" &
+nbdkit -f -i 127.0.0.1 -p "$port" file "$work/luks2.img" 2>>"$work/nbdkit.log" &
 pids+=($!)
 wait_for '[ -S "$work/nbdkit.sock" ]' "nbdkit (unix)"
 wait_for '(: </dev/tcp/127.0.0.1/$port) 2>/dev/null' "nbdkit (tcp)"
