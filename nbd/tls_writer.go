@@ -51,9 +51,17 @@ func (c *corkedConn) Write(b []byte) (int, error) {
 	return len(b), c.err
 }
 
+// corkBuffers hold what corked sockets gather; a connection holds one
+// only while it writes a batch, so idle connections cost no buffer.
+var corkBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, corkFlushAt+2*tlsRecordPayload)
+	return &b
+}}
+
 func (c *corkedConn) cork() {
 	c.mu.Lock()
 	c.corked = true
+	c.buf = (*corkBuffers.Get().(*[]byte))[:0]
 	c.mu.Unlock()
 }
 
@@ -63,6 +71,9 @@ func (c *corkedConn) uncork() error {
 	defer c.mu.Unlock()
 	c.corked = false
 	c.flushLocked()
+	b := c.buf
+	corkBuffers.Put(&b)
+	c.buf = nil
 	err := c.err
 	c.err = nil
 	return err
