@@ -48,20 +48,6 @@ start_nbdkit() {
 	fi
 }
 
-verify_tree() { (cd "$1" && sha256sum -c -s "$SCRATCH/manifest"); }
-
-write_tree() {
-	mkpattern "$mnt/big.bin" 4
-	i=0
-	while [ $i -lt 100 ]; do
-		mkdir -p "$mnt/tree/d$((i % 10))"
-		head -c $((i * 97 + 1)) /dev/urandom >"$mnt/tree/d$((i % 10))/f$i"
-		i=$((i + 1))
-	done
-	(cd "$mnt" && find . -type f ! -path './lost+found/*' | sort | xargs sha256sum) >"$SCRATCH/manifest"
-	[ "$(wc -l <"$SCRATCH/manifest")" = 101 ] || because "wrote $(wc -l <"$SCRATCH/manifest") files, not 101"
-}
-
 remote() {
 	transport=$1 formatter=$2
 	rm -f "$img"
@@ -77,14 +63,16 @@ remote() {
 	dev=$(luksd_open nbd "$loc" vol "$key") || because "luksd open $loc failed: $(open_failure vol)"
 	mkfs.ext4 -q -F "$dev" || because "mkfs.ext4 on $dev failed"
 	mount -t ext4 "$dev" "$mnt" || because "mounting $dev failed"
-	write_tree
+	mkpattern "$mnt/big.bin" 4
+	make_tree "$mnt/tree" 100 97
+	save_tree "$mnt" 101
 	sync -f "$mnt"
 	umount "$mnt" || because "umount failed"
 	luksd_close vol || because "luksd close failed"
 	# A fresh nbdkit: nothing is served from the old one's state.
 	loc=$(start_nbdkit "$transport") || because "nbdkit did not restart: $(tail -n2 "$SCRATCH/nbdkit.log")"
 	dev=$(luksd_open nbd "$loc" vol "$key") || because "luksd reopen failed: $(open_failure vol)"
-	e2fsck -fn "$dev" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through luksd and nbdkit: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean "$dev" "through luksd and nbdkit"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "mounting $dev after reopen failed"
 	verify_tree "$mnt" || because "files differ after reopening through nbdkit"
 	umount "$mnt" || because "umount failed"
@@ -93,7 +81,7 @@ remote() {
 
 	loop=$(mkloop "$img") || because "losetup $img failed"
 	cs_open "$loop" vmt "$key" || because "cryptsetup open $loop failed"
-	e2fsck -fn /dev/mapper/vmt >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through dm-crypt: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean /dev/mapper/vmt "through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/vmt "$mnt" || because "mounting through dm-crypt failed"
 	verify_tree "$mnt" || because "files read through dm-crypt differ"
 	umount "$mnt" || because "umount failed"
