@@ -157,3 +157,22 @@ func TestAccessPlaintextUnderTLSOn(t *testing.T) {
 		t.Fatalf("after STARTTLS: %#x", types)
 	}
 }
+
+// FuzzParseAccess: any file is a clean error or rules that answer Grant.
+func FuzzParseAccess(f *testing.F) {
+	f.Add("vol rw cn=alice\n* ro subject=CN=bob,O=X\n")
+	f.Add("\t*\tro\t*\n# c\n")
+	f.Add("vol rx san=")
+	f.Fuzz(func(t *testing.T, in string) {
+		a, err := ParseAccess(strings.NewReader(in))
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("a multi-line error: %q", err)
+			}
+			return
+		}
+		cert := &x509.Certificate{Subject: pkix.Name{CommonName: "alice"}, DNSNames: []string{"alice"}}
+		a.Grant("vol", cert)
+		a.Grant("", nil)
+	})
+}
