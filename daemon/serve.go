@@ -22,6 +22,7 @@ type ServeOptions struct {
 	TLS        TLSOptions
 
 	tlsConfig *tls.Config // loaded by Prepare
+	access    *nbd.Access // loaded by Prepare
 }
 
 // TLSOptions are nbdkit's TLS settings: --tls, --tls-certificates and
@@ -30,6 +31,7 @@ type TLSOptions struct {
 	Mode       nbd.TLSMode
 	CertDir    string // ca-cert.pem, server-cert.pem, server-key.pem
 	VerifyPeer bool   // require a client certificate signed by ca-cert.pem
+	AccessFile string // per-export access by client certificate (nbd.Access)
 }
 
 // Prepare checks opts and loads the TLS certificates, so that a caller
@@ -38,12 +40,21 @@ type TLSOptions struct {
 func (opts *ServeOptions) Prepare() error {
 	t := opts.TLS
 	switch {
-	case t.Mode == nbd.TLSOff && (t.CertDir != "" || t.VerifyPeer):
-		return errorf(ErrInvalid, "Options --tls-certificates and --tls-verify-peer need --tls=on or --tls=require.")
+	case t.Mode == nbd.TLSOff && (t.CertDir != "" || t.VerifyPeer || t.AccessFile != ""):
+		return errorf(ErrInvalid, "Options --tls-certificates, --tls-verify-peer and --tls-access need --tls=on or --tls=require.")
 	case t.Mode == nbd.TLSOff:
 		return nil
 	case t.CertDir == "":
 		return errorf(ErrInvalid, "Option --tls=%s needs --tls-certificates DIR.", t.Mode)
+	case t.AccessFile != "" && !t.VerifyPeer:
+		return errorf(ErrInvalid, "Option --tls-access needs --tls-verify-peer (it matches client certificates).")
+	}
+	if t.AccessFile != "" {
+		a, err := nbd.LoadAccessFile(t.AccessFile)
+		if err != nil {
+			return &Error{Kind: ErrInvalid, Msg: err.Error() + ".", Err: err}
+		}
+		opts.access = a
 	}
 	cfg, err := nbd.LoadTLSDir(t.CertDir, t.VerifyPeer)
 	if err != nil {
@@ -93,7 +104,7 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	ro := spec.Options.ReadOnly
 	logger := log.New(os.Stderr, "luksd: ", log.LstdFlags)
 	srv := nbd.NewServer(dev, nbd.Config{Name: opts.ExportName, ReadOnly: ro, Logf: logger.Printf,
-		TLS: opts.tlsConfig, TLSMode: opts.TLS.Mode})
+		TLS: opts.tlsConfig, TLSMode: opts.TLS.Mode, Access: opts.access})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	mode := "read-write"
@@ -143,6 +154,8 @@ func (t TLSOptions) describe() string {
 	switch {
 	case t.Mode == nbd.TLSOff:
 		return ""
+	case t.AccessFile != "":
+		return fmt.Sprintf(", TLS %s, client certificates verified against %s, access by %s", t.Mode, t.CertDir, t.AccessFile)
 	case t.VerifyPeer:
 		return fmt.Sprintf(", TLS %s, client certificates verified against %s", t.Mode, t.CertDir)
 	}

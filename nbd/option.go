@@ -13,6 +13,7 @@ type handshakeResult struct {
 	export     string
 	structured bool
 	allocation bool // base:allocation selected (NBD_OPT_SET_META_CONTEXT)
+	readOnly   bool // the access config grants this client read-only use
 }
 
 // handshake runs the fixed newstyle negotiation: the server's greeting,
@@ -50,7 +51,7 @@ func (s *Server) handshake(hc *handshakeConn) (handshakeResult, error) {
 		case opt == optStartTLS:
 			err = s.startTLS(hc, data, &res)
 		default:
-			done, err = s.handleOption(hc.w, opt, data, noZeroes, &res)
+			done, err = s.handleOption(hc, opt, data, noZeroes, &res)
 		}
 		if err != nil || done {
 			return res, hc.explain(err)
@@ -87,16 +88,24 @@ func readOption(r *bufio.Reader, buf []byte) (uint32, []byte, error) {
 
 // handleOption answers one option; done reports that the transmission
 // phase begins.
-func (s *Server) handleOption(w io.Writer, opt uint32, data []byte, noZeroes bool, res *handshakeResult) (done bool, err error) {
+func (s *Server) handleOption(hc *handshakeConn, opt uint32, data []byte, noZeroes bool, res *handshakeResult) (done bool, err error) {
+	w := hc.w
 	switch opt {
 	case optExportName:
 		if !s.knows(string(data)) {
 			return false, fmt.Errorf("unknown export %q", truncate(data))
 		}
+		// NBD_OPT_EXPORT_NAME has no error reply: a refused client is
+		// disconnected.
+		grant := s.grant(hc)
+		if grant == GrantNone {
+			return false, fmt.Errorf("%w: %s", errPolicy, s.refusal(hc))
+		}
 		res.export = string(data)
+		res.readOnly = grant == GrantReadOnly
 		reply := make([]byte, 10, 10+exportNamePad)
 		binary.BigEndian.PutUint64(reply[0:], uint64(s.size))
-		binary.BigEndian.PutUint16(reply[8:], s.Flags())
+		binary.BigEndian.PutUint16(reply[8:], s.exportFlags(res.readOnly))
 		if !noZeroes {
 			reply = reply[:10+exportNamePad]
 		}
@@ -130,7 +139,11 @@ func (s *Server) handleOption(w io.Writer, opt uint32, data []byte, noZeroes boo
 		if !s.knows(name) {
 			return false, writeOptError(w, opt, repErrUnknown, "no such export")
 		}
-		if err := s.writeInfos(w, opt, name, infos); err != nil {
+		grant := s.grant(hc)
+		if grant == GrantNone {
+			return false, s.refuseAccess(hc, opt)
+		}
+		if err := s.writeInfos(w, opt, name, infos, grant == GrantReadOnly); err != nil {
 			return false, err
 		}
 		if err := writeOptReply(w, opt, repAck, nil); err != nil {
@@ -138,6 +151,7 @@ func (s *Server) handleOption(w io.Writer, opt uint32, data []byte, noZeroes boo
 		}
 		if opt == optGo {
 			res.export = name
+			res.readOnly = grant == GrantReadOnly
 			return true, nil
 		}
 		return false, nil
@@ -178,10 +192,10 @@ func parseInfoRequest(data []byte) (string, []uint16, error) {
 
 // writeInfos sends NBD_INFO_EXPORT and NBD_INFO_BLOCK_SIZE always, and the
 // name and description when asked.
-func (s *Server) writeInfos(w io.Writer, opt uint32, name string, infos []uint16) error {
+func (s *Server) writeInfos(w io.Writer, opt uint32, name string, infos []uint16, readOnly bool) error {
 	exp := binary.BigEndian.AppendUint16(nil, infoExport)
 	exp = binary.BigEndian.AppendUint64(exp, uint64(s.size))
-	exp = binary.BigEndian.AppendUint16(exp, s.Flags())
+	exp = binary.BigEndian.AppendUint16(exp, s.exportFlags(readOnly))
 	if err := writeOptReply(w, opt, repInfo, exp); err != nil {
 		return err
 	}

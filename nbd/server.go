@@ -49,6 +49,10 @@ type Config struct {
 	// NBD_OPT_STARTTLS (see tls.go; LoadTLSDir reads nbdkit's files).
 	TLS     *tls.Config
 	TLSMode TLSMode
+	// Access, when set, says which client certificates may use the
+	// export and whether read-write or read-only; other clients are
+	// refused (see access.go). nil lets every client in.
+	Access *Access
 	// MaxConns bounds simultaneous connections (default 1024); more are
 	// accepted and closed at once.
 	MaxConns int
@@ -144,9 +148,13 @@ func (s *Server) canTrim() bool { return !s.cfg.ReadOnly && s.caps.Trim }
 
 // Flags returns the transmission flags the server advertises for its
 // export. ServeTransmission callers pass them to the kernel.
-func (s *Server) Flags() uint16 {
+func (s *Server) Flags() uint16 { return s.exportFlags(false) }
+
+// exportFlags are the transmission flags for one client; readOnly when
+// the access config grants it read-only use.
+func (s *Server) exportFlags(readOnly bool) uint16 {
 	f := uint16(FlagHasFlags | FlagSendFlush | FlagCanMultiConn)
-	if s.cfg.ReadOnly {
+	if s.cfg.ReadOnly || readOnly {
 		return f | FlagReadOnly
 	}
 	f |= FlagSendFUA | FlagSendWriteZeroes
@@ -259,7 +267,7 @@ func (s *Server) serveConn(c net.Conn) error {
 		}
 		return err
 	}
-	flags := s.Flags()
+	flags := s.exportFlags(hs.readOnly)
 	return s.runSession(hc.conn, hc.r, who, flags, hs)
 }
 
@@ -288,7 +296,7 @@ func (s *Server) ServeTransmission(c net.Conn, flags uint16) error {
 // requests finish in the background, so that a caller (an Attachment) can
 // replace the connection while a stalled device still holds them.
 func (s *Server) runSession(c net.Conn, br *bufio.Reader, who string, flags uint16, hs handshakeResult) error {
-	ss := s.newSession(br, c, flags, hs.structured)
+	ss := s.newSession(br, replyWriter(c), flags, hs.structured)
 	ss.allocation = hs.allocation
 	ss.conn = c
 	s.mu.Lock()

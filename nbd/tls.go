@@ -3,6 +3,7 @@ package nbd
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -118,7 +119,9 @@ func (s *Server) startTLS(hc *handshakeConn, data []byte, res *handshakeResult) 
 	if err := writeOptReply(hc.w, optStartTLS, repAck, nil); err != nil {
 		return err
 	}
-	tc := tls.Server(hc.conn, s.cfg.TLS)
+	// Under TLS, replies are sealed into full records and corked into
+	// large socket writes (tls_writer.go).
+	tc := tls.Server(&corkedConn{Conn: hc.conn}, s.cfg.TLS)
 	// The connection's handshake deadline bounds the TLS handshake too.
 	if err := tc.Handshake(); err != nil {
 		return fmt.Errorf("TLS handshake: %w", err)
@@ -154,7 +157,22 @@ func clientSubject(cs tls.ConnectionState) string {
 // rawConn is the socket under a TLS connection, or c itself.
 func rawConn(c net.Conn) net.Conn {
 	if tc, ok := c.(*tls.Conn); ok {
-		return tc.NetConn()
+		c = tc.NetConn()
+	}
+	if cc, ok := c.(*corkedConn); ok {
+		return cc.Conn
 	}
 	return c
+}
+
+// peerCert is the client's verified certificate, nil before STARTTLS or
+// when it sent none.
+func (hc *handshakeConn) peerCert() *x509.Certificate {
+	if hc.tls == nil {
+		return nil
+	}
+	if pc := hc.tls.ConnectionState().PeerCertificates; len(pc) > 0 {
+		return pc[0]
+	}
+	return nil
 }

@@ -576,6 +576,8 @@ func (ss *session) write(bufs net.Buffers) {
 		if len(bufs) == 1 {
 			k, werr := ss.w.Write(bufs[0])
 			bufs[0], n, err = bufs[0][k:], int64(k), werr
+		} else if bw, ok := ss.w.(buffersWriter); ok {
+			n, err = bw.WriteBuffers(&bufs) // TLS: see tls_writer.go
 		} else {
 			n, err = bufs.WriteTo(ss.w) // consumes what it wrote
 		}

@@ -15,7 +15,13 @@ func init() {
 			"127.0.0.1:10809 by default; other interfaces only when named). " +
 			"Stops on SIGINT or SIGTERM after flushing. --tls=on|require with " +
 			"--tls-certificates DIR (nbdkit's file names) lets clients upgrade with " +
-			"NBD_OPT_STARTTLS; --tls-verify-peer requires client certificates.",
+			"NBD_OPT_STARTTLS; --tls-verify-peer requires client certificates. " +
+			"--tls-access FILE says which client certificates may use which export: " +
+			"lines of EXPORT rw|ro CLIENT, where EXPORT is the --export-name or *, and " +
+			"CLIENT is subject=DN (RFC 2253, as openssl -nameopt RFC2253 prints it), " +
+			"cn=NAME, san=NAME or * (any verified certificate); # starts a comment. " +
+			"The first matching line decides; other clients are refused " +
+			"(NBD_REP_ERR_POLICY), ro clients see a read-only export.",
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Usage: "listen on the unix socket `PATH`"},
 			&cli.StringFlag{Name: "listen", Usage: "listen on TCP `HOST:PORT` (empty host = 127.0.0.1)"},
@@ -25,6 +31,7 @@ func init() {
 			&cli.StringFlag{Name: "tls", Value: "off", Usage: "NBD STARTTLS: `off`, on (clients choose) or require (as nbdkit)"},
 			&cli.StringFlag{Name: "tls-certificates", Usage: "`DIR` with ca-cert.pem, server-cert.pem, server-key.pem"},
 			&cli.BoolFlag{Name: "tls-verify-peer", Usage: "require a client certificate signed by ca-cert.pem"},
+			&cli.StringFlag{Name: "tls-access", Usage: "per-export access by client certificate, from `FILE` (see above)"},
 		}, keyFlags, tokenFlags),
 		Action: runServe,
 	})
@@ -46,7 +53,8 @@ func runServe(c *cli.Context) error {
 		Socket:     c.String("socket"),
 		Listen:     c.String("listen"),
 		ExportName: c.String("export-name"),
-		TLS:        daemon.TLSOptions{Mode: tlsMode, CertDir: c.String("tls-certificates"), VerifyPeer: c.Bool("tls-verify-peer")},
+		TLS: daemon.TLSOptions{Mode: tlsMode, CertDir: c.String("tls-certificates"), VerifyPeer: c.Bool("tls-verify-peer"),
+			AccessFile: c.String("tls-access")},
 	}
 	// A bad certificate directory is told before the passphrase prompt.
 	if err := opts.Prepare(); err != nil {

@@ -106,6 +106,11 @@ func TestServeTLSBadOptions(t *testing.T) {
 	ca := testtool.NewCA(t, "ca")
 	noCA := ca.ServerDir(t)
 	os.Remove(filepath.Join(noCA, "ca-cert.pem"))
+	badAccess := filepath.Join(dir, "access")
+	os.WriteFile(badAccess, []byte("# ok\nvol rw cn=alice\nvol rx cn=bob\n"), 0o600)
+	withAccess := func(file string) []string {
+		return []string{"--tls=require", "--tls-certificates", ca.ServerDir(t), "--tls-verify-peer", "--tls-access", file}
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -116,6 +121,9 @@ func TestServeTLSBadOptions(t *testing.T) {
 		{"directory without --tls", []string{"--tls-certificates", ca.ServerDir(t)}, "need --tls=on or --tls=require"},
 		{"empty directory", []string{"--tls=on", "--tls-certificates", t.TempDir()}, "server-cert.pem"},
 		{"verify without CA", []string{"--tls=on", "--tls-verify-peer", "--tls-certificates", noCA}, "ca-cert.pem"},
+		{"malformed access file", withAccess(badAccess), "access file " + badAccess + ": line 3: access \"rx\" is neither rw nor ro"},
+		{"missing access file", withAccess(badAccess + ".none"), "no such file"},
+		{"access without verify", []string{"--tls=on", "--tls-certificates", ca.ServerDir(t), "--tls-access", badAccess}, "--tls-access needs --tls-verify-peer"},
 	} {
 		// No --key-file and no terminal: reading a passphrase would fail
 		// differently; stdin is empty.
@@ -127,6 +135,39 @@ func TestServeTLSBadOptions(t *testing.T) {
 		}
 		if strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
 			t.Errorf("%s: more than one line: %q", tc.name, out)
+		}
+	}
+}
+
+// TestServeTLSAccess: --tls-access grants writer read-write and reader
+// read-only; a third client is refused, and the log names it.
+func TestServeTLSAccess(t *testing.T) {
+	dir := t.TempDir()
+	img, key := serveFormat(t, dir, 24<<20, "--type", "luks2")
+	ca := testtool.NewCA(t, "access CA")
+	access := filepath.Join(dir, "access")
+	os.WriteFile(access, []byte("# export access client\nvol rw cn=writer\n* ro subject=CN=reader,O=luksd tests\n"), 0o600)
+	p := startTCPServe(t, "--export-name", "vol", "--tls=require", "--tls-certificates", ca.ServerDir(t),
+		"--tls-verify-peer", "--tls-access", access, "--key-file", key, img)
+	nbds := "nbds://" + p.addr + "/vol?tls-certificates="
+	data := make([]byte, 1<<20)
+	rand.Read(data)
+	src, back := filepath.Join(dir, "src"), filepath.Join(dir, "back")
+	os.WriteFile(src, data, 0o600)
+	testtool.Run(t, "nbdcopy", src, nbds+ca.ClientDir(t, "writer", ca))
+	if out, err := testtool.Output(t, "nbdcopy", src, nbds+ca.ClientDir(t, "reader", ca)); err == nil {
+		t.Errorf("the read-only client wrote: %s", out)
+	}
+	testtool.Run(t, "nbdcopy", nbds+ca.ClientDir(t, "reader", ca), back)
+	if b, _ := os.ReadFile(back); !bytes.Equal(b[:len(data)], data) {
+		t.Error("the read-only client reads other data")
+	}
+	if out, err := testtool.Output(t, "nbdinfo", "--size", nbds+ca.ClientDir(t, "mallory", ca)); err == nil {
+		t.Errorf("mallory got in: %s", out)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.logged(), "CN=mallory,O=luksd tests may not use export \"vol\""); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal line in the log:\n%s", p.logged())
 		}
 	}
 }

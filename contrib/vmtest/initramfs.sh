@@ -10,7 +10,7 @@
 # Contents:
 # busybox-static, the kernel modules the suite needs (decompressed, with an
 # ordered load list; dm-delay and dm-flakey for fault scenarios, dm's error
-# target is built in), cryptsetup, dmsetup, e2fsprogs, fio, blkid, tangd and jose with their shared
+# target is built in), cryptsetup, dmsetup, e2fsprogs, fio, blkid, tangd and jose, nbdkit (file plugin) with their shared
 # libraries, luksd, and contrib/vmtest/guest + contrib/vmtest/scenarios.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
@@ -67,8 +67,11 @@ done
 
 # Dynamically linked tools and their libraries (same paths as on the host).
 # tangd and jose: a tang server inside the VM for unattended unlock.
+# nbdkit and its file plugin (at the plugin directory nbdkit was built
+# with): a remote NBD server for luksd's nbd:// backend.
 tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/bin/lsblk /usr/bin/findmnt /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs
-	/usr/libexec/tangd /usr/bin/jose)
+	/usr/libexec/tangd /usr/bin/jose
+	/usr/bin/nbdkit /usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-file-plugin.so)
 libs=()
 for t in "${tools[@]}"; do
 	mkdir -p "$root$(dirname "$t")"

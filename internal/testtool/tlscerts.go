@@ -117,18 +117,30 @@ func (ca *CA) writeDir(t testing.TB, tmpl *x509.Certificate, role string, truste
 // crypto/tls server, which then refuses them; over TLS 1.2 they do.)
 func OpenSSLDirs(t testing.TB, cn string) (serverDir, clientDir string) {
 	t.Helper()
+	serverDir, clients := OpenSSLClients(t, cn)
+	return serverDir, clients[0]
+}
+
+// OpenSSLClients is OpenSSLDirs with one client directory for each of
+// cns, all signed by the one CA.
+func OpenSSLClients(t testing.TB, cns ...string) (serverDir string, clientDirs []string) {
+	t.Helper()
 	work := t.TempDir()
-	serverDir, clientDir = t.TempDir(), t.TempDir()
+	serverDir = t.TempDir()
 	p := func(name string) string { return filepath.Join(work, name) }
 	newKey := []string{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"}
 	Run(t, "openssl", append(append([]string{"req", "-x509"}, newKey...), "-days", "2",
 		"-subj", "/O=luksd tests/CN=openssl test CA", "-keyout", p("ca-key.pem"), "-out", p("ca-cert.pem"))...)
 	writeFile(t, p("server.ext"), []byte("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"))
 	writeFile(t, p("client.ext"), []byte("extendedKeyUsage=clientAuth\n"))
-	for _, leaf := range []struct{ role, subj, dir string }{
-		{"server", "/O=luksd tests/CN=localhost", serverDir},
-		{"client", "/O=luksd tests/CN=" + cn, clientDir},
-	} {
+	type leaf struct{ role, subj, dir string }
+	leaves := []leaf{{"server", "/O=luksd tests/CN=localhost", serverDir}}
+	for _, cn := range cns {
+		dir := t.TempDir()
+		clientDirs = append(clientDirs, dir)
+		leaves = append(leaves, leaf{"client", "/O=luksd tests/CN=" + cn, dir})
+	}
+	for _, leaf := range leaves {
 		key, csr, cert := p(leaf.role+"-key.pem"), p(leaf.role+".csr"), p(leaf.role+"-cert.pem")
 		Run(t, "openssl", append(append([]string{"req"}, newKey...), "-subj", leaf.subj, "-keyout", key, "-out", csr)...)
 		Run(t, "openssl", "x509", "-req", "-in", csr, "-CA", p("ca-cert.pem"), "-CAkey", p("ca-key.pem"),
@@ -141,7 +153,7 @@ func OpenSSLDirs(t testing.TB, cn string) (serverDir, clientDir string) {
 			writeFile(t, filepath.Join(leaf.dir, f), b)
 		}
 	}
-	return serverDir, clientDir
+	return serverDir, clientDirs
 }
 
 func newKey(t testing.TB) crypto.Signer {
