@@ -274,24 +274,6 @@ func calibratePBKDF2(hashName string, keyLen int, target time.Duration) int {
 	}
 }
 
-// calibrateArgon2 measures one run at the minimum time cost with the full
-// memory and scales: the time cost up when it was fast, the memory down when
-// even the minimum time cost is too slow.
-func calibrateArgon2(typ string, memKiB, threads, keyLen int, target time.Duration) (timeCost, memory int) {
-	p := kdfParams{typ: typ, time: minArgonTime, memory: memKiB, cpus: threads, salt: make([]byte, 32)}
-	for {
-		d := measureKDF(p, keyLen)
-		if d <= target {
-			return max(minArgonTime, scale(p.time, target, d)), p.memory
-		}
-		if p.memory <= minArgonMemory {
-			return minArgonTime, p.memory
-		}
-		// Too slow at the minimum time cost: shrink memory and measure again.
-		p.memory = max(minArgonMemory, scale(p.memory, target, d))
-	}
-}
-
 // scale returns n*target/took, saturating.
 func scale(n int, target, took time.Duration) int {
 	if took <= 0 {
