@@ -12,30 +12,19 @@ var _ blockdev.ScratchWriter = (*Device)(nil)
 // path, leaving p as it was.
 func (d *Device) WriteAtScratch(p []byte, off int64) (int, error) {
 	ss := d.sectorSize
-	if off%ss != 0 || int64(len(p))%ss != 0 {
-		return d.WriteAt(p, off)
-	}
-	if err := d.checkWrite("write", off, int64(len(p))); err != nil {
-		return 0, err
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	if err := d.gate.enter(&d.closed); err != nil {
-		return 0, err
-	}
-	defer d.gate.leave()
-	// Whole sectors only: shared, as in write.
+	return d.writeAt(p, off, false, off%ss == 0 && int64(len(p))%ss == 0)
+}
+
+// writeInPlace encrypts p, whole sectors at off, in place and writes it.
+func (d *Device) writeInPlace(p []byte, off int64) error {
+	ss := d.sectorSize
+	// Whole sectors only: taken shared, as in write.
 	unlock := d.locks.lock(off/ss, (off+int64(len(p))-1)/ss, false)
 	defer unlock()
-	err := d.parallel(off, int64(len(p)), func(cOff, cLen int64) error {
+	return d.parallel(off, int64(len(p)), func(cOff, cLen int64) error {
 		b := p[cOff-off : cOff-off+cLen]
 		d.cipher.Encrypt(b, d.ivSector(cOff), int(ss))
 		_, err := d.backend.WriteAt(b, d.offset+cOff)
 		return err
 	})
-	if err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }
