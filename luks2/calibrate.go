@@ -30,10 +30,11 @@ func Calibrate(p PBKDF, keyLen int) (PBKDF, error) {
 const (
 	// argon2MinSample is the shortest run an estimate is made from.
 	argon2MinSample = 250 * time.Millisecond
-	// argon2Aim scales estimates below the target: a derivation's time
-	// grows a little faster than its memory (TLB and cache misses), so
-	// an estimate from a smaller run tends to overshoot.
-	argon2Aim = 0.97
+	// argon2Growth is the exponent estimates assume for the time of a
+	// derivation in its memory: a little over 1, as time per KiB grows
+	// with the memory (TLB and cache misses), so that an estimate from a
+	// smaller run lands below the target and the next run closes in.
+	argon2Growth = 1.1
 	// argon2MaxRounds bounds the measurements after the first sample.
 	argon2MaxRounds = 8
 )
@@ -51,10 +52,13 @@ func calibrateArgon2(typ string, memKiB, threads, keyLen int, target time.Durati
 	p := kdfParams{typ: typ, time: minArgonTime, memory: min(memKiB, max(low, 1<<10)), cpus: threads, salt: make([]byte, 32)}
 	sample := min(argon2MinSample, target/2)
 	// 1. A first run long enough to estimate from: grow memory (then the
-	// time cost) sixteen-fold at most, but never past the target.
+	// time cost) sixteen-fold at most, towards a run of about 1.5x
+	// sample. A jump from a short run straight to the target overshoots,
+	// as time per KiB grows with the memory: that held 200 MiB to make a
+	// 116 MiB keyslot.
 	d := measureArgon2(p, keyLen, 3)
 	for d < sample && (p.memory < memKiB || p.time < math.MaxInt32/16) {
-		grow := min(16, float64(target)*argon2Aim/float64(max(d, time.Microsecond)))
+		grow := min(16, 1.5*float64(sample)/float64(max(d, time.Microsecond)))
 		if p.memory < memKiB {
 			p.memory = min(memKiB, max(p.memory+1, int(float64(p.memory)*grow)))
 		} else {
@@ -99,7 +103,7 @@ func nextArgon2Costs(p kdfParams, low, high int, target, d time.Duration) (kdfPa
 		p.time = minArgonTime
 	}
 	if f > 1 {
-		f *= argon2Aim
+		f = math.Pow(f, 1/argon2Growth)
 	}
 	old := p
 	if p.memory < high || f < 1 {
