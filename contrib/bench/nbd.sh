@@ -49,21 +49,26 @@ head -c $(((SIZE_MIB + 2) << 20)) /dev/urandom >"$work/luks1.img"
 cryptsetup luksFormat -q --type luks1 --key-file "$work/pass" --iter-time 1 "$work/luks1.img"
 
 port() { echo $((20000 + RANDOM % 40000)); }
-declare -A uri luksd_pid
+declare -A uri luksd_pid pid
 luksd_tcp=$(port)
 nbdkit_tcp=$(port)
 [ "$nbdkit_tcp" != "$luksd_tcp" ] || nbdkit_tcp=$((luksd_tcp + 1))
 "$LUKSD" serve --socket "$work/luksd.sock" --key-file "$work/pass" "$work/luks2-unix.img" 2>"$work/luksd-unix.log" &
 luksd_pid[unix]=$!
+pid[luksd-unix]=$!
 pids+=($!)
 "$LUKSD" serve --listen "127.0.0.1:$luksd_tcp" --key-file "$work/pass" "$work/luks2-tcp.img" 2>"$work/luksd-tcp.log" &
 luksd_pid[tcp]=$!
+pid[luksd-tcp]=$!
 pids+=($!)
 nbdkit -f -U "$work/file.sock" file "$work/plain.img" &
+pid[file-unix]=$!
 pids+=($!)
 nbdkit -f -i 127.0.0.1 -p "$nbdkit_tcp" file "$work/plain.img" &
+pid[file-tcp]=$!
 pids+=($!)
 nbdkit -f -U "$work/luks.sock" file "$work/luks1.img" --filter=luks passphrase=+"$work/pass" &
+pid[luks-unix]=$!
 pids+=($!)
 for s in luksd file luks; do
 	uri[$s-unix]="nbd+unix:///?socket=$work/$s.sock"
@@ -76,18 +81,26 @@ for p in "$luksd_tcp" "$nbdkit_tcp"; do
 	for _ in $(seq 100); do (: </dev/tcp/127.0.0.1/"$p") 2>/dev/null && break; sleep 0.1; done
 done
 
-# run URI RW: prints "KiB/s IOPS" of one fio run of shape RW.
+# cputicks PID: the process's CPU time (user + system) in clock ticks.
+cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# run URI RW PID: prints "KiB/s IOPS server-µs-per-request" of one fio run
+# of shape RW against the server PID. The server's CPU time per request
+# is the measure a loaded machine disturbs least.
 run() {
-	local bs=4k depth=32 rw=$2 field=8
+	local bs=4k depth=32 rw=$2 field=8 t0 t1
 	case $rw in read | write) bs=1M depth=8 ;; esac
 	case $rw in *write) field=49 ;; esac
+	t0=$(cputicks "$3")
 	fio --name=bench --ioengine=nbd --uri="$1" --rw="$rw" --bs="$bs" \
 		--iodepth="$depth" --size="${SIZE_MIB}M" --time_based --runtime="$RUNTIME" --ramp_time=1 \
-		--output-format=terse --terse-version=3 |
-		awk -F';' -v f="$field" '$1 == 3 { print $(f - 1), $f }'
+		--output-format=terse --terse-version=3 >"$work/fio.out"
+	t1=$(cputicks "$3")
+	awk -F';' -v f="$field" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v rt="$RUNTIME" '$1 == 3 {
+		ios = $f * (rt + 1); printf "%d %d %.1f\n", $(f - 1), $f, (ios > 0 ? ticks * 1e6 / hz / ios : 0) }' "$work/fio.out"
 }
 
-declare -A best
+declare -A best cpu
 for shape in $SHAPES; do
 	for net in $NETS; do
 		servers=(luksd file)
@@ -95,10 +108,12 @@ for shape in $SHAPES; do
 		for _ in $(seq "$ROUNDS"); do
 			servers=("${servers[@]:1}" "${servers[0]}")
 			for s in "${servers[@]}"; do
-				read -r kib iops < <(run "${uri[$s-$net]}" "$shape")
+				read -r kib iops us < <(run "${uri[$s-$net]}" "$shape" "${pid[$s-$net]}")
 				v=$kib
 				case $shape in rand*) v=$iops ;; esac
 				[ "$v" -gt "${best[$s-$net-$shape]:-0}" ] && best[$s-$net-$shape]=$v
+				awk -v u="$us" -v b="${cpu[$s-$net-$shape]:-}" 'BEGIN { exit !(b == "" || u < b) }' &&
+					cpu[$s-$net-$shape]=$us
 			done
 		done
 	done
@@ -112,12 +127,15 @@ value() {
 echo
 echo "fio nbd engine, ${SIZE_MIB} MiB on tmpfs, best of $ROUNDS interleaved runs of ${RUNTIME}s, $(nproc) CPUs"
 echo "1M read/write: MiB/s at iodepth 8; 4k randread/randwrite: IOPS at iodepth 32"
-printf '%-5s %-10s %12s %12s %8s %12s %8s\n' net shape "nbdkit file" "luksd serve" ratio "nbdkit luks" vs-luks
+echo "cpu: the server's CPU time per request (user + system, best run), microseconds"
+printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s\n' net shape "nbdkit file" "luksd serve" ratio "nbdkit luks" vs-luks \
+	"cpu file" "cpu luksd"
 for net in $NETS; do
 	for shape in $SHAPES; do
 		l=${best[luksd-$net-$shape]:-0} f=${best[file-$net-$shape]:-0} k=${best[luks-$net-$shape]:-}
-		printf '%-5s %-10s %12s %12s %8s %12s %8s\n' "$net" "$shape" "$(value "$f" "$shape")" "$(value "$l" "$shape")" \
-			"$(ratio "$l" "$f")" "${k:+$(value "$k" "$shape")}" "${k:+$(ratio "$l" "$k")}"
+		printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s\n' "$net" "$shape" "$(value "$f" "$shape")" "$(value "$l" "$shape")" \
+			"$(ratio "$l" "$f")" "${k:+$(value "$k" "$shape")}" "${k:+$(ratio "$l" "$k")}" \
+			"${cpu[file-$net-$shape]:-}" "${cpu[luksd-$net-$shape]:-}"
 	done
 done
 echo "target: luksd serve >= 1.0x nbdkit file on every shape, >= 2x nbdkit luks"
