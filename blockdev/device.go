@@ -37,5 +37,14 @@ type FUAWriter interface {
 	WriteAtFUA(p []byte, off int64) (int, error)
 }
 
+// ScratchWriter is implemented by devices that transform what they write
+// (the crypt layer encrypts it) and can do so in the caller's buffer:
+// WriteAtScratch writes p at off as WriteAt does, but leaves p's contents
+// undefined, which saves a copy of every write. A frontend that owns its
+// payload buffers uses it.
+type ScratchWriter interface {
+	WriteAtScratch(p []byte, off int64) (int, error)
+}
+
 // Whether a device is read-only, has a block size, or takes discards, it
 // declares in its Caps (caps.go).

@@ -174,7 +174,7 @@ func (d *Device) readChunk(dst []byte, off int64) error {
 
 // WriteAt encrypts p into a buffer of its own and writes it at off; p is
 // never modified.
-func (d *Device) WriteAt(p []byte, off int64) (int, error) { return d.writeAt(p, off, false) }
+func (d *Device) WriteAt(p []byte, off int64) (int, error) { return d.writeAt(p, off, false, false) }
 
 // WriteAtFUA is WriteAt that returns once the write is durable: each piece
 // goes to the backend as a FUA write where it takes them
@@ -187,11 +187,12 @@ func (d *Device) WriteAtFUA(p []byte, off int64) (int, error) {
 		}
 		return n, err
 	}
-	return d.writeAt(p, off, true)
+	return d.writeAt(p, off, true, false)
 }
 
-// writeAt is WriteAt, each piece a FUA write when fua is set.
-func (d *Device) writeAt(p []byte, off int64, fua bool) (int, error) {
+// writeAt is WriteAt, each piece a FUA write when fua is set, encrypted
+// in p itself when inPlace is set (whole sectors only: scratch.go).
+func (d *Device) writeAt(p []byte, off int64, fua, inPlace bool) (int, error) {
 	if err := d.checkWrite("write", off, int64(len(p))); err != nil {
 		return 0, err
 	}
@@ -202,7 +203,12 @@ func (d *Device) writeAt(p []byte, off int64, fua bool) (int, error) {
 		return 0, err
 	}
 	defer d.gate.leave()
-	err := d.write(off, int64(len(p)), fua, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
+	var err error
+	if inPlace {
+		err = d.writeInPlace(p, off)
+	} else {
+		err = d.write(off, int64(len(p)), fua, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -144,8 +144,9 @@ func deriveKey(p kdfParams, passphrase []byte, keyLen int) ([]byte, error) {
 	return nil, fmt.Errorf("%w: unknown PBKDF %q", ErrKeyslotOpen, p.typ)
 }
 
-// measureKDF times one derivation with p: PBKDF2 by CPU time, argon2 by
-// the wall clock, as cryptsetup times them. Tests replace it with a model.
+// measureKDF times one derivation with p by CPU time: PBKDF2's thread's,
+// as cryptsetup times it, and argon2's per lane (argon2CPUTime), where
+// cryptsetup takes the wall clock. Tests replace it with a model.
 var measureKDF = func(p kdfParams, keyLen int) time.Duration {
 	var k []byte
 	derive := func() { k, _ = deriveKey(p, []byte("benchmark passphrase"), keyLen) }
@@ -153,7 +154,7 @@ var measureKDF = func(p kdfParams, keyLen int) time.Duration {
 	if p.typ == "pbkdf2" {
 		d = pbkdf2CPUTime(derive)
 	} else {
-		d = wallTime(derive)
+		d = argon2CPUTime(derive, p.cpus)
 	}
 	clear(k)
 	return d
@@ -271,24 +272,6 @@ func calibratePBKDF2(hashName string, keyLen int, target time.Duration) int {
 		default:
 			iter <<= 1
 		}
-	}
-}
-
-// calibrateArgon2 measures one run at the minimum time cost with the full
-// memory and scales: the time cost up when it was fast, the memory down when
-// even the minimum time cost is too slow.
-func calibrateArgon2(typ string, memKiB, threads, keyLen int, target time.Duration) (timeCost, memory int) {
-	p := kdfParams{typ: typ, time: minArgonTime, memory: memKiB, cpus: threads, salt: make([]byte, 32)}
-	for {
-		d := measureKDF(p, keyLen)
-		if d <= target {
-			return max(minArgonTime, scale(p.time, target, d)), p.memory
-		}
-		if p.memory <= minArgonMemory {
-			return minArgonTime, p.memory
-		}
-		// Too slow at the minimum time cost: shrink memory and measure again.
-		p.memory = max(minArgonMemory, scale(p.memory, target, d))
 	}
 }
 

@@ -84,6 +84,10 @@ type Server struct {
 	cfg  Config
 	size int64
 
+	// scratch writes a payload buffer without copying it (the crypt
+	// layer encrypts it in place); nil: WriteAt.
+	scratch blockdev.ScratchWriter
+
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	sessions  map[*session]struct{}
@@ -140,6 +144,7 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 	// A client may send TRIM unasked: a device with Trim answers it (a
 	// refusal is a hint ignored), whatever it advertises.
 	s.trim, _ = dev.(blockdev.Trimmer)
+	s.scratch, _ = dev.(blockdev.ScratchWriter)
 	return s
 }
 

@@ -166,9 +166,7 @@ func (ss *session) dispatch(req request) error {
 		}
 		ss.acquire(int64(req.length))
 		buf := blockdev.GetBuffer(int(req.length))
-		ss.setReadDeadline(time.Now().Add(srv.cfg.IOTimeout))
-		_, err := io.ReadFull(ss.r, buf)
-		ss.setReadDeadline(time.Time{})
+		err := ss.readPayload(buf)
 		if err != nil {
 			blockdev.PutBuffer(buf)
 			ss.release(int64(req.length))
@@ -214,6 +212,20 @@ func (ss *session) dispatch(req request) error {
 		return ss.replyError(req, errInval)
 	}
 	return nil
+}
+
+// readPayload reads a WRITE's payload into buf. A client that stops in
+// the middle of one is dropped after IOTimeout; a payload the reader holds
+// already needs no deadline (two timer updates saved on small writes).
+func (ss *session) readPayload(buf []byte) error {
+	if ss.r.Buffered() >= len(buf) {
+		_, err := io.ReadFull(ss.r, buf)
+		return err
+	}
+	ss.setReadDeadline(time.Now().Add(ss.srv.cfg.IOTimeout))
+	_, err := io.ReadFull(ss.r, buf)
+	ss.setReadDeadline(time.Time{})
+	return err
 }
 
 func (ss *session) dropPayload(buf []byte, req request) {
@@ -341,7 +353,12 @@ func (ss *session) doWrite(req request, buf []byte) uint32 {
 		}
 		return 0
 	}
-	if _, err := ss.srv.dev.WriteAt(buf, int64(req.offset)); err != nil {
+	// The payload buffer is the session's own: it may be encrypted in place.
+	write := ss.srv.dev.WriteAt
+	if ss.srv.scratch != nil {
+		write = ss.srv.scratch.WriteAtScratch
+	}
+	if _, err := write(buf, int64(req.offset)); err != nil {
 		return ss.failure(req, err, errNoSpc)
 	}
 	return ss.fua(req)

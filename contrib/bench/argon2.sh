@@ -23,6 +23,10 @@
 #    that take it ITER_TIME ms (default 2000); the argon2 package's best
 #    time for those costs, against ITER_TIME: under 1 means that luksd,
 #    calibrating with it, reaches at least cryptsetup's cost.
+#    Then both tools' luksFormat --iter-time ITER_TIME, interleaved: the
+#    keyslot's memory, time cost and threads (luksDump) and the peak RSS
+#    against the keyslot's memory (target: luksd's memory at least
+#    cryptsetup's, peak RSS at most 1.1x the keyslot's memory).
 # 3. NEON under qemu-user (SKIP_QEMU=1 skips it). BenchmarkBlock of the
 #    ARMv7 and arm64 builds, neon against generic, best of ROUNDS: the
 #    ratio only, as qemu's speed says nothing of a real core's.
@@ -136,6 +140,31 @@ read -r wall spread _ _ <<<"$(summary calibrated)"
 awk -v w="$wall" -v s="$spread" -v it="$ITER_TIME" 'BEGIN {
 	printf "argon2 package at those costs: %.2f s (spread %.2f), %.2fx of %d ms: %s\n", w, s, w * 1000 / it, it,
 		(w * 1000 <= it ? "luksd calibrates to at least cryptsetup'"'"'s cost" : "luksd would calibrate below cryptsetup'"'"'s cost") }'
+
+echo "== luksFormat --iter-time $ITER_TIME: keyslot costs (luksDump) and peak RSS, $ROUNDS interleaved rounds"
+printf '%-10s %5s %10s %5s %8s %9s %8s\n' tool round mem/KiB time threads rss/MiB rss/mem
+declare -A fmtmem
+for round in $(seq "$ROUNDS"); do
+	for who in cryptsetup luksd; do
+		img=$work/format-$who.img
+		rm -f "$img"
+		truncate -s 20M "$img"
+		bin=cryptsetup
+		[ "$who" = luksd ] && bin=$work/luksd
+		/usr/bin/time -f '%M' -o "$work/time" "$bin" luksFormat -q --type luks2 --pbkdf argon2id \
+			--iter-time "$ITER_TIME" --key-file "$key" "$img"
+		read -r m t p <<<"$(cryptsetup luksDump "$img" |
+			awk '/Memory:/ { m = $2 } /Time cost:/ { t = $3 } /Threads:/ { p = $2 } END { print m, t, p }')"
+		rss=$(cat "$work/time")
+		fmtmem[$who]="${fmtmem[$who]:-} $m"
+		awk -v w="$who" -v r="$round" -v m="$m" -v t="$t" -v p="$p" -v rss="$rss" \
+			'BEGIN { printf "%-10s %5d %10d %5d %8d %9.0f %8.3f\n", w, r, m, t, p, rss / 1024, rss / m }'
+	done
+done
+for who in cryptsetup luksd; do
+	echo "$who median keyslot memory: $(echo "${fmtmem[$who]}" | tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }') KiB"
+done
+echo "target: luksd's memory >= cryptsetup's (same time cost), luksd's rss/mem <= 1.10"
 
 [ "${SKIP_QEMU:-}" = 1 ] && exit 0
 echo "== NEON under qemu-user: BenchmarkBlock, best of $ROUNDS"

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Side-by-side NBD benchmark (not a test): fio's nbd engine against
 #   luksd serve     aes-xts-plain64, LUKS2, 4096-byte sectors
-#   nbdkit file     the same size, unencrypted (the ceiling)
+#   nbdkit file     the same size, unencrypted (the reference)
 #   nbdkit luks     nbdkit's luks filter on a LUKS1 aes-xts-plain64 volume
-# all backed by files on tmpfs: 1 MiB sequential reads and 4 KiB random
-# reads at iodepth 32 (best of ROUNDS interleaved runs), plus luksd's peak
-# resident memory.
-# Targets: luksd >= 0.8x nbdkit-file sequential, >= 2x nbdkit-luks,
-# >= 0.7x nbdkit-file 4k IOPS, peak RSS < 100 MiB.
+# all backed by files on tmpfs. The matrix (issue #17): 1 MiB sequential
+# read and write at iodepth 8, 4 KiB random read and write at iodepth 32,
+# over a unix socket and over loopback TCP, luksd against nbdkit file;
+# nbdkit luks over the unix socket only. Each shape runs ROUNDS times,
+# the servers interleaved (who goes first rotates), and keeps its best
+# run, so a burst of someone else's load does not decide the ratios.
+# Targets: luksd >= 1.0x nbdkit file on every shape, >= 2x nbdkit luks,
+# peak RSS < 100 MiB.
+#
+#   ROUNDS=5 RUNTIME=5 SHAPES="randread randwrite" NETS=unix contrib/bench/nbd.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 SIZE_MIB=${SIZE_MIB:-512}
-RUNTIME=${RUNTIME:-5}
+RUNTIME=${RUNTIME:-4}
 ROUNDS=${ROUNDS:-3}
+SHAPES=${SHAPES:-"read write randread randwrite"}
+NETS=${NETS:-"unix tcp"}
 for tool in fio nbdkit cryptsetup; do
 	command -v "$tool" >/dev/null || { echo "nbd.sh: $tool is not installed (make deps)" >&2; exit 1; }
 done
@@ -32,63 +39,106 @@ trap cleanup EXIT
 printf 'bench passphrase' >"$work/pass"
 pbkdf=(--pbkdf pbkdf2 --pbkdf-force-iterations 1000)
 
-# Fully allocated backing files: random bytes, then a header on top.
+# Fully allocated backing files: random bytes, then a header on top. Each
+# luksd server has its own image (a served volume is locked).
 head -c $((SIZE_MIB << 20)) /dev/urandom >"$work/plain.img"
-head -c $(((SIZE_MIB + 16) << 20)) /dev/urandom >"$work/luks2.img"
-cryptsetup luksFormat -q --type luks2 --sector-size 4096 "${pbkdf[@]}" --key-file "$work/pass" "$work/luks2.img"
+head -c $(((SIZE_MIB + 16) << 20)) /dev/urandom >"$work/luks2-unix.img"
+cryptsetup luksFormat -q --type luks2 --sector-size 4096 "${pbkdf[@]}" --key-file "$work/pass" "$work/luks2-unix.img"
+cp "$work/luks2-unix.img" "$work/luks2-tcp.img"
 head -c $(((SIZE_MIB + 2) << 20)) /dev/urandom >"$work/luks1.img"
 cryptsetup luksFormat -q --type luks1 --key-file "$work/pass" --iter-time 1 "$work/luks1.img"
 
-"$LUKSD" serve --socket "$work/luksd.sock" --key-file "$work/pass" "$work/luks2.img" 2>"$work/luksd.log" &
-luksd_pid=$!
-pids+=("$luksd_pid")
+port() { echo $((20000 + RANDOM % 40000)); }
+declare -A uri luksd_pid pid
+luksd_tcp=$(port)
+nbdkit_tcp=$(port)
+[ "$nbdkit_tcp" != "$luksd_tcp" ] || nbdkit_tcp=$((luksd_tcp + 1))
+"$LUKSD" serve --socket "$work/luksd.sock" --key-file "$work/pass" "$work/luks2-unix.img" 2>"$work/luksd-unix.log" &
+luksd_pid[unix]=$!
+pid[luksd-unix]=$!
+pids+=($!)
+"$LUKSD" serve --listen "127.0.0.1:$luksd_tcp" --key-file "$work/pass" "$work/luks2-tcp.img" 2>"$work/luksd-tcp.log" &
+luksd_pid[tcp]=$!
+pid[luksd-tcp]=$!
+pids+=($!)
 nbdkit -f -U "$work/file.sock" file "$work/plain.img" &
+pid[file-unix]=$!
+pids+=($!)
+nbdkit -f -i 127.0.0.1 -p "$nbdkit_tcp" file "$work/plain.img" &
+pid[file-tcp]=$!
 pids+=($!)
 nbdkit -f -U "$work/luks.sock" file "$work/luks1.img" --filter=luks passphrase=+"$work/pass" &
+pid[luks-unix]=$!
 pids+=($!)
 for s in luksd file luks; do
+	uri[$s-unix]="nbd+unix:///?socket=$work/$s.sock"
 	for _ in $(seq 100); do [ -S "$work/$s.sock" ] && break; sleep 0.1; done
-	[ -S "$work/$s.sock" ] || { echo "nbd.sh: the $s server did not start" >&2; cat "$work/luksd.log" >&2; exit 1; }
+	[ -S "$work/$s.sock" ] || { echo "nbd.sh: the $s server did not start" >&2; cat "$work"/*.log >&2; exit 1; }
+done
+uri[luksd-tcp]="nbd://127.0.0.1:$luksd_tcp/"
+uri[file-tcp]="nbd://127.0.0.1:$nbdkit_tcp/"
+for p in "$luksd_tcp" "$nbdkit_tcp"; do
+	for _ in $(seq 100); do (: </dev/tcp/127.0.0.1/"$p") 2>/dev/null && break; sleep 0.1; done
 done
 
-# run NAME SOCKET RW BS: prints "KiB/s IOPS" of one fio run.
+# cputicks PID: the process's CPU time (user + system) in clock ticks.
+cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# run URI RW PID: prints "KiB/s IOPS server-µs-per-request" of one fio run
+# of shape RW against the server PID. The server's CPU time per request
+# is the measure a loaded machine disturbs least.
 run() {
-	fio --name="$1" --ioengine=nbd --uri="nbd+unix:///?socket=$2" --rw="$3" --bs="$4" \
-		--iodepth=32 --size="${SIZE_MIB}M" --time_based --runtime="$RUNTIME" --ramp_time=1 \
-		--output-format=terse --terse-version=3 | awk -F';' '$1 == 3 { print $7, $8 }'
+	local bs=4k depth=32 rw=$2 field=8 t0 t1
+	case $rw in read | write) bs=1M depth=8 ;; esac
+	case $rw in *write) field=49 ;; esac
+	t0=$(cputicks "$3")
+	fio --name=bench --ioengine=nbd --uri="$1" --rw="$rw" --bs="$bs" \
+		--iodepth="$depth" --size="${SIZE_MIB}M" --time_based --runtime="$RUNTIME" --ramp_time=1 \
+		--output-format=terse --terse-version=3 >"$work/fio.out"
+	t1=$(cputicks "$3")
+	awk -F';' -v f="$field" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v rt="$RUNTIME" '$1 == 3 {
+		ios = $f * (rt + 1); printf "%d %d %.1f\n", $(f - 1), $f, (ios > 0 ? ticks * 1e6 / hz / ios : 0) }' "$work/fio.out"
 }
 
-# The machine is shared: rounds interleave the servers and each keeps its
-# best run, so a burst of someone else's load does not decide the ratios.
-declare -A bw iops
-order=(luksd file luks)
-for round in $(seq "$ROUNDS"); do
-	# Rotate who goes first, so no server always follows the same one.
-	order=("${order[@]:1}" "${order[0]}")
-	for server in "${order[@]}"; do
-		read -r b i < <(run "$server-seq" "$work/$server.sock" read 1M)
-		[ "$b" -gt "${bw[$server-seq]:-0}" ] && bw[$server-seq]=$b
-		read -r b i < <(run "$server-rand" "$work/$server.sock" randread 4k)
-		[ "$i" -gt "${iops[$server-rand]:-0}" ] && iops[$server-rand]=$i
+declare -A best cpu
+for shape in $SHAPES; do
+	for net in $NETS; do
+		servers=(luksd file)
+		[ "$net" = unix ] && case $shape in read | randread) servers+=(luks) ;; esac
+		for _ in $(seq "$ROUNDS"); do
+			servers=("${servers[@]:1}" "${servers[0]}")
+			for s in "${servers[@]}"; do
+				read -r kib iops us < <(run "${uri[$s-$net]}" "$shape" "${pid[$s-$net]}")
+				v=$kib
+				case $shape in rand*) v=$iops ;; esac
+				[ "$v" -gt "${best[$s-$net-$shape]:-0}" ] && best[$s-$net-$shape]=$v
+				awk -v u="$us" -v b="${cpu[$s-$net-$shape]:-}" 'BEGIN { exit !(b == "" || u < b) }' &&
+					cpu[$s-$net-$shape]=$us
+			done
+		done
 	done
 done
-rss_kib=$(awk '/^VmHWM:/ { print $2 }' "/proc/$luksd_pid/status")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-mib() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }
+value() {
+	case $2 in rand*) echo "$1" ;; *) awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }' ;; esac
+}
 
 echo
-echo "fio nbd engine, iodepth 32, ${SIZE_MIB} MiB on tmpfs, best of $ROUNDS runs of ${RUNTIME}s, $(nproc) CPUs"
-printf '%-14s %16s %16s\n' server "1M seq MiB/s" "4k rand IOPS"
-for server in file luks luksd; do
-	name=$server
-	[ "$server" = file ] && name="nbdkit file"
-	[ "$server" = luks ] && name="nbdkit luks"
-	[ "$server" = luksd ] && name="luksd serve"
-	printf '%-14s %16s %16s\n' "$name" "$(mib "${bw[$server-seq]}")" "${iops[$server-rand]}"
+echo "fio nbd engine, ${SIZE_MIB} MiB on tmpfs, best of $ROUNDS interleaved runs of ${RUNTIME}s, $(nproc) CPUs"
+echo "1M read/write: MiB/s at iodepth 8; 4k randread/randwrite: IOPS at iodepth 32"
+echo "cpu: the server's CPU time per request (user + system, best run), microseconds"
+printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s\n' net shape "nbdkit file" "luksd serve" ratio "nbdkit luks" vs-luks \
+	"cpu file" "cpu luksd"
+for net in $NETS; do
+	for shape in $SHAPES; do
+		l=${best[luksd-$net-$shape]:-0} f=${best[file-$net-$shape]:-0} k=${best[luks-$net-$shape]:-}
+		printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s\n' "$net" "$shape" "$(value "$f" "$shape")" "$(value "$l" "$shape")" \
+			"$(ratio "$l" "$f")" "${k:+$(value "$k" "$shape")}" "${k:+$(ratio "$l" "$k")}" \
+			"${cpu[file-$net-$shape]:-}" "${cpu[luksd-$net-$shape]:-}"
+	done
 done
-echo
-echo "luksd / nbdkit-file, 1M seq read:  $(ratio "${bw[luksd-seq]}" "${bw[file-seq]}")  (target >= 0.8)"
-echo "luksd / nbdkit-luks, 1M seq read:  $(ratio "${bw[luksd-seq]}" "${bw[luks-seq]}")  (target >= 2)"
-echo "luksd / nbdkit-file, 4k rand IOPS: $(ratio "${iops[luksd-rand]}" "${iops[file-rand]}")  (target >= 0.7)"
-echo "luksd peak RSS: $((rss_kib / 1024)) MiB  (target < 100)"
+echo "target: luksd serve >= 1.0x nbdkit file on every shape, >= 2x nbdkit luks"
+for net in $NETS; do
+	echo "luksd peak RSS ($net): $(($(awk '/^VmHWM:/ { print $2 }' "/proc/${luksd_pid[$net]}/status") / 1024)) MiB  (target < 100)"
+done

@@ -1,0 +1,30 @@
+package dmcrypt
+
+import "github.com/luksd/luksd/blockdev"
+
+var _ blockdev.ScratchWriter = (*Device)(nil)
+
+// WriteAtScratch is WriteAt that encrypts p in place and writes it from
+// there: p holds ciphertext afterwards (part of it, after an error). The
+// NBD server hands over its payload buffers this way, which saves copying
+// every write into a buffer of the crypt layer's own. A write that does
+// not cover whole sectors needs a read-modify-write and takes WriteAt's
+// path, leaving p as it was.
+func (d *Device) WriteAtScratch(p []byte, off int64) (int, error) {
+	ss := d.sectorSize
+	return d.writeAt(p, off, false, off%ss == 0 && int64(len(p))%ss == 0)
+}
+
+// writeInPlace encrypts p, whole sectors at off, in place and writes it.
+func (d *Device) writeInPlace(p []byte, off int64) error {
+	ss := d.sectorSize
+	// Whole sectors only: taken shared, as in write.
+	unlock := d.locks.lock(off/ss, (off+int64(len(p))-1)/ss, false)
+	defer unlock()
+	return d.parallel(off, int64(len(p)), func(cOff, cLen int64) error {
+		b := p[cOff-off : cOff-off+cLen]
+		d.cipher.Encrypt(b, d.ivSector(cOff), int(ss))
+		_, err := d.backend.WriteAt(b, d.offset+cOff)
+		return err
+	})
+}
