@@ -32,7 +32,7 @@ type Device struct {
 	backend    blockdev.Device
 	cipher     SectorCipher
 	offset     int64
-	size       int64
+	size       atomic.Int64 // changes only by Resize (resize.go)
 	sectorSize int64
 	ivOffset   uint64
 	readOnly   bool
@@ -83,7 +83,6 @@ func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*De
 		backend:    backend,
 		cipher:     c,
 		offset:     opts.Offset,
-		size:       size,
 		sectorSize: int64(ss),
 		ivOffset:   opts.IVOffset,
 		readOnly:   opts.ReadOnly || caps.ReadOnly,
@@ -92,13 +91,14 @@ func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*De
 	if opts.AllowDiscards && !d.readOnly {
 		d.trim = ops.Trim
 	}
+	d.size.Store(size)
 	d.fua = ops.FUA
 	d.lost, _ = backend.(lostWrites)
 	return d, nil
 }
 
 // Size is the plaintext size in bytes.
-func (d *Device) Size() int64 { return d.size }
+func (d *Device) Size() int64 { return d.size.Load() }
 
 // BlockSize is the encryption sector size.
 func (d *Device) BlockSize() int { return int(d.sectorSize) }
@@ -125,13 +125,14 @@ func (d *Device) ivSector(off int64) uint64 { return uint64(off)/512 + d.ivOffse
 // ReadAt reads and decrypts len(p) bytes at off. Like io.ReaderAt it
 // returns io.EOF when the range reaches past the end.
 func (d *Device) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off > d.size {
+	size := d.size.Load()
+	if off < 0 || off > size {
 		return 0, &blockdev.OpError{Op: "read", Path: "crypt", Off: off, Len: int64(len(p)), Err: blockdev.ErrOutOfRange}
 	}
 	want := len(p)
 	var eof error
-	if int64(want) > d.size-off {
-		p = p[:d.size-off]
+	if int64(want) > size-off {
+		p = p[:size-off]
 		eof = io.EOF
 	}
 	if len(p) == 0 {
@@ -280,7 +281,7 @@ func (d *Device) checkWrite(op string, off, length int64) error {
 	if d.readOnly {
 		return &blockdev.OpError{Op: op, Path: "crypt", Off: off, Len: length, Err: blockdev.ErrReadOnly}
 	}
-	if off < 0 || length < 0 || off > d.size || length > d.size-off {
+	if size := d.size.Load(); off < 0 || length < 0 || off > size || length > size-off {
 		return &blockdev.OpError{Op: op, Path: "crypt", Off: off, Len: length, Err: blockdev.ErrOutOfRange}
 	}
 	return nil

@@ -78,7 +78,7 @@ type Server struct {
 	zero blockdev.ZeroWriter // nil: write zeroes are written out
 	fua  blockdev.FUAWriter  // nil: a FUA write is a write and a flush
 	cfg  Config
-	size int64
+	size atomic.Int64 // SetSize changes it (resize.go)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -125,7 +125,6 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 		zero:      ops.Zero,
 		fua:       ops.FUA,
 		cfg:       cfg,
-		size:      dev.Size(),
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*session]struct{}{},
 		conns:     map[net.Conn]struct{}{},
@@ -136,6 +135,7 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 	// A client may send TRIM unasked: a device with Trim answers it (a
 	// refusal is a hint ignored), whatever it advertises.
 	s.trim, _ = dev.(blockdev.Trimmer)
+	s.size.Store(dev.Size())
 	return s
 }
 
@@ -157,7 +157,7 @@ func (s *Server) Flags() uint16 {
 }
 
 // Size is the export's size in bytes.
-func (s *Server) Size() int64 { return s.size }
+func (s *Server) Size() int64 { return s.size.Load() }
 
 // blockSizes returns the minimum, preferred and maximum block sizes: any
 // byte alignment works (the crypt layer reads, modifies and writes partial
