@@ -22,45 +22,60 @@ import (
 // data device is measured again, then the crypt layer, the kernel device
 // and the /dev/mapper mapping grow; shrinking, the other way round.
 
-// resizable is the crypt layer as resize sees it (*dmcrypt.Device).
-type resizable interface {
+// liveDevice is the crypt layer as resize and refresh see it
+// (*dmcrypt.Device).
+type liveDevice interface {
 	Size() int64
 	Resize(size int64) error
 	Backend() blockdev.Device
+	CanDiscard() bool
+	SetDiscards(on bool) error
 }
 
-// resizeControl changes one running volume's size.
-type resizeControl struct {
+// liveControl changes a running volume's size (here) and discard
+// setting (discards.go).
+type liveControl struct {
 	st   *State
-	dev  resizable
+	dev  liveDevice
 	att  frontend.Attachment
 	keys *keyControl // its lock also guards st; nil without a crypt layer
-	mu   sync.Mutex  // one resize at a time
+	mu   sync.Mutex  // one change at a time
 }
 
-// newResizeControl returns vol's resizer, or nil when what it serves is
-// not a crypt layer (tests).
-func newResizeControl(st *State, vol opened, att frontend.Attachment) *resizeControl {
-	dev, ok := vol.dev.(resizable)
+// newLiveControl returns vol's live control, or nil when what it serves
+// is not a crypt layer (tests).
+func newLiveControl(st *State, vol opened, att frontend.Attachment) *liveControl {
+	dev, ok := vol.dev.(liveDevice)
 	if !ok {
 		return nil
 	}
-	return &resizeControl{st: st, dev: dev, att: att, keys: vol.keys}
+	return &liveControl{st: st, dev: dev, att: att, keys: vol.keys}
 }
 
-// answer answers "resize N" on conn; it reports whether line was one.
-func (r *resizeControl) answer(conn net.Conn, line string) bool {
+// answer answers "resize N" and "discards on|off" on conn; it reports
+// whether line was one of them.
+func (r *liveControl) answer(conn net.Conn, line string) bool {
 	cmd, arg, _ := strings.Cut(line, " ")
-	if cmd != "resize" {
+	var err error
+	switch cmd {
+	case "resize":
+		size, perr := strconv.ParseInt(arg, 10, 64)
+		if perr != nil || size < 0 {
+			err = fmt.Errorf("bad size %q", arg)
+			break
+		}
+		err = r.locked(func() error { return r.resize(size) })
+	case "discards":
+		if arg != "on" && arg != "off" {
+			err = fmt.Errorf("bad discards setting %q", arg)
+			break
+		}
+		err = r.locked(func() error { return r.setDiscards(arg == "on") })
+	default:
 		return false
 	}
 	defer conn.Close()
-	size, err := strconv.ParseInt(arg, 10, 64)
-	if err != nil || size < 0 {
-		fmt.Fprintf(conn, "error: bad size %q\n", arg)
-		return true
-	}
-	if err := r.resize(size); err != nil {
+	if err != nil {
 		fmt.Fprintln(conn, "error: "+oneLine(err))
 		return true
 	}
@@ -68,9 +83,9 @@ func (r *resizeControl) answer(conn net.Conn, line string) bool {
 	return true
 }
 
-// resize sets the volume's size to size bytes (0: to the end of the data
-// device), with cryptsetup's checks and messages.
-func (r *resizeControl) resize(size int64) error {
+// locked runs change alone, with the state locked and the volume not
+// suspended.
+func (r *liveControl) locked(change func() error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.keys != nil {
@@ -80,6 +95,12 @@ func (r *resizeControl) resize(size int64) error {
 			return errorf(ErrInvalid, "Volume %s is suspended.", r.st.Name)
 		}
 	}
+	return change()
+}
+
+// resize sets the volume's size to size bytes (0: to the end of the data
+// device), with cryptsetup's checks and messages.
+func (r *liveControl) resize(size int64) error {
 	resizer, ok := r.att.(frontend.Resizer)
 	if !ok {
 		return errorf(ErrInvalid, "luksd cannot resize %s while it is attached (Linux 6.12's %s has no live size update); close and open %s again.",
@@ -111,7 +132,7 @@ func (r *resizeControl) resize(size int64) error {
 
 // target measures the data device again and checks size against it as
 // cryptsetup's device_block_adjust does; it returns the size to take.
-func (r *resizeControl) target(size int64) (int64, error) {
+func (r *liveControl) target(size int64) (int64, error) {
 	below := r.dev.Backend()
 	real := below.Size()
 	if m, ok := below.(blockdev.Remeasurer); ok {
@@ -138,7 +159,7 @@ func (r *resizeControl) target(size int64) (int64, error) {
 
 // grow enlarges the crypt layer, then the kernel device, then the mapping
 // over it; a failure puts back what was changed.
-func (r *resizeControl) grow(k frontend.Resizer, old, size int64) error {
+func (r *liveControl) grow(k frontend.Resizer, old, size int64) error {
 	if err := r.dev.Resize(size); err != nil {
 		return err
 	}
@@ -156,7 +177,7 @@ func (r *resizeControl) grow(k frontend.Resizer, old, size int64) error {
 
 // shrink makes the mapping smaller first, then the kernel device, then
 // the crypt layer.
-func (r *resizeControl) shrink(k frontend.Resizer, old, size int64) error {
+func (r *liveControl) shrink(k frontend.Resizer, old, size int64) error {
 	if err := r.reloadMapping(size); err != nil {
 		return err
 	}
@@ -169,7 +190,7 @@ func (r *resizeControl) shrink(k frontend.Resizer, old, size int64) error {
 
 // reloadMapping gives the /dev/mapper/NAME linear mapping the new size
 // (a symlink needs nothing).
-func (r *resizeControl) reloadMapping(size int64) error {
+func (r *liveControl) reloadMapping(size int64) error {
 	if r.st.MapperKind != mappingDM {
 		return nil
 	}
@@ -201,10 +222,15 @@ func dmReloadLinear(name string, major, minor uint32, sectors uint64, readOnly b
 // Resize asks name's daemon to take size bytes (0: to the end of the data
 // device). Refusals come back in cryptsetup's words as ErrInvalid.
 func Resize(name string, size int64) error {
+	return askLive(name, fmt.Sprintf("resize %d", size))
+}
+
+// askLive sends one of liveControl's commands to name's daemon.
+func askLive(name, cmd string) error {
 	if !Alive(name) {
 		return errorf(ErrNotActive, "Device %s is not active.", name)
 	}
-	reply, err := askDaemon(name, fmt.Sprintf("resize %d", size))
+	reply, err := askDaemon(name, cmd)
 	switch {
 	case err != nil:
 		return fmt.Errorf("cannot reach the daemon of %s: %v", name, err)
@@ -213,5 +239,5 @@ func Resize(name string, size int64) error {
 	case strings.HasPrefix(reply, "error: "):
 		return errorf(ErrInvalid, "%s", strings.TrimPrefix(reply, "error: "))
 	}
-	return fmt.Errorf("resize %s: unexpected reply %q", name, reply)
+	return fmt.Errorf("%s %s: unexpected reply %q", cmd, name, reply)
 }

@@ -22,6 +22,8 @@ type sizedMem struct {
 func (s *sizedMem) Size() int64              { return s.size }
 func (s *sizedMem) Resize(n int64) error     { s.size = n; return nil }
 func (s *sizedMem) Backend() blockdev.Device { return s.backend }
+func (s *sizedMem) CanDiscard() bool         { return true }
+func (s *sizedMem) SetDiscards(bool) error   { return nil }
 
 // TestResizeRefusedWithoutLiveResize: a frontend whose kernel device
 // cannot change size refuses resize with one line that says to close and
@@ -29,7 +31,7 @@ func (s *sizedMem) Backend() blockdev.Device { return s.backend }
 func TestResizeRefusedWithoutLiveResize(t *testing.T) {
 	dev := &sizedMem{size: 1 << 20, backend: devtest.NewMem(4 << 20)}
 	st := &State{Name: "u", Device: "/dev/ublkb3", Frontend: "ublk", SectorSize: 512}
-	r := &resizeControl{st: st, dev: dev, att: fixedAttachment{}}
+	r := &liveControl{st: st, dev: dev, att: fixedAttachment{}}
 	err := r.resize(0)
 	const want = "luksd cannot resize /dev/ublkb3 while it is attached (Linux 6.12's ublk has no live size update); close and open u again."
 	if err == nil || err.Error() != want || !errors.Is(err, ErrInvalid) {

@@ -36,7 +36,8 @@ type Device struct {
 	sectorSize int64
 	ivOffset   uint64
 	readOnly   bool
-	trim       blockdev.Trimmer   // nil: discards are refused
+	trim       blockdev.Trimmer   // the backend's discard; nil: it has none, or the device is read-only
+	discards   atomic.Bool        // discards are allowed (discards.go)
 	fua        blockdev.FUAWriter // nil: a FUA write is a write and a flush
 	lost       lostWrites         // nil: the backend keeps no record of lost writes
 	locks      sectorLocks
@@ -88,9 +89,10 @@ func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*De
 		readOnly:   opts.ReadOnly || caps.ReadOnly,
 		procs:      runtime.GOMAXPROCS(0),
 	}
-	if opts.AllowDiscards && !d.readOnly {
+	if !d.readOnly {
 		d.trim = ops.Trim
 	}
+	d.discards.Store(opts.AllowDiscards && d.trim != nil)
 	d.size.Store(size)
 	d.fua = ops.FUA
 	d.lost, _ = backend.(lostWrites)
@@ -109,7 +111,7 @@ func (d *Device) BlockSize() int { return int(d.sectorSize) }
 func (d *Device) Caps() blockdev.Caps {
 	return blockdev.Caps{
 		ReadOnly:    d.readOnly,
-		Trim:        d.trim != nil,
+		Trim:        d.discards.Load(),
 		WriteZeroes: true,
 		FUA:         true,
 		BlockSize:   int(d.sectorSize),
@@ -230,7 +232,7 @@ func (d *Device) WriteZeroes(off, length int64) error {
 // discards are allowed; otherwise it returns blockdev.ErrNotSupported.
 // Discarded sectors read back as garbage, as with dm-crypt.
 func (d *Device) Trim(off, length int64) error {
-	if d.trim == nil {
+	if !d.discards.Load() {
 		return &blockdev.OpError{Op: "trim", Path: "crypt", Off: off, Len: length, Err: blockdev.ErrNotSupported}
 	}
 	if err := d.checkWrite("trim", off, length); err != nil {

@@ -67,7 +67,7 @@ done
 
 # Dynamically linked tools and their libraries (same paths as on the host).
 # tangd and jose: a tang server inside the VM for unattended unlock.
-tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/bin/lsblk /usr/bin/findmnt /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs
+tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/bin/lsblk /usr/bin/findmnt /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs /usr/sbin/resize2fs /usr/sbin/fstrim
 	/usr/libexec/tangd /usr/bin/jose)
 libs=()
 for t in "${tools[@]}"; do

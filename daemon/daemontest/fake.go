@@ -62,6 +62,7 @@ type Attachment struct {
 	detached  int
 	sizes     []int64 // what Resize was told (resize.go)
 	resizeErr error   // what Resize fails with
+	discards  []bool  // what SetDiscards was told (discards.go)
 }
 
 func (a *Attachment) DevicePath() string { return "/nonexistent/fake-" + a.Opts.Name }
