@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/luksd/luksd/blockdev"
@@ -41,16 +42,33 @@ func (n *nbdAttachment) SetDiscards(on bool) error {
 		return errors.New("the kernel device was attached without discards (read-only, or the data device has none)")
 	}
 	q := fmt.Sprintf("/sys/block/nbd%d/queue/", n.a.Index())
-	limit := "0"
+	var limit uint64
 	if on {
-		b, err := os.ReadFile(q + "discard_max_hw_bytes")
+		// The driver's maximum, in whole discard granules (the kernel
+		// takes nothing else; nbd's maximum is not a multiple of 4096).
+		hw, err := readSysfsUint(q + "discard_max_hw_bytes")
 		if err != nil {
 			return err
 		}
-		limit = strings.TrimSpace(string(b))
+		gran, err := readSysfsUint(q + "discard_granularity")
+		if err != nil {
+			return err
+		}
+		limit = hw
+		if gran > 0 {
+			limit -= hw % gran
+		}
 	}
-	if err := os.WriteFile(q+"discard_max_bytes", []byte(limit), 0); err != nil {
+	if err := os.WriteFile(q+"discard_max_bytes", []byte(strconv.FormatUint(limit, 10)), 0); err != nil {
 		return fmt.Errorf("setting discards of %s: %v", n.a.DevicePath(), err)
 	}
 	return nil
+}
+
+func readSysfsUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }

@@ -92,8 +92,9 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts Options) (Attachment, error)
 		return nil, err
 	}
 	att := &nbdAttachment{a: a, srv: srv, dev: dev, conns: conns, trimOffered: flags&nbd.FlagSendTrim != 0}
-	if switchable && !blockdev.CapsOf(dev).Trim && !opts.Recover {
-		if err := att.SetDiscards(false); err != nil {
+	if switchable {
+		// Set either way: the queue keeps the limit a volume before set.
+		if err := att.SetDiscards(blockdev.CapsOf(dev).Trim); err != nil {
 			att.Detach()
 			return nil, err
 		}
@@ -115,6 +116,12 @@ func (n *nbdAttachment) Wait() error        { return n.a.Wait() }
 // Detach writes the kernel's dirty pages through, disconnects /dev/nbdN,
 // ends the server's sessions and flushes the volume.
 func (n *nbdAttachment) Detach() error {
+	if n.trimOffered {
+		// Leave the queue's discard limit as the driver set it up, for
+		// the next user of /dev/nbdN (discards sent meanwhile are hints
+		// the crypt layer may refuse).
+		n.SetDiscards(true)
+	}
 	err := n.a.Detach()
 	n.srv.Close()
 	if ferr := n.dev.Flush(); ferr != nil && err == nil {
