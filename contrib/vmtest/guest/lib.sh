@@ -96,6 +96,33 @@ data_offset_mib() {
 		END { exit !found }'
 }
 
+# make_tree DIR N STEP: N files of random bytes in ten folders below DIR,
+# file i holding i*STEP+1 bytes (small files of many sizes, as a real tree).
+make_tree() {
+	_i=0
+	while [ $_i -lt "$2" ]; do
+		mkdir -p "$1/d$((_i % 10))"
+		head -c $((_i * $3 + 1)) /dev/urandom >"$1/d$((_i % 10))/f$_i"
+		_i=$((_i + 1))
+	done
+}
+
+# save_tree DIR COUNT: the sums of every file below DIR (lost+found aside)
+# to $SCRATCH/manifest; fails unless there are COUNT files.
+save_tree() {
+	(cd "$1" && find . -type f ! -path './lost+found/*' | sort | xargs sha256sum) >"$SCRATCH/manifest"
+	[ "$(wc -l <"$SCRATCH/manifest")" = "$2" ] || because "wrote $(wc -l <"$SCRATCH/manifest") files, not $2"
+}
+
+# verify_tree DIR: every file in $SCRATCH/manifest is intact below DIR.
+verify_tree() { (cd "$1" && sha256sum -c -s "$SCRATCH/manifest"); }
+
+# fsck_clean DEV WHAT: e2fsck -fn finds DEV clean, else the check ends
+# with its last line.
+fsck_clean() {
+	e2fsck -fn "$1" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn $2: $(tail -n1 "$SCRATCH/fsck.out")"
+}
+
 # drop_caches drops clean cached pages (callers have fsynced what they
 # wrote; a global sync could hang on a device an earlier check left dead).
 drop_caches() { echo 3 >/proc/sys/vm/drop_caches; }

@@ -79,7 +79,7 @@ suspend_resume() {
 	luksd status vol | grep -q 'mode: *read/write$' || because "luksd status after resume: $(luksd status vol)"
 	[ "$(sum_of "$mnt/during.bin")" = "$(sum_of "$SCRATCH/during.bin")" ] || because "the file written across the suspension differs"
 	umount "$mnt" || because "umount failed"
-	e2fsck -fn "$dev" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn after resume: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean "$dev" "after resume"
 	luksd_close vol || because "luksd close failed"
 	cs_close vmt || because "cryptsetup close failed"
 	rm -f "$img" "$csimg"

@@ -14,9 +14,6 @@ mkkey "$key"
 mnt=/mnt/vol
 mkdir -p "$mnt"
 
-# verify_tree DIR checks every file against the manifest made at write time.
-verify_tree() { (cd "$1" && sha256sum -c -s "$SCRATCH/manifest"); }
-
 filesystem() {
 	img=$SCRATCH/img
 	mkimage "$img" 64
@@ -25,27 +22,21 @@ filesystem() {
 	mkfs.ext4 -q -F "$dev" || because "mkfs.ext4 on $dev failed"
 	mount -t ext4 "$dev" "$mnt" || because "mounting $dev failed"
 	mkpattern "$mnt/big.bin" 4
-	i=0
-	while [ $i -lt 200 ]; do
-		mkdir -p "$mnt/tree/d$((i % 10))"
-		head -c $((i * 97 + 1)) /dev/urandom >"$mnt/tree/d$((i % 10))/f$i"
-		i=$((i + 1))
-	done
-	(cd "$mnt" && find . -type f ! -path './lost+found/*' | sort | xargs sha256sum) >"$SCRATCH/manifest"
-	[ "$(wc -l <"$SCRATCH/manifest")" = 201 ] || because "wrote $(wc -l <"$SCRATCH/manifest") files, not 201"
+	make_tree "$mnt/tree" 200 97
+	save_tree "$mnt" 201
 	sync -f "$mnt" # syncfs: a global sync could hang on a dead device
 	umount "$mnt" || because "umount failed"
 	luksd_close vol || because "luksd close failed"
 
 	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd reopen failed"
-	e2fsck -fn "$dev" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through luksd: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean "$dev" "through luksd"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "mounting $dev after reopen failed"
 	verify_tree "$mnt" || because "files differ after luksd close and reopen"
 	umount "$mnt" || because "umount failed"
 	luksd_close vol || because "luksd close failed"
 
 	cs_open "$img" vmt "$key" || because "cryptsetup open failed"
-	e2fsck -fn /dev/mapper/vmt >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through dm-crypt: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean /dev/mapper/vmt "through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/vmt "$mnt" || because "mounting through dm-crypt failed"
 	verify_tree "$mnt" || because "files read through dm-crypt differ"
 	umount "$mnt" || because "umount failed"

@@ -92,7 +92,7 @@ lifecycle() {
 	[ "$rc" = 5 ] || because "close while mounted exit $rc, want 5 ($(cat "$SCRATCH/err"))"
 	[ -b "$dev" ] && [ -e /run/luksd/vol/state ] || because "refused close still tore the device down"
 	umount "$mnt" || because "umount failed"
-	e2fsck -fn "$dev" >"$SCRATCH/fsck" 2>&1 || because "e2fsck: $(tail -n1 "$SCRATCH/fsck")"
+	fsck_clean "$dev" "after the steps"
 	luksd close vol || because "close failed"
 	[ ! -e /run/luksd/vol ] || because "state left in /run/luksd/vol"
 	# The detached daemon's log outlives it.
@@ -109,7 +109,7 @@ lifecycle() {
 
 	# The kernel's dm-crypt reads what luksd wrote.
 	cs_open "$img" vmt "$key" || because "cryptsetup open failed"
-	e2fsck -fn /dev/mapper/vmt >"$SCRATCH/fsck" 2>&1 || because "e2fsck through dm-crypt: $(tail -n1 "$SCRATCH/fsck")"
+	fsck_clean /dev/mapper/vmt "through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/vmt "$mnt" || because "mount through dm-crypt failed"
 	cmp -s "$mnt/p" "$SCRATCH/pattern" || because "file read through dm-crypt differs"
 	umount "$mnt"

@@ -110,7 +110,7 @@ takeover() {
 	umount "$mnt" || because "umount after the takeovers failed"
 	errors_after=$(dmesg | grep -c 'I/O error' || true)
 	[ "$errors_after" = "$errors_before" ] || because "the kernel logged I/O errors: $(dmesg | grep 'I/O error' | tail -n1)"
-	e2fsck -fn "$dev" >"$SCRATCH/fsck" 2>&1 || because "e2fsck -fn after the takeovers: $(tail -n1 "$SCRATCH/fsck")"
+	fsck_clean "$dev" "after the takeovers"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "remount failed"
 	[ "$(sum_of "$mnt/synced")" = "$sum" ] || because "the synced file changed"
 	umount "$mnt"

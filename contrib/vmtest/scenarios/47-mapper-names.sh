@@ -101,7 +101,7 @@ recover_dm() {
 	head -c 1048576 /dev/urandom >"$SCRATCH/p"
 	cp "$SCRATCH/p" "$mnt/p" && sync || because "writing after the takeover failed"
 	umount "$mnt"
-	e2fsck -fn /dev/mapper/vol >"$SCRATCH/fsck" 2>&1 || because "e2fsck: $(tail -n1 "$SCRATCH/fsck")"
+	fsck_clean /dev/mapper/vol "after the steps"
 	luksd close vol || because "close failed"
 	[ ! -e /dev/mapper/vol ] || because "close left /dev/mapper/vol"
 }

@@ -55,8 +55,6 @@ start_weed() {
 stop_weed() { [ -e "$SCRATCH/weed.pid" ] && kill "$(cat "$SCRATCH/weed.pid")" 2>/dev/null; rm -f "$SCRATCH/weed.pid"; }
 trap stop_weed EXIT
 
-verify_tree() { (cd "$1" && sha256sum -c -s "$SCRATCH/manifest"); }
-
 s3volume() {
 	# From the 9p share (cache=none) to tmpfs: weed's pages then fault in
 	# from memory.
@@ -73,14 +71,8 @@ s3volume() {
 	mount -t ext4 "$dev" "$mnt" || because "mounting $dev failed"
 	say "mounted"
 	mkpattern "$mnt/big.bin" 8
-	i=0
-	while [ $i -lt 100 ]; do
-		mkdir -p "$mnt/tree/d$((i % 10))"
-		head -c $((i * 197 + 1)) /dev/urandom >"$mnt/tree/d$((i % 10))/f$i"
-		i=$((i + 1))
-	done
-	(cd "$mnt" && find . -type f ! -path './lost+found/*' | sort | xargs sha256sum) >"$SCRATCH/manifest"
-	[ "$(wc -l <"$SCRATCH/manifest")" = 101 ] || because "wrote $(wc -l <"$SCRATCH/manifest") files, not 101"
+	make_tree "$mnt/tree" 100 197
+	save_tree "$mnt" 101
 	sync -f "$mnt"
 	umount "$mnt" || because "umount failed"
 	luksd_close vol || because "luksd close failed"
@@ -88,7 +80,7 @@ s3volume() {
 
 	dev=$(luksd_open "$FRONTEND" "$loc" vol "$key") || because "luksd reopen failed: $(open_failure vol)"
 	drop_caches
-	e2fsck -fn "$dev" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through luksd: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean "$dev" "through luksd"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "mounting $dev after reopen failed"
 	verify_tree "$mnt" || because "files differ after luksd close and reopen"
 	umount "$mnt" || because "umount failed"
@@ -98,7 +90,7 @@ s3volume() {
 	luksd copy -q "$loc" "$SCRATCH/copy.img" || because "luksd copy $loc to a file failed"
 	say "copied"
 	cs_open "$SCRATCH/copy.img" vmt "$key" || because "cryptsetup open of the copy failed"
-	e2fsck -fn /dev/mapper/vmt >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through dm-crypt: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean /dev/mapper/vmt "through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/vmt "$mnt" || because "mounting the copy through dm-crypt failed"
 	verify_tree "$mnt" || because "files read through dm-crypt from the copy differ"
 	umount "$mnt" || because "umount failed"

@@ -86,9 +86,9 @@ check_after_replay() {
 	say "mount (journal replay), umount, e2fsck -fn, compare"
 	mount -t ext4 "$dev" "$mnt" || because "mount after the crash (journal replay) failed"
 	umount "$mnt" || because "umount after journal replay failed"
-	e2fsck -fn "$dev" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn after journal replay: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean "$dev" "after journal replay"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "read-only mount failed"
-	(cd "$mnt" && sha256sum -c -s "$SCRATCH/manifest") || because "data synced before the kill is not intact"
+	verify_tree "$mnt" || because "data synced before the kill is not intact"
 	umount "$mnt" || because "umount failed"
 }
 

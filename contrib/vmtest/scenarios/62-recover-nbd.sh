@@ -36,7 +36,7 @@ recover() {
 	timeout 60 umount "$mnt" || because "umount after the takeover failed"
 	errors_after=$(dmesg | grep -c 'I/O error' || true)
 	[ "$errors_after" = "$errors_before" ] || because "the kernel logged I/O errors: $(dmesg | grep 'I/O error' | tail -n1)"
-	e2fsck -fn "$dev" >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn after the takeover: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean "$dev" "after the takeover"
 	check_after_replay
 	luksd_close vol || because "luksd close failed"
 	rm -f "$img"

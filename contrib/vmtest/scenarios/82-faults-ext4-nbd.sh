@@ -23,8 +23,6 @@ mkkey "$key"
 mnt=/mnt/vol
 mkdir -p "$mnt"
 
-verify() { (cd "$1" && sha256sum -c -s "$SCRATCH/manifest"); }
-
 # ext4_faults ENGINE MODE: the steps; what fsync, syncfs and e2fsck -fn
 # said goes to $SCRATCH/verdict.MODE.ENGINE.
 ext4_faults() {
@@ -86,9 +84,9 @@ ext4_faults() {
 		e2fsck -fy "$dev" >"$SCRATCH/fsck.y" 2>&1 || rcy=$?
 	fi
 	[ "$rcy" -le 1 ] || because "e2fsck -fy after healing exit $rcy: $(grep -v '^$' "$SCRATCH/fsck.y" | tail -n2 | tr '\n' ' ')"
-	e2fsck -fn "$dev" >"$SCRATCH/fsck.n2" 2>&1 || because "not clean after e2fsck -fy: $(tail -n1 "$SCRATCH/fsck.n2")"
+	fsck_clean "$dev" "after e2fsck -fy"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "mount after repair failed"
-	verify "$mnt" || because "files synced before the fault are damaged"
+	verify_tree "$mnt" || because "files synced before the fault are damaged"
 	umount "$mnt"
 	warned=no
 	if [ "$engine" = dm-crypt ]; then
@@ -98,9 +96,9 @@ ext4_faults() {
 		[ -s "$SCRATCH/close.err" ] && warned="yes ($(head -c 160 "$SCRATCH/close.err"))"
 	fi
 	cs_open "$flt" chk "$key" || because "cryptsetup open for the check failed"
-	e2fsck -fn /dev/mapper/chk >"$SCRATCH/fsck.c" 2>&1 || because "reopened through dm-crypt, not clean: $(tail -n1 "$SCRATCH/fsck.c")"
+	fsck_clean /dev/mapper/chk "reopened through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/chk "$mnt" || because "mount through dm-crypt failed"
-	verify "$mnt" || because "files read through dm-crypt differ"
+	verify_tree "$mnt" || because "files read through dm-crypt differ"
 	umount "$mnt"
 	cs_close chk
 	note "$VMTEST_SCENARIO $mode $engine: while failing fsync $fsync, syncfs $syncfs; after healing e2fsck -fn exit $rc ($(grep -c . "$SCRATCH/fsck.n") lines), -fy exit $rcy, then clean; reopened: $reopened; synced files intact; close warned: $warned"

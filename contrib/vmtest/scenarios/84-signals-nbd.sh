@@ -72,9 +72,9 @@ signal() {
 		[ ! -e /run/luksd/vol ] || because "the state was left behind"
 	fi
 	cs_open "$img" chk "$key" || because "cryptsetup open failed"
-	e2fsck -fn /dev/mapper/chk >"$SCRATCH/fsck" 2>&1 || because "e2fsck -fn through dm-crypt: $(tail -n1 "$SCRATCH/fsck")"
+	fsck_clean /dev/mapper/chk "through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/chk "$mnt" || because "mount through dm-crypt failed"
-	(cd "$mnt" && sha256sum -c -s "$SCRATCH/manifest") || because "files differ through dm-crypt"
+	verify_tree "$mnt" || because "files differ through dm-crypt"
 	[ "$(wc -l <"$SCRATCH/manifest")" = 50 ] || because "manifest has $(wc -l <"$SCRATCH/manifest") files, not 50"
 	umount "$mnt"
 	cs_close chk
