@@ -8,10 +8,9 @@ import (
 
 // Discards on and off (cryptsetup refresh NAME [--allow-discards]):
 // "discards on|off" on the control socket switches the running volume's
-// discards as dm-crypt's allow_discards after a table reload. Turning
-// them on, the crypt layer takes them first, then the kernel device sends
-// them, then the /dev/mapper mapping is reloaded to pass them; turning
-// them off, the other way round.
+// discards as dm-crypt's allow_discards after a table reload. The crypt
+// layer decides; the kernel device must be one that lets it
+// (frontend.DiscardSwitch).
 
 // setDiscards allows or stops discards on the running volume.
 func (r *liveControl) setDiscards(on bool) error {
@@ -31,29 +30,10 @@ func (r *liveControl) setDiscards(on bool) error {
 		return errorf(ErrInvalid, "luksd cannot change discards of %s while it is attached (Linux 6.12's %s fixes them when it starts); close and open %s again.",
 			r.st.Device, r.st.Frontend, r.st.Name)
 	}
-	if on {
-		if err := r.dev.SetDiscards(true); err != nil {
-			return err
-		}
-		if err := k.SetDiscards(true); err != nil {
-			r.dev.SetDiscards(false)
-			return err
-		}
-		if err := r.reloadMapping(r.dev.Size()); err != nil {
-			k.SetDiscards(false)
-			r.dev.SetDiscards(false)
-			return err
-		}
-		return r.recordDiscards(on)
-	}
-	if err := k.SetDiscards(false); err != nil {
+	if err := k.SetDiscards(on); err != nil {
 		return err
 	}
-	if err := r.reloadMapping(r.dev.Size()); err != nil {
-		k.SetDiscards(true)
-		return err
-	}
-	if err := r.dev.SetDiscards(false); err != nil {
+	if err := r.dev.SetDiscards(on); err != nil {
 		return err
 	}
 	return r.recordDiscards(on)

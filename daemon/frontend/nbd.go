@@ -64,8 +64,7 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts Options) (Attachment, error)
 	}
 	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly, RequestTimeout: opts.IOTimeout, Logf: opts.Logf})
 	flags := srv.Flags()
-	switchable := switchableDiscards(dev, opts) // discards.go
-	if switchable {
+	if switchableDiscards(dev, opts) { // discards.go: refresh may allow them
 		flags |= nbd.FlagSendTrim
 	}
 	conns, kernelTimeout := 1, time.Duration(0) // wait for ever
@@ -91,15 +90,7 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts Options) (Attachment, error)
 		srv.Close()
 		return nil, err
 	}
-	att := &nbdAttachment{a: a, srv: srv, dev: dev, conns: conns, trimOffered: flags&nbd.FlagSendTrim != 0}
-	if switchable {
-		// Set either way: the queue keeps the limit a volume before set.
-		if err := att.SetDiscards(blockdev.CapsOf(dev).Trim); err != nil {
-			att.Detach()
-			return nil, err
-		}
-	}
-	return att, nil
+	return &nbdAttachment{a: a, srv: srv, dev: dev, conns: conns, trimOffered: flags&nbd.FlagSendTrim != 0}, nil
 }
 
 type nbdAttachment struct {
@@ -116,12 +107,6 @@ func (n *nbdAttachment) Wait() error        { return n.a.Wait() }
 // Detach writes the kernel's dirty pages through, disconnects /dev/nbdN,
 // ends the server's sessions and flushes the volume.
 func (n *nbdAttachment) Detach() error {
-	if n.trimOffered {
-		// Leave the queue's discard limit as the driver set it up, for
-		// the next user of /dev/nbdN (discards sent meanwhile are hints
-		// the crypt layer may refuse).
-		n.SetDiscards(true)
-	}
 	err := n.a.Detach()
 	n.srv.Close()
 	if ferr := n.dev.Flush(); ferr != nil && err == nil {

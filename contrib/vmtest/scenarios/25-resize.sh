@@ -20,18 +20,6 @@ mnt=/mnt/vol
 csmnt=/mnt/cs
 mkdir -p "$mnt" "$csmnt"
 
-verify_tree() { (cd "$1" && sha256sum -c -s "$SCRATCH/manifest"); }
-
-# fill DIR writes the files the manifest records.
-fill() {
-	mkpattern "$1/big.bin" 8
-	i=0
-	while [ $i -lt 50 ]; do
-		head -c $((i * 331 + 1)) /dev/urandom >"$1/f$i"
-		i=$((i + 1))
-	done
-}
-
 # same_size WHAT: /dev/mapper/vol and /dev/mapper/vmt have the same size,
 # and so do the status lines.
 same_size() {
@@ -72,8 +60,9 @@ grow_nbd() {
 	done
 	mount -t ext4 /dev/mapper/vol "$mnt" || because "mounting luksd's device failed"
 	mount -t ext4 /dev/mapper/vmt "$csmnt" || because "mounting dm-crypt's device failed"
-	fill "$mnt"
-	(cd "$mnt" && find . -type f ! -path './lost+found/*' | sort | xargs sha256sum) >"$SCRATCH/manifest"
+	mkpattern "$mnt/big.bin" 8
+	make_tree "$mnt/tree" 50 331
+	save_tree "$mnt" 51
 	sync -f "$mnt"
 
 	truncate -s 128M "$img" "$csimg" || because "growing the images failed"
@@ -93,7 +82,7 @@ grow_nbd() {
 	verify_tree "$mnt" || because "files differ after the online resize"
 	umount "$mnt" || because "umount failed"
 	umount "$csmnt" || because "umount of dm-crypt's failed"
-	e2fsck -fn /dev/mapper/vol >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through luksd: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean /dev/mapper/vol "through luksd"
 
 	same_refusal "resize past the device" --device-size 200m
 	for s in 96m 112m; do
@@ -101,7 +90,7 @@ grow_nbd() {
 		cryptsetup resize --key-file "$key" --device-size "$s" vmt || because "cryptsetup resize --device-size $s failed"
 		same_size "--device-size $s"
 	done
-	e2fsck -fn /dev/mapper/vol >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn after shrinking and growing: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean /dev/mapper/vol "after shrinking and growing"
 	luksd_close vol || because "luksd close failed"
 	cs_close vmt || because "cryptsetup close failed"
 
@@ -112,7 +101,7 @@ grow_nbd() {
 	umount "$mnt"
 	luksd_close vol || because "luksd close failed"
 	cs_open "$img" vmt "$key" || because "cryptsetup open of luksd's image failed"
-	e2fsck -fn /dev/mapper/vmt >"$SCRATCH/fsck.out" 2>&1 || because "e2fsck -fn through dm-crypt: $(tail -n1 "$SCRATCH/fsck.out")"
+	fsck_clean /dev/mapper/vmt "through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/vmt "$mnt" || because "mounting luksd's image with dm-crypt failed"
 	verify_tree "$mnt" || because "files read through dm-crypt differ"
 	umount "$mnt"
