@@ -134,21 +134,21 @@ func (r *liveControl) resize(size int64) error {
 // cryptsetup's device_block_adjust does; it returns the size to take.
 func (r *liveControl) target(size int64) (int64, error) {
 	below := r.dev.Backend()
-	real := below.Size()
+	devSize := below.Size()
 	if m, ok := below.(blockdev.Remeasurer); ok {
 		var err error
-		if real, err = m.Remeasure(); err != nil {
+		if devSize, err = m.Remeasure(); err != nil {
 			return 0, err
 		}
 	}
 	offset := r.st.Offset
-	if offset >= real {
+	if offset >= devSize {
 		return 0, errorf(ErrInvalid, "Requested offset is beyond real size of device %s.", r.st.Image)
 	}
 	if size == 0 {
-		size = real - offset
+		size = devSize - offset
 	}
-	if size > real-offset {
+	if size > devSize-offset {
 		return 0, errorf(ErrInvalid, "Device %s is too small.", r.st.Image)
 	}
 	if size%int64(r.st.SectorSize) != 0 {
