@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -86,14 +87,14 @@ func (d *File) Claim() string { return d.io.claim }
 // fileIO is the raw device below File's Tracked layer.
 type fileIO struct {
 	path     string
-	f        *os.File // buffered: misaligned requests, fdatasync, ioctls
-	fd       int      // f's descriptor
-	direct   *os.File // the second descriptor: O_DIRECT, O_EXCL, or both
-	dfd      int      // its descriptor when it does direct I/O, else -1
-	offAlign int64    // direct I/O: offset and length alignment
-	memAlign uintptr  // direct I/O: buffer address alignment
-	backing  *os.File // a loop device's backing file, locked (claim.go)
-	size     int64
+	f        *os.File     // buffered: misaligned requests, fdatasync, ioctls
+	fd       int          // f's descriptor
+	direct   *os.File     // the second descriptor: O_DIRECT, O_EXCL, or both
+	dfd      int          // its descriptor when it does direct I/O, else -1
+	offAlign int64        // direct I/O: offset and length alignment
+	memAlign uintptr      // direct I/O: buffer address alignment
+	backing  *os.File     // a loop device's backing file, locked (claim.go)
+	size     atomic.Int64 // changes only by remeasure (resize.go)
 	isBlock  bool
 	readOnly bool
 	claim    string
@@ -106,7 +107,8 @@ func openFileIO(path string, opts OpenOptions) (*fileIO, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.f, d.fd, d.size, d.isBlock = f, int(f.Fd()), size, isBlock
+	d.f, d.fd, d.isBlock = f, int(f.Fd()), isBlock
+	d.size.Store(size)
 	if err := d.setup(flag, opts); err != nil {
 		d.Close()
 		return nil, err
@@ -186,8 +188,8 @@ func (d *fileIO) openDirect(flag int, excl, useDirect bool) error {
 	return nil
 }
 
-// Size returns the size in bytes taken at open.
-func (d *fileIO) Size() int64 { return d.size }
+// Size returns the size in bytes taken at open or by the last remeasure.
+func (d *fileIO) Size() int64 { return d.size.Load() }
 
 // Caps: a file punches holes and zeroes ranges, a block device discards
 // and zeroes them (Trim and WriteZeroes fall back where it cannot), and
@@ -269,7 +271,7 @@ func (d *fileIO) write(p []byte, off int64, fua bool) (int, error) {
 	if d.readOnly {
 		return 0, d.opError("write", off, len(p), ErrReadOnly)
 	}
-	if off < 0 || off > d.size || int64(len(p)) > d.size-off {
+	if size := d.size.Load(); off < 0 || off > size || int64(len(p)) > size-off {
 		return 0, d.opError("write", off, len(p), ErrOutOfRange)
 	}
 	path := d.pathFor(p, off)
@@ -319,7 +321,7 @@ func (d *fileIO) Flush() error {
 		return nil
 	}
 	if err := ignoreEINTR(func() error { return unix.Fdatasync(d.fd) }); err != nil {
-		return &OpError{Op: "flush", Path: d.path, Len: d.size, Err: err}
+		return &OpError{Op: "flush", Path: d.path, Len: d.size.Load(), Err: err}
 	}
 	return nil
 }
@@ -402,7 +404,7 @@ func (d *fileIO) check(op string, off, length int64) error {
 	if d.readOnly {
 		return d.opError(op, off, int(length), ErrReadOnly)
 	}
-	if off < 0 || length < 0 || off > d.size || length > d.size-off {
+	if size := d.size.Load(); off < 0 || length < 0 || off > size || length > size-off {
 		return d.opError(op, off, int(length), ErrOutOfRange)
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 // The control socket, RunDir()/NAME/control, takes one command line per
 // connection and answers one line. "close": the daemon detaches unless its
 // device is in use or suspended, then answers ctlOK, ctlBusy, ctlWarning
-// and why, or "error: " and why. "suspend" and "resume N" are suspend.go's. A new command (an online job
+// and why, or "error: " and why. "suspend" and "resume N" are suspend.go's, "resize N" resize.go's. A new command (an online job
 // such as reencrypt: start it, ask how far it is) is one more case in
 // acceptControl and a function here that sends it.
 const (
@@ -27,7 +27,7 @@ const (
 
 // acceptControl reads one command per connection: "close" is handed to the
 // daemon's loop, which answers; anything else is refused.
-func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{}, keys *keyControl) {
+func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{}, keys *keyControl, live *liveControl) {
 	for {
 		conn, err := ctl.Accept()
 		if err != nil {
@@ -42,6 +42,9 @@ func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{
 				return
 			}
 			if keys != nil && keys.answerKeyCommand(conn, r, strings.TrimSpace(line)) {
+				return
+			}
+			if live != nil && live.answer(conn, strings.TrimSpace(line)) {
 				return
 			}
 			conn.SetReadDeadline(time.Time{})

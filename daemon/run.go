@@ -265,7 +265,7 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 	done := make(chan struct{})
 	defer close(done)
 	closes := make(chan net.Conn)
-	go acceptControl(ctl, closes, done, vol.keys)
+	go acceptControl(ctl, closes, done, vol.keys, newLiveControl(st, vol, att))
 	gone := make(chan error, 1)
 	go func() { gone <- att.Wait() }()
 	kdev, busy := att.DevicePath(), st.BusyPath()

@@ -32,11 +32,12 @@ type Device struct {
 	backend    blockdev.Device
 	cipher     SectorCipher
 	offset     int64
-	size       int64
+	size       atomic.Int64 // changes only by Resize (resize.go)
 	sectorSize int64
 	ivOffset   uint64
 	readOnly   bool
-	trim       blockdev.Trimmer   // nil: discards are refused
+	trim       blockdev.Trimmer   // the backend's discard; nil: it has none, or the device is read-only
+	discards   atomic.Bool        // discards are allowed (discards.go)
 	fua        blockdev.FUAWriter // nil: a FUA write is a write and a flush
 	lost       lostWrites         // nil: the backend keeps no record of lost writes
 	locks      sectorLocks
@@ -83,22 +84,23 @@ func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*De
 		backend:    backend,
 		cipher:     c,
 		offset:     opts.Offset,
-		size:       size,
 		sectorSize: int64(ss),
 		ivOffset:   opts.IVOffset,
 		readOnly:   opts.ReadOnly || caps.ReadOnly,
 		procs:      runtime.GOMAXPROCS(0),
 	}
-	if opts.AllowDiscards && !d.readOnly {
+	if !d.readOnly {
 		d.trim = ops.Trim
 	}
+	d.discards.Store(opts.AllowDiscards && d.trim != nil)
+	d.size.Store(size)
 	d.fua = ops.FUA
 	d.lost, _ = backend.(lostWrites)
 	return d, nil
 }
 
 // Size is the plaintext size in bytes.
-func (d *Device) Size() int64 { return d.size }
+func (d *Device) Size() int64 { return d.size.Load() }
 
 // BlockSize is the encryption sector size.
 func (d *Device) BlockSize() int { return int(d.sectorSize) }
@@ -109,7 +111,7 @@ func (d *Device) BlockSize() int { return int(d.sectorSize) }
 func (d *Device) Caps() blockdev.Caps {
 	return blockdev.Caps{
 		ReadOnly:    d.readOnly,
-		Trim:        d.trim != nil,
+		Trim:        d.discards.Load(),
 		WriteZeroes: true,
 		FUA:         true,
 		BlockSize:   int(d.sectorSize),
@@ -125,13 +127,14 @@ func (d *Device) ivSector(off int64) uint64 { return uint64(off)/512 + d.ivOffse
 // ReadAt reads and decrypts len(p) bytes at off. Like io.ReaderAt it
 // returns io.EOF when the range reaches past the end.
 func (d *Device) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off > d.size {
+	size := d.size.Load()
+	if off < 0 || off > size {
 		return 0, &blockdev.OpError{Op: "read", Path: "crypt", Off: off, Len: int64(len(p)), Err: blockdev.ErrOutOfRange}
 	}
 	want := len(p)
 	var eof error
-	if int64(want) > d.size-off {
-		p = p[:d.size-off]
+	if int64(want) > size-off {
+		p = p[:size-off]
 		eof = io.EOF
 	}
 	if len(p) == 0 {
@@ -235,7 +238,7 @@ func (d *Device) WriteZeroes(off, length int64) error {
 // discards are allowed; otherwise it returns blockdev.ErrNotSupported.
 // Discarded sectors read back as garbage, as with dm-crypt.
 func (d *Device) Trim(off, length int64) error {
-	if d.trim == nil {
+	if !d.discards.Load() {
 		return &blockdev.OpError{Op: "trim", Path: "crypt", Off: off, Len: length, Err: blockdev.ErrNotSupported}
 	}
 	if err := d.checkWrite("trim", off, length); err != nil {
@@ -286,7 +289,7 @@ func (d *Device) checkWrite(op string, off, length int64) error {
 	if d.readOnly {
 		return &blockdev.OpError{Op: op, Path: "crypt", Off: off, Len: length, Err: blockdev.ErrReadOnly}
 	}
-	if off < 0 || length < 0 || off > d.size || length > d.size-off {
+	if size := d.size.Load(); off < 0 || length < 0 || off > size || length > size-off {
 		return &blockdev.OpError{Op: op, Path: "crypt", Off: off, Len: length, Err: blockdev.ErrOutOfRange}
 	}
 	return nil

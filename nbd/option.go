@@ -104,7 +104,7 @@ func (s *Server) handleOption(hc *handshakeConn, opt uint32, data []byte, noZero
 		res.export = string(data)
 		res.readOnly = grant == GrantReadOnly
 		reply := make([]byte, 10, 10+exportNamePad)
-		binary.BigEndian.PutUint64(reply[0:], uint64(s.size))
+		binary.BigEndian.PutUint64(reply[0:], uint64(s.Size()))
 		binary.BigEndian.PutUint16(reply[8:], s.exportFlags(res.readOnly))
 		if !noZeroes {
 			reply = reply[:10+exportNamePad]
@@ -194,7 +194,7 @@ func parseInfoRequest(data []byte) (string, []uint16, error) {
 // name and description when asked.
 func (s *Server) writeInfos(w io.Writer, opt uint32, name string, infos []uint16, readOnly bool) error {
 	exp := binary.BigEndian.AppendUint16(nil, infoExport)
-	exp = binary.BigEndian.AppendUint64(exp, uint64(s.size))
+	exp = binary.BigEndian.AppendUint64(exp, uint64(s.Size()))
 	exp = binary.BigEndian.AppendUint16(exp, s.exportFlags(readOnly))
 	if err := writeOptReply(w, opt, repInfo, exp); err != nil {
 		return err

@@ -82,7 +82,7 @@ type Server struct {
 	zero blockdev.ZeroWriter // nil: write zeroes are written out
 	fua  blockdev.FUAWriter  // nil: a FUA write is a write and a flush
 	cfg  Config
-	size int64
+	size atomic.Int64 // SetSize changes it (resize.go)
 
 	// scratch writes a payload buffer without copying it (the crypt
 	// layer encrypts it in place); nil: WriteAt.
@@ -133,7 +133,6 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 		zero:      ops.Zero,
 		fua:       ops.FUA,
 		cfg:       cfg,
-		size:      dev.Size(),
 		listeners: map[net.Listener]struct{}{},
 		sessions:  map[*session]struct{}{},
 		conns:     map[net.Conn]struct{}{},
@@ -145,6 +144,7 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 	// refusal is a hint ignored), whatever it advertises.
 	s.trim, _ = dev.(blockdev.Trimmer)
 	s.scratch, _ = dev.(blockdev.ScratchWriter)
+	s.size.Store(dev.Size())
 	return s
 }
 
@@ -170,7 +170,7 @@ func (s *Server) exportFlags(readOnly bool) uint16 {
 }
 
 // Size is the export's size in bytes.
-func (s *Server) Size() int64 { return s.size }
+func (s *Server) Size() int64 { return s.size.Load() }
 
 // blockSizes returns the minimum, preferred and maximum block sizes: any
 // byte alignment works (the crypt layer reads, modifies and writes partial

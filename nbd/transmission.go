@@ -138,7 +138,7 @@ func (ss *session) refuseZeroing(req request, ro, allowed bool, outOfRange uint3
 }
 
 func (ss *session) inRange(req request) bool {
-	size := uint64(ss.srv.size)
+	size := uint64(ss.srv.Size())
 	return req.offset <= size && uint64(req.length) <= size-req.offset
 }
 

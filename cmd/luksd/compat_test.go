@@ -215,6 +215,17 @@ var compatCases = []compatCase{
 	{args: []string{"--test-args", "luksResume", "-S", "0", "n"}, stdout: true},
 	{args: []string{"--test-args", "luksConfig", "{img}"}, stdout: true},
 	{args: []string{"--test-args", "remove", "n"}, stdout: true},
+	// resize: its arguments, options and units.
+	{args: []string{"resize"}, stdout: true},
+	{args: []string{"--test-args", "resize", "n"}, stdout: true},
+	{args: []string{"--test-args", "resize", "--device-size", "32m", "n"}, stdout: true},
+	{args: []string{"--test-args", "resize", "--device-size", "1000", "n"}, stdout: true},
+	{args: []string{"--test-args", "resize", "--device-size", "1m", "--size", "8", "n"}, stdout: true},
+	{args: []string{"--test-args", "resize", "--allow-discards", "n"}, stdout: true},
+	{args: []string{"--test-args", "resize", "-S", "1", "n"}, stdout: true},
+	{args: []string{"--test-args", "resize", "--key-file", "k", "--disable-keyring", "--token-only", "n"}, stdout: true},
+	// Not active (cryptsetup here cannot reach device-mapper at all).
+	{args: []string{"resize", "luksd-compat-none"}, codeOnly: true},
 }
 
 // TestCLILikeCryptsetup runs command lines a script may type through both

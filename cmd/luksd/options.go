@@ -144,7 +144,7 @@ var optionAliases = map[string]string{
 // otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
 // not have: a script that uses one learns why it failed.
 var otherActions = []string{
-	"repair", "resize", "convert",
+	"repair", "convert",
 	"tcryptDump", "bitlkDump", "fvault2Dump", "loopaesOpen", "tcryptOpen", "bitlkOpen", "fvault2Open",
 }
 
@@ -192,6 +192,7 @@ var verbArgs = map[string]struct {
 	"luksConvertKey":    {1, "<device> [<key file>]"},
 	"luksSuspend":       {1, "<device>"},
 	"luksResume":        {1, "<device>"},
+	"resize":            {1, "<name>"},
 	"reencrypt":         {1, "<device>"},
 }
 
@@ -254,8 +255,7 @@ var unsupported = map[string]map[string]string{
 //     token options on verbs that do not unlock by token: no password
 //     quality library; --timeout only bounds terminal prompts, so verbs
 //     that never prompt ignore it;
-//   - options of actions luksd does not have (reencrypt, tcrypt,
-//     resize), and options an action takes but does not use for LUKS
+//   - options of actions luksd does not have (tcrypt), and options an action takes but does not use for LUKS
 //     (open --cipher, luksDump --cipher, luksUUID --key-file), which
 //     cryptsetup ignores as well.
 

@@ -12,10 +12,11 @@ import (
 
 // refreshVolume is open --refresh (cryptsetup refresh NAME): the key is
 // asked for again and must be the active volume's, as cryptsetup reloads
-// the mapping with it. luksd's daemon keeps running as it was: --perf-*
-// change nothing for it, and the kernel device's read-only and discard
-// settings are fixed while it is attached, so asking for other ones is
-// refused rather than ignored.
+// the mapping with it, and the volume takes the discard setting of the
+// line (--allow-discards, or the header's persistent flag) while it runs,
+// as dm-crypt does after the reload. --readonly changes nothing, as in
+// cryptsetup, which keeps the active mapping's read-only flag; --perf-*
+// change nothing for luksd.
 func refreshVolume(c *cli.Context) error {
 	arg := c.Args().Get(c.NArg() - 1) // NAME, after DEVICE when both are given
 	name, ok, err := daemon.ResolveName(arg)
@@ -36,14 +37,14 @@ func refreshVolume(c *cli.Context) error {
 		return err
 	}
 	defer key.Wipe()
-	if c.Bool("readonly") != st.ReadOnly || discards != st.AllowDiscards {
-		return exitf(exitParams, "luksd cannot change --readonly or --allow-discards of an active volume; close and open %s again.", name)
-	}
 	err = daemon.CheckKey(name, key)
 	if errors.Is(err, daemon.ErrInvalid) {
 		return exitf(exitPermission, "No key available with this passphrase.")
 	}
-	return err
+	if err != nil || discards == st.AllowDiscards {
+		return err
+	}
+	return daemon.SetDiscards(name, discards)
 }
 
 // refreshKey unlocks the key of the active volume st as open would, and

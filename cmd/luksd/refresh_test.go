@@ -1,22 +1,57 @@
 package main
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestRefresh: refresh (open --refresh) asks for the key again and checks
-// it against the running volume; --perf-* are accepted, a change of
-// --allow-discards or --readonly is refused, not ignored.
+// it against the running volume; --perf-* are accepted; --allow-discards
+// turns discards on in the running volume (crypt layer, kernel side and
+// status) and a refresh without it turns them off again, as dm-crypt's
+// reload does; --readonly changes nothing, as cryptsetup keeps the active
+// mapping's read-only flag.
 func TestRefresh(t *testing.T) {
-	_, pass := startLUKSVolume(t, "ref")
+	fe, _, pass := startResizeVolume(t, "ref")
+	dev := fe.Last().Dev
+	trim := func() error { return dev.(blockdev.Trimmer).Trim(0, 1<<20) }
 	wrong := testtool.KeyFile(t, []byte("not the passphrase"))
 	luksd(t, nil, "refresh", "nothere").expect(t, exitDevice, "Device nothere is not active.")
 	luksd(t, nil, "refresh", "--key-file", wrong, "ref").expect(t, exitPermission, "No key available with this passphrase.")
 	luksd(t, nil, "refresh", "--key-file", pass, "--perf-no_read_workqueue", "ref").expect(t, 0, "")
 	luksd(t, nil, "open", "--refresh", "--key-file", pass, "IGNORED", "ref").expect(t, 0, "")
-	luksd(t, nil, "refresh", "--key-file", pass, "--allow-discards", "ref").expect(t, exitParams, "luksd cannot change --readonly or --allow-discards of an active volume; close and open ref again.")
-	luksd(t, nil, "refresh", "--key-file", pass, "-r", "ref").expect(t, exitParams, "luksd cannot change")
+	if err := trim(); !errors.Is(err, blockdev.ErrNotSupported) {
+		t.Fatalf("a discard before refresh --allow-discards: %v", err)
+	}
+
+	luksd(t, nil, "refresh", "--key-file", wrong, "--allow-discards", "ref").expect(t, exitPermission, "No key available")
+	if len(fe.Last().Discards()) != 0 {
+		t.Fatal("a refresh with a wrong passphrase changed discards")
+	}
+	luksd(t, nil, "refresh", "--key-file", pass, "--allow-discards", "ref").expect(t, 0, "")
+	if r := luksd(t, nil, "status", "ref"); !strings.Contains(r.stdout, "  flags:   discards \n") {
+		t.Fatalf("status after refresh --allow-discards:\n%s", r.stdout)
+	}
+	if err := trim(); err != nil {
+		t.Fatalf("a discard after refresh --allow-discards: %v", err)
+	}
+	luksd(t, nil, "refresh", "--key-file", pass, "--allow-discards", "ref").expect(t, 0, "") // no change
+
+	luksd(t, nil, "refresh", "--key-file", pass, "-r", "ref").expect(t, 0, "")
+	r := luksd(t, nil, "status", "ref")
+	if strings.Contains(r.stdout, "discards") || !strings.Contains(r.stdout, "  mode:    read/write\n") {
+		t.Fatalf("status after refresh -r:\n%s", r.stdout)
+	}
+	if err := trim(); !errors.Is(err, blockdev.ErrNotSupported) {
+		t.Fatalf("a discard after refresh without --allow-discards: %v", err)
+	}
+	if got := fe.Last().Discards(); !slices.Equal(got, []bool{true, false}) {
+		t.Fatalf("the kernel side was told discards %v, want on then off", got)
+	}
 	luksd(t, nil, "refresh", "--key-file", pass, "--label", "x", "ref").expect(t, exitParams, "Option --label is not allowed with open action.")
 }

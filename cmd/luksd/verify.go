@@ -103,6 +103,10 @@ func verifyLine(verb string, lo lineOptions) error {
 		if lo.set("unbound") && lo.number("key-size") == 0 {
 			msg = "Key size is required with --unbound option."
 		}
+	case "resize":
+		if lo.set("device-size") && lo.set("size") {
+			msg = "Options --device-size and --size cannot be combined."
+		}
 	case "luksDump":
 		if lo.set("unbound") && !lo.set("key-slot") {
 			msg = "Keyslot specification is required."

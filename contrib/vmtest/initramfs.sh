@@ -69,7 +69,7 @@ done
 # tangd and jose: a tang server inside the VM for unattended unlock.
 # nbdkit and its file plugin (at the plugin directory nbdkit was built
 # with): a remote NBD server for luksd's nbd:// backend.
-tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/bin/lsblk /usr/bin/findmnt /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs
+tools=(/usr/sbin/cryptsetup /usr/sbin/dmsetup /usr/bin/fio /usr/sbin/blkid /usr/bin/lsblk /usr/bin/findmnt /usr/sbin/e2fsck /usr/sbin/mke2fs /usr/sbin/dumpe2fs /usr/sbin/resize2fs /usr/sbin/fstrim
 	/usr/libexec/tangd /usr/bin/jose
 	/usr/bin/nbdkit /usr/lib/x86_64-linux-gnu/nbdkit/plugins/nbdkit-file-plugin.so)
 libs=()

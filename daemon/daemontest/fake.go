@@ -56,10 +56,13 @@ type Attachment struct {
 	// a bare EIO, whatever the device's error was (NBD's sync).
 	AsKernel atomic.Bool
 
-	gone     chan struct{}
-	once     sync.Once
-	mu       sync.Mutex
-	detached int
+	gone      chan struct{}
+	once      sync.Once
+	mu        sync.Mutex
+	detached  int
+	sizes     []int64 // what Resize was told (resize.go)
+	resizeErr error   // what Resize fails with
+	discards  []bool  // what SetDiscards was told (discards.go)
 }
 
 func (a *Attachment) DevicePath() string { return "/nonexistent/fake-" + a.Opts.Name }

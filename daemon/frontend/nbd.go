@@ -64,6 +64,9 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts Options) (Attachment, error)
 	}
 	srv := nbd.NewServer(dev, nbd.Config{Name: opts.Name, ReadOnly: opts.ReadOnly, RequestTimeout: opts.IOTimeout, Logf: opts.Logf})
 	flags := srv.Flags()
+	if switchableDiscards(dev, opts) { // discards.go: refresh may allow them
+		flags |= nbd.FlagSendTrim
+	}
 	conns, kernelTimeout := 1, time.Duration(0) // wait for ever
 	if opts.IOTimeout > 0 {
 		conns, kernelTimeout = runtime.NumCPU(), opts.IOTimeout+nbdTimeoutGrace
@@ -87,14 +90,15 @@ func (nbdFrontend) Attach(dev blockdev.Device, opts Options) (Attachment, error)
 		srv.Close()
 		return nil, err
 	}
-	return &nbdAttachment{a: a, srv: srv, dev: dev, conns: conns}, nil
+	return &nbdAttachment{a: a, srv: srv, dev: dev, conns: conns, trimOffered: flags&nbd.FlagSendTrim != 0}, nil
 }
 
 type nbdAttachment struct {
-	a     *nbd.Attachment
-	srv   *nbd.Server
-	dev   blockdev.Device
-	conns int
+	a           *nbd.Attachment
+	srv         *nbd.Server
+	dev         blockdev.Device
+	conns       int
+	trimOffered bool // the kernel was told it may send discards
 }
 
 func (n *nbdAttachment) DevicePath() string { return n.a.DevicePath() }

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"github.com/luksd/luksd/daemon"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "resize",
+		Usage:     "grow or shrink an active volume: to the end of its device, or to --device-size/--size",
+		ArgsUsage: "NAME",
+		Flags: []cli.Flag{
+			&cli.Uint64Flag{Name: "device-size", Usage: "new size in `BYTES` (units as cryptsetup's)"},
+			&cli.Uint64Flag{Name: "size", Aliases: []string{"b"}, Usage: "new size in 512-byte `SECTORS`"},
+		},
+		Action: resizeAction,
+	})
+}
+
+// resizeAction is cryptsetup resize NAME: the daemon takes the new size
+// (without one, what its data device now holds past the data offset) and
+// tells the kernel device and the /dev/mapper mapping. No key is asked
+// for: cryptsetup asks only when the active volume key lives in the
+// kernel keyring, and a luksd daemon holds its key itself.
+func resizeAction(c *cli.Context) error {
+	arg, name, ok, err := volumeArg(c)
+	if err != nil {
+		return err
+	}
+	if !ok || !daemon.Alive(name) {
+		return exitf(exitDevice, "Device %s is not active.", arg)
+	}
+	var size int64
+	switch {
+	case c.IsSet("device-size"):
+		size = int64(c.Uint64("device-size"))
+	case c.IsSet("size"):
+		size = int64(c.Uint64("size")) * 512
+	}
+	return daemon.Resize(name, size)
+}
