@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/luksd/luksd/internal/testtool"
+)
+
+// A volume whose reencryption was killed part-way (by luksd or by
+// cryptsetup) opens with luksd as cryptsetup 2.6.1 activates it: a
+// crashed hotzone is recovered, the data rewritten so far reads with the
+// new key and cipher, the rest with the old ones. Every byte read through
+// `luksd serve` must be the plaintext written before the reencryption;
+// writes through it land in the right cipher, so that cryptsetup
+// finishes the reencryption and the data is the plaintext as written.
+func TestOpenMidReencryption(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	ld := testtool.Luksd(t)
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	tools := map[string]string{"luksd": ld, "cryptsetup": w.cryptsetup}
+	for _, c := range reencCases {
+		for _, res := range []string{"checksum", "journal", "none"} {
+			for _, first := range []string{"luksd", "cryptsetup"} {
+				if res == "none" && first == "cryptsetup" {
+					// cryptsetup runs resilience none through a volume
+					// this size too fast to stop it part-way reliably;
+					// luksd's none and kills between cryptsetup's steps
+					// leave the same clean state.
+					continue
+				}
+				t.Run(c.name+"-"+res+"-"+first, func(t *testing.T) {
+					w := &workspace{t: t, dir: t.TempDir(), cryptsetup: w.cryptsetup}
+					base, plain := reencImage(w, "base.img", c, key, 48<<20)
+					flags := append([]string{"--resilience", res, "--hotzone-size", "262144", "-d", key, "--force-offline-reencrypt", "-q"}, c.reencrypt...)
+					runTool(t, nil, tools[first], append([]string{"reencrypt", "--init-only", base}, flags...)...).ok(t)
+					// resilience none is safe only against a clean stop.
+					sig := map[bool]syscall.Signal{true: syscall.SIGINT, false: syscall.SIGKILL}[res == "none"]
+					img := midReencryption(t, w, base, tools[first], sig, flags)
+					// cryptsetup's own copy: it finishes the reencryption
+					// and reads the plaintext luksd must read.
+					mine := w.path("luksd.img")
+					copyFile(t, img, mine)
+					w.finishWithCryptsetup(img, key)
+					w.checkData(img, key, c, plain)
+
+					got := serveRead(t, w, mine, key)
+					if i := firstDiff(got, plain); i >= 0 {
+						t.Fatalf("luksd reads the volume in reencryption wrong from byte %d (sector %d)", i, i/512)
+					}
+					want := serveWrite(t, w, mine, key, plain)
+					w.finishWithCryptsetup(mine, key)
+					w.checkData(mine, key, c, want)
+				})
+			}
+		}
+	}
+}
+
+// midReencryption resumes the reencryption of a copy of base with tool
+// and stops it with sig part-way, trying longer delays until the volume
+// is left with some but not all of its data rewritten; it returns that
+// copy.
+func midReencryption(t *testing.T, w *workspace, base, tool string, sig syscall.Signal, flags []string) string {
+	t.Helper()
+	img := w.path("mid.img")
+	delay := 20 * time.Millisecond
+	for range 40 {
+		copyFile(t, base, img)
+		interrupt(t, delay, sig, tool, append([]string{"reencrypt", "--resume-only", img}, flags...)...)
+		var meta struct {
+			Segments map[string]struct {
+				Size  string
+				Flags []string
+			}
+		}
+		dump := w.cs(nil, "luksDump", "--dump-json-metadata", img).ok(t).stdout
+		if err := json.Unmarshal([]byte(dump), &meta); err != nil {
+			t.Fatal(err)
+		}
+		if len(meta.Segments) == 1 {
+			// Finished already: stop sooner.
+			delay = max(delay*2/3, time.Millisecond)
+			continue
+		}
+		// Part-way: a hotzone, or a first segment of fixed length (the
+		// new cipher's; before the first step it is the old, dynamic).
+		hot := false
+		for _, s := range meta.Segments {
+			hot = hot || slices.Contains(s.Flags, "in-reencryption")
+		}
+		if hot || meta.Segments["0"].Size != "dynamic" {
+			t.Logf("killed after %v (hotzone: %v)", delay, hot)
+			return img
+		}
+		delay = delay * 3 / 2
+	}
+	t.Fatal("no kill left the reencryption part-way")
+	return ""
+}
+
+// finishWithCryptsetup resumes and finishes the reencryption of img with
+// cryptsetup, running repair first where cryptsetup asks for it.
+func (w *workspace) finishWithCryptsetup(img, key string) {
+	w.t.Helper()
+	resume := []string{"reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img}
+	r := w.cs(nil, resume...)
+	if strings.Contains(r.stderr, "Run repair first") {
+		w.cs(nil, "repair", "-q", "-d", key, img).ok(w.t)
+		r = w.cs(nil, resume...)
+	}
+	r.ok(w.t)
+}
+
+// serveRead reads all of img's plaintext through `luksd serve`.
+func serveRead(t *testing.T, w *workspace, img, key string) []byte {
+	t.Helper()
+	sock := w.path("sock")
+	p := startServe(t, sock, "-d", key, img)
+	out := w.path("out")
+	testtool.Run(t, "nbdcopy", p.uri(), out)
+	p.stop(t)
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(out)
+	return got
+}
+
+// serveWrite writes random data through `luksd serve` at places spread
+// over the volume (each straddling sectors, some a segment boundary, whose
+// place depends on where the reencryption stopped) and returns plain as
+// the volume now holds it.
+func serveWrite(t *testing.T, w *workspace, img, key string, plain []byte) []byte {
+	t.Helper()
+	want := bytes.Clone(plain)
+	src := w.path("src")
+	sock := w.path("sock")
+	p := startServe(t, sock, "-d", key, img)
+	for off := int64(700); off < int64(len(plain)); off += 3<<20 + 4096*33 + 11 {
+		n := min(int64(300<<10), int64(len(plain))-off)
+		data := make([]byte, n)
+		rand.Read(data)
+		copy(want[off:], data)
+		if err := os.WriteFile(src, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		testtool.Run(t, "qemu-io", "-f", "raw", "-c", fmt.Sprintf("write -s %s %d %d", src, off, n), "-c", "flush",
+			"nbd+unix:///?socket="+sock)
+	}
+	p.stop(t)
+	if got := serveRead(t, w, img, key); firstDiff(got, want) >= 0 {
+		t.Fatalf("luksd reads back what it wrote wrong from byte %d", firstDiff(got, want))
+	}
+	os.Remove(filepath.Join(w.dir, "src"))
+	return want
+}
+
+// firstDiff is the first offset where a and b differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
