@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/internal/testtool"
+	"github.com/luksd/luksd/keyring"
 )
 
 // A volume whose reencryption was killed part-way (by luksd or by
@@ -178,4 +180,36 @@ func firstDiff(a, b []byte) int {
 		return min(len(a), len(b))
 	}
 	return -1
+}
+
+// A daemon mapping a volume in reencryption (segments) records it, and
+// status prints cryptsetup's line for it, with the final segment's cipher
+// and key size (cryptsetup's default segment is backup-final).
+func TestStatusReencrypting(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	fe := fakeFrontend()
+	img := testtool.ImageAt(t, t.TempDir(), "r.img", 18<<20)
+	vk := make([]byte, 64+32)
+	rand.Read(vk)
+	key, err := keyring.FromBytes(vk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := daemon.Segment{Cipher: "aes-xts-plain64", Offset: 16 << 20, SectorSize: 4096, KeySize: 32}
+	newPart, oldPart := final, daemon.Segment{Cipher: "aes-cbc-essiv:sha256", Offset: 17 << 20, SectorSize: 512, KeySize: 32, IVOffset: 2048}
+	newPart.Size, newPart.KeyOffset = 1<<20, 64
+	spec := daemon.Spec{Name: "mid", Location: img, Header: img, Type: "LUKS2", Segment: final,
+		Segments: []daemon.Segment{newPart, oldPart}, Options: daemon.Options{Frontend: fe.Name()}}
+	done := startDaemon(t, spec, key)
+	r := luksd(t, nil, "status", "mid")
+	for _, want := range []string{"  type:    LUKS2\n  reencryption:  in-progress\n  cipher:  aes-xts-plain64\n  keysize: 256 bits\n",
+		"  sector size:  4096\n", "  size:    4096 sectors\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	luksd(t, nil, "close", "mid").expect(t, 0, "")
+	if err := waitDaemon(t, done); err != nil {
+		t.Fatal(err)
+	}
 }

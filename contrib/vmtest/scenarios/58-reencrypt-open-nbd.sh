@@ -1,0 +1,101 @@
+#!/bin/sh
+# 58-reencrypt-open-nbd: a volume whose reencryption (aes-xts to Adiantum)
+# was killed -9 part-way, by cryptsetup or by luksd, opens with luksd as
+# /dev/nbdN and reads the pattern dm-crypt wrote before, every byte; the
+# kernel's dm-crypt (cryptsetup open on a separate copy: a table of crypt
+# targets, one per segment) reads the same, and both status outputs say
+# the reencryption is in progress. Data written through luksd then
+# survives `cryptsetup reencrypt --resume-only` to the end.
+# requires: luksd-reencrypt luksd-open-nbd
+# timeout: 600
+. /vmtest/guest/lib.sh
+require_luksd
+
+key=$SCRATCH/key
+mkkey "$key"
+mkpattern "$SCRATCH/pattern" 48
+mkpattern "$SCRATCH/patch" 8
+want=$(sum_of "$SCRATCH/pattern")
+to="--cipher xchacha12,aes-adiantum-plain64 --key-size 256 --hotzone-size 1M"
+
+# fresh IMAGE: an aes-xts volume holding the pattern, written by dm-crypt.
+fresh() {
+	mkimage "$1" 80
+	cs_format "$1" "$key" "$(cipher_line aes-xts-plain64/4096)" || because "luksFormat failed"
+	cs_open "$1" vmt "$key" || because "cryptsetup open failed"
+	write_at /dev/mapper/vmt "$SCRATCH/pattern" 0 || because "writing through dm-crypt failed"
+	cs_close vmt
+}
+
+# killed TOOL IMAGE: TOOL reencrypts IMAGE (already marked) and is killed -9
+# once the header shows data rewritten (a segment of fixed length).
+killed() {
+	"$1" reencrypt --resume-only --force-offline-reencrypt -q --hotzone-size 1M --key-file "$key" "$2" &
+	_p=$!
+	for _ in $(seq 240); do
+		cryptsetup luksDump "$2" 2>/dev/null | grep -q "length: [0-9]" && break
+		sleep 0.25
+	done
+	kill -9 "$_p" 2>/dev/null || because "$1 finished before it could be killed"
+	wait "$_p" 2>/dev/null || true
+	for _d in $(dmsetup ls 2>/dev/null | awk '/^temporary-cryptsetup/ { print $1 }'); do
+		dmsetup remove "$_d" || because "dmsetup remove $_d failed"
+	done
+	losetup -D 2>/dev/null || true
+	cryptsetup luksDump "$2" | grep -q "online-reencrypt" || because "no reencryption left after killing $1"
+}
+
+# finish IMAGE: cryptsetup completes the reencryption (repair first when
+# it asks for it).
+finish() {
+	out=$(cryptsetup reencrypt --resume-only --force-offline-reencrypt -q --key-file "$key" "$1" 2>&1) && return 0
+	case $out in
+	*"Run repair first"*)
+		cryptsetup repair -q --key-file "$key" "$1" || because "cryptsetup repair failed"
+		out=$(cryptsetup reencrypt --resume-only --force-offline-reencrypt -q --key-file "$key" "$1" 2>&1) ||
+			case $out in *"not in progress"*) ;; *) because "cryptsetup resume after repair failed: $out" ;; esac
+		;;
+	*"not in progress"*) ;;
+	*) because "cryptsetup resume failed: $out" ;;
+	esac
+}
+
+open_mid() {
+	first=$1 img=$SCRATCH/img copy=$SCRATCH/copy
+	fresh "$img"
+	# shellcheck disable=SC2086
+	"$first" reencrypt --init-only --force-offline-reencrypt -q --key-file "$key" $to "$img" || because "$first --init-only failed"
+	killed "$first" "$img"
+	cp "$img" "$copy"
+
+	# The kernel's view, on its own copy.
+	cs_open "$copy" vmt "$key" || because "cryptsetup open of the volume in reencryption failed"
+	targets=$(dmsetup table vmt | grep -c " crypt ")
+	note "$VMTEST_SCENARIO $first: dm-crypt maps $targets crypt targets: $(dmsetup table vmt | awk '{ print $1, $2, $4 }' | tr '\n' ';')"
+	[ "$targets" -ge 2 ] || because "dm-crypt maps $targets crypt target(s): the reencryption is not part-way"
+	cryptsetup status vmt | grep -q "reencryption:  in-progress" || because "cryptsetup status shows no reencryption"
+	[ "$(sum_at /dev/mapper/vmt 0 48)" = "$want" ] || because "dm-crypt reads other data part-way"
+	cs_close vmt
+
+	dev=$(luksd_open nbd "$img" vol "$key") || because "luksd open of the volume in reencryption failed: $(open_failure vol)"
+	[ "$(sum_at "$dev" 0 48)" = "$want" ] || because "luksd reads other data part-way than dm-crypt wrote"
+	luksd status vol | grep -q "reencryption:  in-progress" || because "luksd status shows no reencryption: $(luksd status vol)"
+	size=$(((80 - $(data_offset_mib "$img")) * 1048576))
+	[ "$(blockdev --getsize64 "$dev")" = "$size" ] || because "$dev has $(blockdev --getsize64 "$dev") bytes, not $size"
+	# Through luksd: 8 MiB across the middle, where the segments meet
+	# or not, as the kill fell.
+	write_at "$dev" "$SCRATCH/patch" 20 || because "writing through luksd failed"
+	luksd_close vol || because "luksd close failed"
+
+	finish "$img"
+	cp "$SCRATCH/pattern" "$SCRATCH/expect"
+	dd if="$SCRATCH/patch" of="$SCRATCH/expect" bs=1M seek=20 conv=notrunc 2>/dev/null
+	! cryptsetup luksDump "$img" | grep -q reencrypt || because "reencryption metadata left behind"
+	cs_open "$img" vmt "$key" || because "cryptsetup open after the reencryption failed"
+	got=$(sum_at /dev/mapper/vmt 0 48)
+	cs_close vmt
+	[ "$got" = "$(sum_of "$SCRATCH/expect")" ] || because "after cryptsetup finished, the kernel reads other data than luksd wrote"
+}
+
+check "58-reencrypt-open-nbd cryptsetup-killed" open_mid cryptsetup
+check "58-reencrypt-open-nbd luksd-killed" open_mid luksd
