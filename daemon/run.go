@@ -69,7 +69,7 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 		Open: func() (opened, error) {
 			d, backend, keysLocked, err := openCrypt(spec, key)
 			var keys *keyControl
-			if err == nil && !spec.reencrypting() { // no suspend while in segments
+			if err == nil { // a segmented Device refuses Suspend itself
 				keys, err = newKeyControl(d, spec.Segment, key.Bytes())
 				if err != nil {
 					d.Close()

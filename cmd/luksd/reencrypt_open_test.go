@@ -208,6 +208,9 @@ func TestStatusReencrypting(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	if r := luksd(t, nil, "luksSuspend", "mid"); r.code == 0 || !strings.Contains(r.stderr, "reencryption in progress") {
+		t.Errorf("luksSuspend of a volume in segments: exit %d, %s", r.code, r.stderr)
+	}
 	luksd(t, nil, "close", "mid").expect(t, 0, "")
 	if err := waitDaemon(t, done); err != nil {
 		t.Fatal(err)
