@@ -9,6 +9,7 @@
 # requires: luksd-reencrypt luksd-open-nbd
 # timeout: 600
 . /vmtest/guest/lib.sh
+FRONTEND=${FRONTEND:-nbd}
 require_luksd
 
 key=$SCRATCH/key
@@ -77,7 +78,7 @@ open_mid() {
 	[ "$(sum_at /dev/mapper/vmt 0 48)" = "$want" ] || because "dm-crypt reads other data part-way"
 	cs_close vmt
 
-	dev=$(luksd_open nbd "$img" vol "$key") || because "luksd open of the volume in reencryption failed: $(open_failure vol)"
+	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd open of the volume in reencryption failed: $(open_failure vol)"
 	[ "$(sum_at "$dev" 0 48)" = "$want" ] || because "luksd reads other data part-way than dm-crypt wrote"
 	luksd status vol | grep -q "reencryption:  in-progress" || because "luksd status shows no reencryption: $(luksd status vol)"
 	size=$(((80 - $(data_offset_mib "$img")) * 1048576))
@@ -97,5 +98,5 @@ open_mid() {
 	[ "$got" = "$(sum_of "$SCRATCH/expect")" ] || because "after cryptsetup finished, the kernel reads other data than luksd wrote"
 }
 
-check "58-reencrypt-open-nbd cryptsetup-killed" open_mid cryptsetup
-check "58-reencrypt-open-nbd luksd-killed" open_mid luksd
+check "$VMTEST_SCENARIO cryptsetup-killed" open_mid cryptsetup
+check "$VMTEST_SCENARIO luksd-killed" open_mid luksd
