@@ -65,6 +65,11 @@ func reencrypt(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
+	lock, err := lockReencryption(f, h.UUID(), "Reencryption process is already running.")
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
 	marked := h.InReencryption()
 	if c.Bool("resume-only") && !marked {
 		return exitf(exitParams, "Device reencryption not in progress.")

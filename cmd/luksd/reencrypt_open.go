@@ -28,13 +28,21 @@ func unlockReencrypting(c *cli.Context, path string, slot int, retry bool) (*vol
 		return nil, err
 	}
 	defer hw.Close()
+	h, err := hw.read()
+	if err != nil {
+		return nil, headerError(path, err)
+	}
+	lock, err := lockReencryption(hw, h.UUID(), "Reencryption in-progress. Cannot activate device.")
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
 	src := keySource(c)
 	tries := 1
 	if retry && src.Interactive() && c.Int("tries") > 1 {
 		tries = c.Int("tries")
 	}
 	var m *luks2.ReencryptMapping
-	var h *luks2.Header
 	for try := 1; ; try++ {
 		pass, err := readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", path), false)
 		if err != nil {
@@ -99,4 +107,22 @@ func reencryptError(path string, err error) error {
 		return exitf(exitParams, "%v", err)
 	}
 	return headerError(path, err)
+}
+
+// lockReencryption takes cryptsetup's reencryption lock of the volume
+// of header device f (none with --disable-locks or on a remote volume,
+// as the metadata locks); busy is cryptsetup's words for a lock another
+// process holds. The caller releases it with Unlock.
+func lockReencryption(f *headerDevice, uuid, busy string) (*luks2.Lock, error) {
+	if f.NoLocks {
+		return nil, nil
+	}
+	l, err := luks2.LockReencryption(uuid)
+	if errors.Is(err, luks2.ErrReencryptionLocked) {
+		return nil, exitf(exitBusy, "%s", busy)
+	}
+	if err != nil {
+		return nil, exitf(exitParams, "Failed to get reencryption lock.")
+	}
+	return l, nil
 }

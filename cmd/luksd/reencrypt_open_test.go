@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -215,4 +216,63 @@ func TestStatusReencrypting(t *testing.T) {
 	if err := waitDaemon(t, done); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// luksd and cryptsetup exclude each other through cryptsetup's
+// reencryption lock: a reencryption runs in one tool at a time, and luksd
+// does not map a volume another tool is reencrypting.
+func TestReencryptionLockAcrossTools(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	c := reencCases[0]
+	img, _ := reencImage(w, "lock.img", c, key, 20<<20)
+	flags := append([]string{"--hotzone-size", "262144", "-q", "--force-offline-reencrypt"}, c.reencrypt...)
+	runTool(t, nil, testtool.Luksd(t), append([]string{"reencrypt", "--init-only", "-d", key, img}, flags...)...).ok(t)
+	uuid := strings.TrimSpace(w.cs(nil, "luksUUID", img).ok(t).stdout)
+
+	// luksd holds the lock while it waits for its passphrase on stdin.
+	cmd := exec.Command(testtool.Luksd(t), append([]string{"reencrypt", "--resume-only", "-d", "-", img}, flags...)...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lockFile := filepath.Join("/run/cryptsetup", "LN_LUKS2-reencryption-"+uuid)
+	for i := 0; ; i++ {
+		if exec.Command("flock", "-xn", lockFile, "true").Run() != nil {
+			break // taken
+		}
+		if i == 500 {
+			t.Fatal("luksd reencrypt never took the reencryption lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r := w.cs(nil, append([]string{"reencrypt", "--resume-only", "-d", key, img}, flags...)...)
+	if r.code != exitBusy || !strings.Contains(r.stderr, "Reencryption process is already running.") {
+		t.Errorf("cryptsetup reencrypt beside luksd's: exit %d: %s", r.code, r.stderr)
+	}
+	stdin.Write([]byte("pw"))
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("luksd reencrypt: %v: %s", err, stderr.String())
+	}
+
+	// The other way: a holder of the lock (flock(1) standing in for a
+	// running cryptsetup) keeps luksd from reencrypting or mapping.
+	img2, _ := reencImage(w, "lock2.img", c, key, 20<<20)
+	runTool(t, nil, testtool.Luksd(t), append([]string{"reencrypt", "--init-only", "-d", key, img2}, flags...)...).ok(t)
+	uuid2 := strings.TrimSpace(w.cs(nil, "luksUUID", img2).ok(t).stdout)
+	holder := exec.Command("flock", "-xn", filepath.Join("/run/cryptsetup", "LN_LUKS2-reencryption-"+uuid2), "sleep", "30")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	luksd(t, nil, append([]string{"reencrypt", "--resume-only", "-d", key, img2}, flags...)...).expect(t, exitBusy, "Reencryption process is already running.")
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	luksd(t, nil, "serve", "--socket", w.path("sock"), "-d", key, img2).expect(t, exitBusy, "Reencryption in-progress. Cannot activate device.")
 }
