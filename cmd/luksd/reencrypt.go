@@ -207,12 +207,8 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		// cryptsetup 2.6.1 fails loading the reencryption context without
 		// a word.
 		return exitf(exitParams, "")
-	case errors.Is(err, luks2.ErrReencryptInvalid):
-		return exitf(exitParams, "Reencryption metadata is invalid.")
-	case errors.Is(err, luks2.ErrReencryptUnsupported):
-		return exitf(exitParams, "%v", err)
 	}
-	return headerError(hp, err)
+	return reencryptError(hp, err)
 }
 
 // printReencryptProgress prints cryptsetup's progress line on a terminal

@@ -9,6 +9,7 @@
 # requires: luksd-reencrypt luksd-open-nbd
 # timeout: 600
 . /vmtest/guest/lib.sh
+. /vmtest/guest/reencrypt.sh
 FRONTEND=${FRONTEND:-nbd}
 require_luksd
 
@@ -19,54 +20,12 @@ mkpattern "$SCRATCH/patch" 8
 want=$(sum_of "$SCRATCH/pattern")
 to="--cipher xchacha12,aes-adiantum-plain64 --key-size 256 --hotzone-size 1M"
 
-# fresh IMAGE: an aes-xts volume holding the pattern, written by dm-crypt.
-fresh() {
-	mkimage "$1" 80
-	cs_format "$1" "$key" "$(cipher_line aes-xts-plain64/4096)" || because "luksFormat failed"
-	cs_open "$1" vmt "$key" || because "cryptsetup open failed"
-	write_at /dev/mapper/vmt "$SCRATCH/pattern" 0 || because "writing through dm-crypt failed"
-	cs_close vmt
-}
-
-# killed TOOL IMAGE: TOOL reencrypts IMAGE (already marked) and is killed -9
-# once the header shows data rewritten (a segment of fixed length).
-killed() {
-	"$1" reencrypt --resume-only --force-offline-reencrypt -q --hotzone-size 1M --key-file "$key" "$2" &
-	_p=$!
-	for _ in $(seq 240); do
-		cryptsetup luksDump "$2" 2>/dev/null | grep -q "length: [0-9]" && break
-		sleep 0.25
-	done
-	kill -9 "$_p" 2>/dev/null || because "$1 finished before it could be killed"
-	wait "$_p" 2>/dev/null || true
-	for _d in $(dmsetup ls 2>/dev/null | awk '/^temporary-cryptsetup/ { print $1 }'); do
-		dmsetup remove "$_d" || because "dmsetup remove $_d failed"
-	done
-	losetup -D 2>/dev/null || true
-	cryptsetup luksDump "$2" | grep -q "online-reencrypt" || because "no reencryption left after killing $1"
-}
-
-# finish IMAGE: cryptsetup completes the reencryption (repair first when
-# it asks for it).
-finish() {
-	out=$(cryptsetup reencrypt --resume-only --force-offline-reencrypt -q --key-file "$key" "$1" 2>&1) && return 0
-	case $out in
-	*"Run repair first"*)
-		cryptsetup repair -q --key-file "$key" "$1" || because "cryptsetup repair failed"
-		out=$(cryptsetup reencrypt --resume-only --force-offline-reencrypt -q --key-file "$key" "$1" 2>&1) ||
-			case $out in *"not in progress"*) ;; *) because "cryptsetup resume after repair failed: $out" ;; esac
-		;;
-	*"not in progress"*) ;;
-	*) because "cryptsetup resume failed: $out" ;;
-	esac
-}
-
 open_mid() {
 	first=$1 img=$SCRATCH/img copy=$SCRATCH/copy
-	fresh "$img"
+	reenc_fresh "$img" "$SCRATCH/pattern"
 	# shellcheck disable=SC2086
 	"$first" reencrypt --init-only --force-offline-reencrypt -q --key-file "$key" $to "$img" || because "$first --init-only failed"
-	killed "$first" "$img"
+	reenc_killed "$first" "$img"
 	cp "$img" "$copy"
 
 	# The kernel's view, on its own copy.
@@ -88,7 +47,7 @@ open_mid() {
 	write_at "$dev" "$SCRATCH/patch" 20 || because "writing through luksd failed"
 	luksd_close vol || because "luksd close failed"
 
-	finish "$img"
+	reenc_resume cryptsetup "$img"
 	cp "$SCRATCH/pattern" "$SCRATCH/expect"
 	dd if="$SCRATCH/patch" of="$SCRATCH/expect" bs=1M seek=20 conv=notrunc 2>/dev/null
 	! cryptsetup luksDump "$img" | grep -q reencrypt || because "reencryption metadata left behind"
