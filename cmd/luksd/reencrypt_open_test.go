@@ -54,6 +54,12 @@ func TestOpenMidReencryption(t *testing.T) {
 					// and reads the plaintext luksd must read.
 					mine := w.path("luksd.img")
 					copyFile(t, img, mine)
+					// luksDump part-way, each tool on its own copy.
+					dumped := w.path("dump.img")
+					copyFile(t, img, dumped)
+					if a, b := runTool(t, nil, ld, "luksDump", dumped).ok(t).stdout, w.cs(nil, "luksDump", img).ok(t).stdout; a != b {
+						t.Errorf("luksDump part-way:\nluksd:\n%s\ncryptsetup:\n%s", a, b)
+					}
 					w.finishWithCryptsetup(img, key)
 					w.checkData(img, key, c, plain)
 
