@@ -25,6 +25,14 @@ func openCrypt(spec Spec, key *keyring.Secret) (d *dmcrypt.Device, backend block
 		}
 		return nil, nil, false, &Error{Kind: ErrNoDevice, Msg: fmt.Sprintf("Device %s does not exist or access denied.", spec.Location), Err: err}
 	}
+	if spec.reencrypting() {
+		// newSegmented owns the backend from here, also when it fails.
+		d, keysLocked, err = newSegmented(backend, spec, key.Bytes())
+		if err != nil {
+			return nil, nil, false, &Error{Kind: ErrInvalid, Msg: fmt.Sprintf("Device %s: %v.", spec.Location, err), Err: err}
+		}
+		return d, backend, keysLocked, nil
+	}
 	seg := spec.Segment
 	c, err := sectorCipher(seg, key.Bytes())
 	if err != nil {

@@ -46,7 +46,7 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 		Attach: frontend.Options{
 			Name:      spec.Name,
 			ReadOnly:  o.ReadOnly,
-			BlockSize: seg.SectorSize,
+			BlockSize: spec.blockSize(),
 			Device:    o.Device,
 			Recover:   o.Recover,
 			IOTimeout: o.IOTimeout,
@@ -64,11 +64,12 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 			Skipped:       int64(seg.IVOffset),
 			ReadOnly:      o.ReadOnly,
 			AllowDiscards: o.AllowDiscards,
+			Reencryption:  spec.reencryptionStatus(),
 		},
 		Open: func() (opened, error) {
 			d, backend, keysLocked, err := openCrypt(spec, key)
 			var keys *keyControl
-			if err == nil {
+			if err == nil { // a segmented Device refuses Suspend itself
 				keys, err = newKeyControl(d, spec.Segment, key.Bytes())
 				if err != nil {
 					d.Close()

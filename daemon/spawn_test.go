@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 func TestSpecPipeRoundTrip(t *testing.T) {
 	want := Spec{Name: "v", Location: "/a", Header: "/b", Type: "LUKS2", UUID: "u", KeySlot: 3,
 		Segment: Segment{Cipher: "aes-xts-plain64", Offset: 16 << 20, Size: 1 << 30, SectorSize: 4096, KeySize: 4},
+		Segments: []Segment{{Cipher: "aes-xts-plain64", Offset: 16 << 20, Size: 1 << 20, SectorSize: 4096, KeySize: 2},
+			{Cipher: "aes-cbc-essiv:sha256", Offset: 17 << 20, SectorSize: 512, KeySize: 2, KeyOffset: 2, IVOffset: 2048}},
 		Options: Options{Frontend: "nbd", Device: "/dev/nbd2", ReadOnly: true, AllowDiscards: true, Recover: true, IOTimeout: 90 * time.Second}}
 	var b bytes.Buffer
 	if err := writeSpec(&b, want, []byte{1, 2, 3, 4}); err != nil {
@@ -28,7 +31,7 @@ func TestSpecPipeRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer key.Wipe()
-	if got != want || !bytes.Equal(key.Bytes(), []byte{1, 2, 3, 4}) {
+	if !reflect.DeepEqual(got, want) || !bytes.Equal(key.Bytes(), []byte{1, 2, 3, 4}) {
 		t.Fatalf("got %+v key %v", got, key.Bytes())
 	}
 	// A short key is an error, not a shorter key.

@@ -14,6 +14,10 @@ type Spec struct {
 	UUID     string
 	KeySlot  int // the keyslot that opened, for status
 	Segment  Segment
+	// Segments, when set, are the data area instead of Segment: a volume
+	// in the middle of a reencryption (see reencrypt.go). Segment then
+	// describes the final segment, for status.
+	Segments []Segment
 	Options  Options
 }
 
@@ -30,6 +34,9 @@ type Segment struct {
 	// IVLargeSectors numbers IVs in SectorSize units (plain mode's
 	// --iv-large-sectors; never for LUKS).
 	IVLargeSectors bool
+	// KeyOffset is where this segment's key starts in the volume key
+	// handed over (Spec.Segments: the keys one after the other).
+	KeyOffset int
 }
 
 // Options say how the volume is exposed.

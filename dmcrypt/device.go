@@ -47,6 +47,7 @@ type Device struct {
 	helpers    atomic.Int32 // goroutines started for stalled requests (parallel.go)
 	gate       gate         // shut while suspended (suspend.go)
 	suspendMu  sync.Mutex   // one Suspend or Resume at a time
+	parts      []part       // the segments of a segmented Device (segments.go); nil: one segment
 }
 
 // chunkSize is the unit of work one goroutine encrypts or decrypts at a
@@ -144,6 +145,12 @@ func (d *Device) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer d.gate.leave()
+	if d.parts != nil {
+		if err := d.readParts(p, off); err != nil {
+			return 0, err
+		}
+		return len(p), eof
+	}
 	if err := d.parallel(off, int64(len(p)), func(cOff, cLen int64) error {
 		return d.readChunk(p[cOff-off:cOff-off+cLen], cOff)
 	}); err != nil {
@@ -253,6 +260,9 @@ func (d *Device) Trim(off, length int64) error {
 		return err
 	}
 	defer d.gate.leave()
+	if d.parts != nil {
+		return d.trimParts(start, end-start)
+	}
 	first, last := start/d.sectorSize, end/d.sectorSize-1
 	unlock := d.locks.lock(first, last, true)
 	defer unlock()
@@ -280,6 +290,7 @@ func (d *Device) Close() error {
 	if d.cipher != nil {
 		d.cipher.Wipe()
 	}
+	d.wipeParts()
 	d.suspendMu.Unlock()
 	d.releaseWaiters()
 	return d.backend.Close()
@@ -299,6 +310,9 @@ func (d *Device) checkWrite(op string, off, length int64) error {
 // at) fills dst with the plaintext that belongs at offset at. With fua,
 // each piece is a FUA write (the backend has FUA writes: d.fua).
 func (d *Device) write(off, length int64, fua bool, fill func(dst []byte, at int64)) error {
+	if d.parts != nil {
+		return d.writeParts(off, length, fua, fill)
+	}
 	ss := d.sectorSize
 	partial := off%ss != 0 || (off+length)%ss != 0
 	first, last := off/ss, (off+length-1)/ss

@@ -95,6 +95,9 @@ func (d *Device) Suspend() error {
 	if d.gate.shut.Load() {
 		return ErrSuspended
 	}
+	if d.parts != nil {
+		return ErrSegmented
+	}
 	d.gate.close()
 	d.cipher.Wipe()
 	d.cipher = nil

@@ -103,6 +103,12 @@ func (h *header) reencryptKeys(dev Device, st *reencryptState, passphrase []byte
 // openDigestKey opens the key of digest d with passphrase through one of
 // its keyslots (slot only, when it is one of them).
 func (h *header) openDigestKey(dev Device, d *digest, passphrase []byte, slot int) ([]byte, error) {
+	vk, _, err := h.openDigestKeySlot(dev, d, passphrase, slot)
+	return vk, err
+}
+
+// openDigestKeySlot is openDigestKey that also returns the keyslot.
+func (h *header) openDigestKeySlot(dev Device, d *digest, passphrase []byte, slot int) ([]byte, int, error) {
 	var last error = ErrNoUsableKeyslot
 	for _, id := range h.keyslotOrder() {
 		if slot >= 0 && id != slot && slices.Contains(d.keyslots, slot) {
@@ -113,18 +119,18 @@ func (h *header) openDigestKey(dev Device, d *digest, passphrase []byte, slot in
 		}
 		vk, err := h.openAndVerify(dev, id, d, passphrase)
 		if err == nil {
-			return vk, nil
+			return vk, id, nil
 		}
 		if errors.Is(err, ErrWrongPassphrase) || errors.Is(err, errKeyslotUnusable) {
 			last = err
 			continue
 		}
-		return nil, err
+		return nil, -1, err
 	}
 	if errors.Is(last, errKeyslotUnusable) {
 		last = ErrNoUsableKeyslot
 	}
-	return nil, last
+	return nil, -1, last
 }
 
 // verifyReencryptDigest checks the reencryption digest against the keys.

@@ -132,35 +132,14 @@ func TestReencryptMetadataLikeCryptsetup(t *testing.T) {
 // journal resilience) resumes to the same plaintext under the new key.
 func TestReencryptPowerCuts(t *testing.T) {
 	for _, res := range []string{"checksum", "journal"} {
-		before, plain := reencMemVolume(t)
-		rec := devtest.NewRecorder(devtest.MemOf(before))
-		size := int64(len(before))
-		h, err := Read(rec, size)
-		mustNil(t, err)
 		p := ReencryptParams{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: res}
-		mustNil(t, h.ReencryptInit(rec, size, map[int][]byte{0: []byte("pw")}, p))
-		h, err = Read(rec, size)
-		mustNil(t, err)
-		mustNil(t, h.Reencrypt(rec, size, []byte("pw"), -1, ReencryptRun{HotzoneSize: 64 << 10}))
-		seen := map[[32]byte]bool{}
-		rec.PowerCuts(before, 4, func(cut string, img []byte) {
-			sum := sha256.Sum256(img)
-			if seen[sum] {
-				return
-			}
-			seen[sum] = true
-			mem := devtest.MemOf(img)
-			h, err := Read(mem, size)
-			if err != nil {
-				t.Fatalf("%s %s: %v", res, cut, err)
-			}
-			// As HeaderFile.Read (cryptsetup's load): a torn copy is
-			// repaired before anything else is written.
-			mustNil(t, h.Repair(mem))
+		n := reencPowerCuts(t, p, func(cut string, mem *devtest.Mem, h *Header, plain []byte) {
+			size := mem.Size()
 			if h.InReencryption() {
 				if err := h.Reencrypt(mem, size, []byte("pw"), -1, ReencryptRun{HotzoneSize: 48 << 10}); err != nil {
 					t.Fatalf("%s %s: resume: %v", res, cut, err)
 				}
+				var err error
 				if h, err = Read(mem, size); err != nil {
 					t.Fatal(err)
 				}
@@ -172,8 +151,41 @@ func TestReencryptPowerCuts(t *testing.T) {
 				t.Fatalf("%s %s: plaintext differs after resume", res, cut)
 			}
 		})
-		t.Logf("%s: %d distinct power-cut images resumed", res, len(seen))
+		t.Logf("%s: %d distinct power-cut images resumed", res, n)
 	}
+}
+
+// reencPowerCuts reencrypts a small volume to p (64 KiB hotzones) and
+// calls fn on each distinct image a power cut may leave, read and
+// repaired as HeaderFile.Read (cryptsetup's load) does before anything
+// else is written, with the volume's plaintext. It returns how many.
+func reencPowerCuts(t *testing.T, p ReencryptParams, fn func(cut string, mem *devtest.Mem, h *Header, plain []byte)) int {
+	t.Helper()
+	before, plain := reencMemVolume(t)
+	rec := devtest.NewRecorder(devtest.MemOf(before))
+	size := int64(len(before))
+	h, err := Read(rec, size)
+	mustNil(t, err)
+	mustNil(t, h.ReencryptInit(rec, size, map[int][]byte{0: []byte("pw")}, p))
+	h, err = Read(rec, size)
+	mustNil(t, err)
+	mustNil(t, h.Reencrypt(rec, size, []byte("pw"), -1, ReencryptRun{HotzoneSize: 64 << 10}))
+	seen := map[[32]byte]bool{}
+	rec.PowerCuts(before, 4, func(cut string, img []byte) {
+		sum := sha256.Sum256(img)
+		if seen[sum] {
+			return
+		}
+		seen[sum] = true
+		mem := devtest.MemOf(img)
+		h, err := Read(mem, size)
+		if err != nil {
+			t.Fatalf("%s %s: %v", p.Resilience, cut, err)
+		}
+		mustNil(t, h.Repair(mem))
+		fn(cut, mem, h, plain)
+	})
+	return len(seen)
 }
 
 // reencMemVolume formats a small volume in memory (1 MiB keyslots area,

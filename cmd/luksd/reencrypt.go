@@ -65,6 +65,11 @@ func reencrypt(c *cli.Context) error {
 		return err
 	}
 	defer f.Close()
+	lock, err := lockReencryption(f, h.UUID(), "Reencryption process is already running.")
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
 	marked := h.InReencryption()
 	if c.Bool("resume-only") && !marked {
 		return exitf(exitParams, "Device reencryption not in progress.")
@@ -202,12 +207,8 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		// cryptsetup 2.6.1 fails loading the reencryption context without
 		// a word.
 		return exitf(exitParams, "")
-	case errors.Is(err, luks2.ErrReencryptInvalid):
-		return exitf(exitParams, "Reencryption metadata is invalid.")
-	case errors.Is(err, luks2.ErrReencryptUnsupported):
-		return exitf(exitParams, "%v", err)
 	}
-	return headerError(hp, err)
+	return reencryptError(hp, err)
 }
 
 // printReencryptProgress prints cryptsetup's progress line on a terminal

@@ -62,6 +62,9 @@ func writeStatus(w io.Writer, path string, s *daemon.State, inUse bool) error {
 		fmt.Fprintf(bw, "%s is active.\n", path)
 	}
 	fmt.Fprintf(bw, "  type:    %s\n", s.Type)
+	if s.Reencryption != "" {
+		fmt.Fprintf(bw, "  reencryption:  %s\n", s.Reencryption) // sic: two spaces, as cryptsetup
+	}
 	fmt.Fprintf(bw, "  cipher:  %s\n", s.Cipher)
 	fmt.Fprintf(bw, "  keysize: %d bits\n", s.KeySize*8)
 	fmt.Fprintf(bw, "  key location: luksd daemon (pid %d)\n", s.PID)

@@ -39,6 +39,11 @@ type volume struct {
 	Segment    luks2.Segment
 	Key        *keyring.Secret
 	Slot       int // the keyslot that opened
+	// Reencrypting are the data segments of a volume in reencryption
+	// (Segment is then the final one); v.Key holds the old key (of
+	// oldKeySize bytes), then the new one. See reencrypt_open.go.
+	Reencrypting []luks2.MappedSegment
+	oldKeySize   int
 }
 
 // Close wipes the volume key.
@@ -68,7 +73,8 @@ func (v *volume) spec(name string, opts daemon.Options) daemon.Spec {
 			SectorSize: seg.SectorSize,
 			KeySize:    seg.KeySize,
 		},
-		Options: opts,
+		Segments: v.reencryptSegments(),
+		Options:  opts,
 	}
 }
 
@@ -406,7 +412,9 @@ func unlockHeader(c *cli.Context, path string, h *luks2.Header, f *headerDevice,
 	var seg luks2.Segment
 	var err error
 	if forActivation {
-		if seg, err = h.Segment(); err != nil {
+		if seg, err = h.Segment(); err != nil && h.InReencryption() {
+			return unlockReencrypting(c, path, slot, retry)
+		} else if err != nil {
 			return nil, segmentError(headerPath(c, path), err)
 		}
 	}

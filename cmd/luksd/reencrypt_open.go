@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/luksd/luksd/daemon"
+	"github.com/luksd/luksd/keyring"
+	"github.com/luksd/luksd/luks2"
+	"github.com/urfave/cli/v2"
+)
+
+// Opening (open, serve) a volume in the middle of a reencryption, as
+// cryptsetup 2.6.1 activates one: under the exclusive metadata lock, a
+// hotzone a crash left is recovered first, then both volume keys are
+// opened and the daemon maps the data segments, each with its own cipher
+// and key (luks2.OpenReencrypting; daemon.Spec.Segments).
+
+// unlockReencrypting asks for the passphrase (--tries on a terminal when
+// retry) and opens the volume in reencryption on path.
+func unlockReencrypting(c *cli.Context, path string, slot int, retry bool) (*volume, error) {
+	if headerPath(c, path) != path {
+		return nil, exitf(exitParams, "Option --header is not supported by luksd for a volume in reencryption.")
+	}
+	hw, err := openHeaderDevice(c, path, true)
+	if err != nil {
+		return nil, err
+	}
+	defer hw.Close()
+	h, err := hw.read()
+	if err != nil {
+		return nil, headerError(path, err)
+	}
+	lock, err := lockReencryption(hw, h.UUID(), "Reencryption in-progress. Cannot activate device.")
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	src := keySource(c)
+	tries := 1
+	if retry && src.Interactive() && c.Int("tries") > 1 {
+		tries = c.Int("tries")
+	}
+	var m *luks2.ReencryptMapping
+	for try := 1; ; try++ {
+		pass, err := readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", path), false)
+		if err != nil {
+			return nil, err
+		}
+		err = hw.edit(func() error {
+			var err error
+			if h, err = hw.read(); err != nil {
+				return err
+			}
+			m, err = h.OpenReencrypting(hw, hw.Size, pass.Bytes(), slot, nil)
+			return err
+		})
+		pass.Wipe()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, luks2.ErrWrongPassphrase) || try >= tries {
+			return nil, reencryptError(path, err)
+		}
+		fmt.Fprintln(os.Stderr, "No key available with this passphrase.")
+	}
+	defer m.Wipe()
+	key, err := keyring.NewSecret(len(m.OldKey) + len(m.NewKey))
+	if err != nil {
+		return nil, withCode(exitMemory, err)
+	}
+	copy(key.Bytes()[copy(key.Bytes(), m.OldKey):], m.NewKey)
+	verbosef(c, "Key slot %d unlocked.", m.Slot)
+	v := &volume{Path: path, HeaderPath: path, Header: h, Segment: m.Final, Key: key, Slot: m.Slot}
+	if len(m.Segments) > 1 || m.OldKey != nil {
+		v.Reencrypting = m.Segments
+		v.oldKeySize = len(m.OldKey)
+	}
+	return v, nil
+}
+
+// reencryptSegments are v's data segments for the daemon: the old key
+// first in v.Key, then the new one.
+func (v *volume) reencryptSegments() []daemon.Segment {
+	var segs []daemon.Segment
+	for _, s := range v.Reencrypting {
+		seg := daemon.Segment{Cipher: s.Cipher, Offset: s.Offset, Size: s.Size,
+			SectorSize: s.SectorSize, KeySize: s.KeySize, IVOffset: s.IVTweak}
+		if s.New {
+			seg.KeyOffset = v.oldKeySize
+		}
+		segs = append(segs, seg)
+	}
+	return segs
+}
+
+// reencryptError maps a reencryption failure on path's header to
+// cryptsetup's message and exit code.
+func reencryptError(path string, err error) error {
+	switch {
+	case errors.Is(err, luks2.ErrWrongPassphrase):
+		return exitf(exitPermission, "No key available with this passphrase.")
+	case errors.Is(err, luks2.ErrReencryptInvalid):
+		return exitf(exitParams, "Reencryption metadata is invalid.")
+	case errors.Is(err, luks2.ErrReencryptUnsupported):
+		return exitf(exitParams, "%v", err)
+	}
+	return headerError(path, err)
+}
+
+// lockReencryption takes cryptsetup's reencryption lock of the volume
+// of header device f (none with --disable-locks or on a remote volume,
+// as the metadata locks); busy is cryptsetup's words for a lock another
+// process holds. The caller releases it with Unlock.
+func lockReencryption(f *headerDevice, uuid, busy string) (*luks2.Lock, error) {
+	if f.NoLocks {
+		return nil, nil
+	}
+	l, err := luks2.LockReencryption(uuid)
+	if errors.Is(err, luks2.ErrReencryptionLocked) {
+		return nil, exitf(exitBusy, "%s", busy)
+	}
+	if err != nil {
+		return nil, exitf(exitParams, "Failed to get reencryption lock.")
+	}
+	return l, nil
+}
