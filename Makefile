@@ -37,7 +37,7 @@ deps:
 test: lint unit crossarch releasecheck vmtest
 
 unit:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 45m ./...
 	$(GO) test -count=1 -run 'Alloc' ./xts ./adiantum ./dmcrypt ./argon2
 
 # crossarch runs the cipher and argon2 packages' tests as arm64 and ARMv7 binaries

@@ -22,6 +22,8 @@ var (
 // multiple of the sector size and fit the device below as it is now.
 func (d *Device) Resize(size int64) error {
 	switch {
+	case len(d.parts) > 0:
+		return ErrSegmentedResize
 	case size <= 0 || size%d.sectorSize != 0:
 		return fmt.Errorf("size %d: %w %d", size, ErrMisaligned, d.sectorSize)
 	case size > d.backend.Size()-d.offset:

@@ -34,6 +34,10 @@ type part struct {
 // handed back with one Resume.
 var ErrSegmented = errors.New("suspend is not supported while the volume is mapped in segments (reencryption in progress)")
 
+// ErrSegmentedResize is Resize on a segmented Device: the segments'
+// extents are the reencryption's to move.
+var ErrSegmentedResize = errors.New("resize is not supported while the volume is mapped in segments (reencryption in progress)")
+
 // NewSegmented returns the crypt layer over backend for segs, in
 // plaintext order; opts' Offset, Size, SectorSize and IVOffset are not
 // used (each segment has its own). The Device owns the segments' ciphers,
@@ -63,8 +67,8 @@ func NewSegmented(backend blockdev.Device, segs []Segment, opts DeviceOptions) (
 			wipe()
 			return nil, fmt.Errorf("data segment %d: %w", i, err)
 		}
-		d.parts = append(d.parts, part{start: d.size, dev: sub})
-		d.size += sub.size
+		d.parts = append(d.parts, part{start: d.size.Load(), dev: sub})
+		d.size.Add(sub.size.Load())
 		d.sectorSize = max(d.sectorSize, sub.sectorSize)
 		if sub.trim != nil {
 			d.trim = ops.Trim
@@ -83,7 +87,7 @@ func (d *Device) Segments() int { return max(len(d.parts), 1) }
 func (d *Device) eachPart(off, length int64, fn func(sub *Device, subOff int64, lo, hi int64) error) error {
 	end := off + length
 	for _, p := range d.parts {
-		pEnd := p.start + p.dev.size
+		pEnd := p.start + p.dev.size.Load()
 		if pEnd <= off || p.start >= end {
 			continue
 		}

@@ -78,6 +78,9 @@ func TestSegmentedMatchesPerSegmentCiphers(t *testing.T) {
 	if err := d.Suspend(); !errors.Is(err, ErrSegmented) {
 		t.Fatalf("Suspend: %v, want ErrSegmented", err)
 	}
+	if err := d.Resize(total - 4096); !errors.Is(err, ErrSegmentedResize) || d.Size() != total {
+		t.Fatalf("Resize: %v, size %d; want ErrSegmentedResize and %d", err, d.Size(), total)
+	}
 }
 
 func TestSegmentedRefusesDynamicMiddle(t *testing.T) {
