@@ -29,13 +29,14 @@ func init() {
 		&cli.BoolFlag{Name: "test-passphrase", Usage: "only check that the passphrase unlocks a keyslot"},
 		&cli.BoolFlag{Name: "unbound", Usage: "with --test-passphrase: unbound keyslots count too"},
 		&cli.BoolFlag{Name: "refresh", Usage: "check the key of an active volume again (cryptsetup refresh)"},
+		&cli.BoolFlag{Name: "persistent", Usage: "store the activation flags of the line (--allow-discards, --perf-*) in the LUKS2 header"},
 	}
 	register(&cli.Command{
 		Name:      "open",
 		Aliases:   []string{"luksOpen", "plainOpen", "create", "refresh"},
 		Usage:     "unlock a LUKS volume and attach it as a kernel block device",
 		ArgsUsage: "IMAGE NAME",
-		Flags:     flagSet(openFlags, keyFlags, tokenFlags, plainFlags),
+		Flags:     flagSet(openFlags, perfFlags(), keyFlags, tokenFlags, plainFlags),
 		Action:    openAction,
 	}, &cli.Command{
 		Name:   daemon.ChildVerb,
@@ -103,7 +104,16 @@ func openAction(c *cli.Context) error {
 	}
 	defer v.Close()
 	hd.Close() // the daemon never reads the header again
-	return startVolume(c, v.spec(name, opts), v.Key)
+	if c.Bool("foreground") {
+		storeFlags(c, image) // Exec returns only when the volume closes
+	}
+	if err := startVolume(c, v.spec(name, opts), v.Key); err != nil {
+		return err
+	}
+	if !c.Bool("foreground") {
+		storeFlags(c, image)
+	}
+	return nil
 }
 
 // openPlain is open --type plain: the layout from the options, the key

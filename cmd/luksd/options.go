@@ -225,7 +225,6 @@ var unsupported = map[string]map[string]string{
 		"keyslot-key-size":  "",
 	},
 	"open": {
-		"persistent":        "",
 		"volume-key-file":   "",
 		"shared":            "",
 		"tcrypt-hidden":     "",

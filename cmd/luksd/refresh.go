@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"strings"
@@ -41,10 +42,18 @@ func refreshVolume(c *cli.Context) error {
 	if errors.Is(err, daemon.ErrInvalid) {
 		return exitf(exitPermission, "No key available with this passphrase.")
 	}
-	if err != nil || discards == st.AllowDiscards {
+	if err != nil {
 		return err
 	}
-	return daemon.SetDiscards(name, discards)
+	if discards != st.AllowDiscards {
+		if err := daemon.SetDiscards(name, discards); err != nil {
+			return err
+		}
+	}
+	if strings.HasPrefix(st.Type, "LUKS") { // plain mode keeps no flags
+		storeFlags(c, cmp.Or(st.Header, st.Image))
+	}
+	return nil
 }
 
 // refreshKey unlocks the key of the active volume st as open would, and

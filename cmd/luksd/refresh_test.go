@@ -55,3 +55,36 @@ func TestRefresh(t *testing.T) {
 	}
 	luksd(t, nil, "refresh", "--key-file", pass, "--label", "x", "ref").expect(t, exitParams, "Option --label is not allowed with open action.")
 }
+
+// TestRefreshPersistent: refresh --persistent stores the line's activation
+// flags in the header (cryptsetup's luksDump shows them, in its order) and
+// one without flags clears them, as cryptsetup 2.6.1's refresh does; the
+// running volume takes the discard setting as without --persistent.
+func TestRefreshPersistent(t *testing.T) {
+	_, img, pass := startResizeVolume(t, "per")
+	flagsLine := func() string {
+		t.Helper()
+		for _, l := range strings.Split(runTool(t, nil, "cryptsetup", "luksDump", img).stdout, "\n") {
+			if strings.HasPrefix(l, "Flags:") {
+				return l
+			}
+		}
+		t.Fatal("no Flags line in cryptsetup's dump")
+		return ""
+	}
+	luksd(t, nil, "refresh", "--persistent", "--key-file", pass, "--perf-no_write_workqueue", "--allow-discards", "per").expect(t, 0, "")
+	if got, want := flagsLine(), "Flags:       \tallow-discards no-write-workqueue "; got != want {
+		t.Fatalf("after refresh --persistent: %q, want %q", got, want)
+	}
+	if r := luksd(t, nil, "status", "per"); !strings.Contains(r.stdout, "  flags:   discards \n") {
+		t.Fatalf("status after refresh --persistent --allow-discards:\n%s", r.stdout)
+	}
+	luksd(t, nil, "refresh", "--key-file", pass, "per").expect(t, 0, "") // the header's flag keeps discards on
+	if r := luksd(t, nil, "status", "per"); !strings.Contains(r.stdout, "  flags:   discards \n") {
+		t.Fatalf("status after a refresh that reads the persistent flag:\n%s", r.stdout)
+	}
+	luksd(t, nil, "refresh", "--persistent", "--key-file", pass, "per").expect(t, 0, "")
+	if got, want := flagsLine(), "Flags:       \t(no flags)"; got != want {
+		t.Fatalf("after refresh --persistent without flags: %q, want %q", got, want)
+	}
+}
