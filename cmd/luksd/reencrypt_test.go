@@ -244,35 +244,43 @@ func TestReencryptRefusalsLikeCryptsetup(t *testing.T) {
 }
 
 // An image luksd serves is not reencrypted under it (exit 5, unchanged),
-// and a volume in reencryption is not served.
+// before the reencryption starts or while it is in progress (a volume in
+// reencryption is served, mapped in segments).
 func TestReencryptRefusesDeviceInUse(t *testing.T) {
 	w := newWorkspace(t)
 	img, key := w.formatted("pbkdf2")
 	sock := w.path("s.sock")
-	serve := exec.Command(testtool.Luksd(t), "serve", "--socket", sock, "--key-file", key, img)
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 100; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
+	refused := func(what string, args ...string) {
+		t.Helper()
+		serve := exec.Command(testtool.Luksd(t), "serve", "--socket", sock, "--key-file", key, img)
+		if err := serve.Start(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		for i := 0; i < 100; i++ {
+			if _, err := os.Stat(sock); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_, served := os.Stat(sock)
+		before, _ := os.ReadFile(img)
+		r := w.luksd(nil, append([]string{"reencrypt", "-q", "-d", key}, append(args, img)...)...)
+		serve.Process.Signal(syscall.SIGTERM)
+		serve.Wait()
+		if served != nil {
+			t.Fatalf("%s: serve did not start: %v", what, served)
+		}
+		if r.code != 5 {
+			t.Fatalf("%s: reencrypt of a served image: exit %d: %s", what, r.code, r.stderr)
+		}
+		if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
+			t.Fatalf("%s: the image changed", what)
+		}
 	}
-	before, _ := os.ReadFile(img)
-	r := w.luksd(nil, "reencrypt", "-q", "-d", key, img)
-	serve.Process.Signal(syscall.SIGTERM)
-	serve.Wait()
-	r.expect(t, 5, "Failed to open "+img+" in exclusive mode (already mapped or mounted).\n")
-	if after, _ := os.ReadFile(img); !bytes.Equal(before, after) {
-		t.Fatal("the image changed")
-	}
+	refused("before")
 	w.luksd(nil, "reencrypt", "--header", img, "-q", "-d", key, img).expect(t, 1, "Option --header is not supported by luksd reencrypt.\n")
 	w.luksd(nil, "reencrypt", "--init-only", "-q", "-d", key, img).ok(t)
-	r = w.luksd(nil, "serve", "--socket", sock, "--key-file", key, img)
-	if r.code != 1 || !bytes.Contains([]byte(r.stderr), []byte("in reencryption")) {
-		t.Fatalf("serve of a volume in reencryption: exit %d: %s", r.code, r.stderr)
-	}
+	refused("in reencryption", "--resume-only")
 }
 
 // --resilience on resume changes the mode recorded in the header, with a
