@@ -154,7 +154,10 @@ func TestPoptReordersEveryVerb(t *testing.T) {
 		// A value option takes the next argument whatever it looks like.
 		{[]string{"luksDump", "-d", "-q", "img"}, []string{"luksDump", "--key-file=-q", "--", "img"}},
 		// Old names, and cryptsetup options the verb ignores.
-		{[]string{"luksOpen", "img", "n", "--disable-locks", "--perf-same_cpu_crypt", "-c", "aes"}, []string{"luksOpen", "--disable-locks", "--cipher=aes", "--", "img", "n"}},
+		{[]string{"luksOpen", "img", "n", "--disable-locks", "--use-directio", "-c", "aes"}, []string{"luksOpen", "--disable-locks", "--cipher=aes", "--", "img", "n"}},
+		// open defines --perf-* (--persistent stores them); luksDump ignores them.
+		{[]string{"luksOpen", "img", "n", "--perf-same_cpu_crypt"}, []string{"luksOpen", "--perf-same_cpu_crypt", "--", "img", "n"}},
+		{[]string{"luksDump", "img", "--perf-same_cpu_crypt"}, []string{"luksDump", "--", "img"}},
 		{[]string{"luksDump", "--dump-master-key", "--master-key-file", "f", "img"},
 			[]string{"luksDump", "--dump-volume-key", "--volume-key-file=f", "--", "img"}},
 		{[]string{"luksUUID", "-d", "key", "--timeout", "5", "img"}, []string{"luksUUID", "--", "img"}},
