@@ -12,7 +12,10 @@ var _ blockdev.ScratchWriter = (*Device)(nil)
 // path, leaving p as it was.
 func (d *Device) WriteAtScratch(p []byte, off int64) (int, error) {
 	ss := d.sectorSize
-	return d.writeAt(p, off, false, off%ss == 0 && int64(len(p))%ss == 0)
+	// A segmented Device has no cipher of its own: its segments' writes
+	// take the copying path.
+	inPlace := d.parts == nil && off%ss == 0 && int64(len(p))%ss == 0
+	return d.writeAt(p, off, false, inPlace)
 }
 
 // writeInPlace encrypts p, whole sectors at off, in place and writes it.

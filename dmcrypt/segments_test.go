@@ -53,6 +53,12 @@ func TestSegmentedMatchesPerSegmentCiphers(t *testing.T) {
 		}
 		copy(model[off:], p)
 	}
+	// The NBD server's in-place path, whole sectors across the boundary.
+	p := randBytes(t, 3*4096)
+	if _, err := d.WriteAtScratch(bytes.Clone(p), split-4096); err != nil {
+		t.Fatal(err)
+	}
+	copy(model[split-4096:], p)
 	if err := d.WriteZeroes(split-700, 1400); err != nil {
 		t.Fatal(err)
 	}
