@@ -6,12 +6,7 @@
 # targets, one per segment) reads the same, and both status outputs say
 # the reencryption is in progress. Data written through luksd then
 # survives `cryptsetup reencrypt --resume-only` to the end.
-# requires: luksd-reencrypt luksd-open-nbd luksd-reencrypt-open-nbd
-# Not in the default list: after the merges of stop 23 a read of /dev/nbdN
-# on such a volume hangs in this scenario (twice in a row, at the first
-# sum_at), where scenario 59 (ublk) and cmd/luksd's TestOpenMidReencryption
-# (serve + nbdcopy) pass; the feature luksd-reencrypt-open-nbd stays out of
-# features until that is found. Run it by number.
+# requires: luksd-reencrypt luksd-open-nbd
 # timeout: 600
 . /vmtest/guest/lib.sh
 . /vmtest/guest/reencrypt.sh
