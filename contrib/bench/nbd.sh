@@ -21,20 +21,8 @@ RUNTIME=${RUNTIME:-4}
 ROUNDS=${ROUNDS:-3}
 SHAPES=${SHAPES:-"read write randread randwrite"}
 NETS=${NETS:-"unix tcp"}
-for tool in fio nbdkit cryptsetup; do
-	command -v "$tool" >/dev/null || { echo "nbd.sh: $tool is not installed (make deps)" >&2; exit 1; }
-done
-make -s build
-LUKSD=$PWD/bin/luksd
-
-work=$(mktemp -d -p /dev/shm luksd-bench.XXXXXX)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. contrib/bench/lib.sh
+bench_start nbd.sh fio nbdkit cryptsetup
 
 printf 'bench passphrase' >"$work/pass"
 pbkdf=(--pbkdf pbkdf2 --pbkdf-force-iterations 1000)

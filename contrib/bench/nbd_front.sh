@@ -16,19 +16,8 @@ cd "$(dirname "$0")/../.."
 SIZE_MIB=${SIZE_MIB:-512}
 RUNTIME=${RUNTIME:-5}
 ROUNDS=${ROUNDS:-3}
-for tool in fio nbdkit cryptsetup; do
-	command -v "$tool" >/dev/null || { echo "nbd_front.sh: $tool is not installed (make deps)" >&2; exit 1; }
-done
-make -s build
-LUKSD=$PWD/bin/luksd
-work=$(mktemp -d -p /dev/shm luksd-nbdfront.XXXXXX)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. contrib/bench/lib.sh
+bench_start nbd_front.sh fio nbdkit cryptsetup
 
 printf 'bench passphrase' >"$work/pass"
 head -c $(((SIZE_MIB + 16) << 20)) /dev/urandom >"$work/luks2.img"

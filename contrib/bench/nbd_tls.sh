@@ -14,20 +14,8 @@ cd "$(dirname "$0")/../.."
 
 SIZE_MIB=${SIZE_MIB:-512}
 ROUNDS=${ROUNDS:-3}
-for tool in nbdcopy nbdkit cryptsetup openssl; do
-	command -v "$tool" >/dev/null || { echo "nbd_tls.sh: $tool is not installed (make deps)" >&2; exit 1; }
-done
-make -s build
-LUKSD=$PWD/bin/luksd
-
-work=$(mktemp -d -p /dev/shm luksd-bench-tls.XXXXXX)
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. contrib/bench/lib.sh
+bench_start nbd_tls.sh nbdcopy nbdkit cryptsetup openssl
 
 # Certificates as an administrator makes them with openssl (ECDSA keys).
 mkdir "$work/server" "$work/client"
