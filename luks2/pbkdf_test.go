@@ -3,6 +3,7 @@ package luks2
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"runtime"
 	"testing"
@@ -19,8 +20,8 @@ func withModel(t *testing.T, model func(p kdfParams) time.Duration) {
 
 // argon2Run records the costs calibrateArgon2 measures under a model.
 type argon2Run struct {
-	maxMemory int // the largest memory measured, in KiB
-	runs      int
+	maxMemory int           // the largest memory measured, in KiB
+	total     time.Duration // the time of all runs, in the model
 }
 
 // withArgon2Model is withModel for argon2 costs, recording the runs.
@@ -28,8 +29,9 @@ func withArgon2Model(t *testing.T, model func(timeCost, memKiB int) time.Duratio
 	rec := &argon2Run{}
 	withModel(t, func(p kdfParams) time.Duration {
 		rec.maxMemory = max(rec.maxMemory, p.memory)
-		rec.runs++
-		return model(p.time, p.memory)
+		d := model(p.time, p.memory)
+		rec.total += d
+		return d
 	})
 	return rec
 }
@@ -75,22 +77,53 @@ func TestCalibrateArgon2GrowsMemoryFromBelow(t *testing.T) {
 		{"offset", func(tc, mem int) time.Duration {
 			return 30*time.Millisecond + time.Duration(tc*mem)*time.Microsecond
 		}},
+		// The shape measured on this machine with two lanes, at half
+		// its speed so that 1 GiB is too slow for 2 s as well.
+		{"cache", argon2CacheModel},
+		// Small runs vary by a quarter on a shared machine (12-16 ms
+		// at 16 MiB here), and the best of a few samples is the fast
+		// one; large runs then take their usual time.
+		{"fast-sample", func(tc, mem int) time.Duration {
+			if mem < 32<<10 {
+				return argon2CacheModel(tc, mem) * 3 / 4
+			}
+			return argon2CacheModel(tc, mem)
+		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rec := withArgon2Model(t, tc.model)
-			timeCost, mem := calibrateArgon2("argon2id", 1<<20, 4, 64, 2*time.Second)
-			if timeCost != minArgonTime || mem >= 1<<20 {
-				t.Fatalf("calibrated time %d memory %d, want the minimum time cost and less than 1 GiB", timeCost, mem)
-			}
-			checkArgon2Window(t, tc.model, timeCost, mem, 2*time.Second)
-			if float64(rec.maxMemory) > 1.1*float64(mem) {
-				t.Fatalf("measured with %d KiB to calibrate %d KiB: more than 1.1x the keyslot's memory", rec.maxMemory, mem)
-			}
-			if rec.runs > 12 {
-				t.Fatalf("%d runs to calibrate", rec.runs)
-			}
-		})
+		for _, target := range []time.Duration{150 * time.Millisecond, 2 * time.Second} {
+			t.Run(fmt.Sprintf("%s/%v", tc.name, target), func(t *testing.T) {
+				rec := withArgon2Model(t, tc.model)
+				timeCost, mem := calibrateArgon2("argon2id", 1<<20, 4, 64, target)
+				if timeCost != minArgonTime || mem >= 1<<20 {
+					t.Fatalf("calibrated time %d memory %d, want the minimum time cost and less than 1 GiB", timeCost, mem)
+				}
+				checkArgon2Window(t, tc.model, timeCost, mem, target)
+				if float64(rec.maxMemory) > 1.1*float64(mem) {
+					t.Fatalf("measured with %d KiB to calibrate %d KiB: more than 1.1x the keyslot's memory", rec.maxMemory, mem)
+				}
+				// A bound on luksFormat's wait. cryptsetup 2.6.1's
+				// luksFormat took 4.1 s at --iter-time 150 and
+				// 18.6 s at 2000 on the (shared) development machine.
+				if rec.total > 6*target {
+					t.Fatalf("calibrating for %v took %v of runs", target, rec.total)
+				}
+			})
+		}
 	}
+}
+
+// argon2CacheModel is the time of argon2id with two lanes as measured on
+// the development machine, at half its speed: 177 ns per KiB per pass at
+// 1 MiB, 151 at 4 MiB (in cache), then growing as memory^0.17 to 307 at
+// 256 MiB (TLB and DRAM misses). A run that grows memory 16-fold from
+// cache into DRAM takes 1.8x longer per KiB than the run it was
+// estimated from.
+func argon2CacheModel(tc, mem int) time.Duration {
+	perKiB := 177.0
+	if mem >= 4<<10 {
+		perKiB = 151 * math.Pow(float64(mem)/(4<<10), 0.17)
+	}
+	return time.Duration(2 * float64(tc*mem) * perKiB)
 }
 
 func TestCalibrateArgon2Floor(t *testing.T) {
