@@ -44,6 +44,9 @@ func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{
 			if keys != nil && keys.answerKeyCommand(conn, r, strings.TrimSpace(line)) {
 				return
 			}
+			if live != nil && live.online.answer(conn, r, strings.TrimSpace(line)) {
+				return
+			}
 			if live != nil && live.answer(conn, strings.TrimSpace(line)) {
 				return
 			}
