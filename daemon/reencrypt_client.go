@@ -30,8 +30,9 @@ func (e *JobError) Error() string { return e.Msg }
 
 // Reencrypt hands an online reencryption with the keys to name's daemon
 // and waits until the job ends (finished, paused or failed); progress,
-// when set, is called as it goes.
-func Reencrypt(name string, oldKey, newKey []byte, opts ReencryptOptions, progress func(done, total int64)) error {
+// when set, is called as it goes. A receive on pause asks the daemon to
+// pause the job after its current step (as closing the connection does).
+func Reencrypt(name string, oldKey, newKey []byte, opts ReencryptOptions, progress func(done, total int64), pause <-chan struct{}) error {
 	if !Alive(name) {
 		return errorf(ErrNotActive, "Device %s is not active.", name)
 	}
@@ -54,6 +55,15 @@ func Reencrypt(name string, oldKey, newKey []byte, opts ReencryptOptions, progre
 	if err != nil {
 		return fmt.Errorf("cannot reach the daemon of %s: %v", name, err)
 	}
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-pause:
+			conn.(*net.UnixConn).CloseWrite()
+		case <-ended:
+		}
+	}()
 	return readJobReplies(bufio.NewReader(conn), progress)
 }
 

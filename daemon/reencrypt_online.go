@@ -45,12 +45,21 @@ type ReencryptJob struct {
 	o      *onlineJob
 	reen   *dmcrypt.Reencryption
 	secret *keyring.Secret // holds OldKey and NewKey
+	cancel atomic.Bool     // the requester went away
 }
 
 // Begin maps the volume for the job: new before done (bytes of data),
 // old from there on, each segment keyed with its key. It returns the
 // ciphertext device the job reads and writes hotzones on.
 func (j *ReencryptJob) Begin(old, new Segment, done int64) (blockdev.Device, error) {
+	if r := j.o.reen; r != nil {
+		// An earlier job of this daemon paused: its mapping stands.
+		if r.Done() != done {
+			return nil, fmt.Errorf("the volume is mapped reencrypted to %d bytes, the metadata says %d", r.Done(), done)
+		}
+		j.reen = r
+		return r.Backend(), nil
+	}
 	oc, err := sectorCipher(old, j.OldKey)
 	if err != nil {
 		return nil, fmt.Errorf("old segment: %w", err)
@@ -67,7 +76,7 @@ func (j *ReencryptJob) Begin(old, new Segment, done int64) (blockdev.Device, err
 	if err != nil {
 		return nil, err
 	}
-	j.o.final = new
+	j.o.reen, j.o.final = j.reen, new
 	return j.reen.Backend(), nil
 }
 
@@ -88,9 +97,9 @@ func (j *ReencryptJob) Hold(off, length int64) func(done int64) {
 // Progress records how far the job is (status) and tells the requester.
 func (j *ReencryptJob) Progress(done, total int64) { j.o.progress(done, total) }
 
-// Stop reports whether the daemon is closing: the job ends after the
-// step it is in, with the metadata written.
-func (j *ReencryptJob) Stop() bool { return j.o.stopping.Load() }
+// Stop reports whether the daemon is closing or the requester went
+// away: the job ends after the step it is in, with the metadata written.
+func (j *ReencryptJob) Stop() bool { return j.o.stopping.Load() || j.cancel.Load() }
 
 // onlineJob is a daemon's online reencryption, one at a time.
 type onlineJob struct {
@@ -103,6 +112,7 @@ type onlineJob struct {
 	mu      sync.Mutex
 	running chan struct{} // closed when the job ends; nil when none runs
 	report  func(line string)
+	reen    *dmcrypt.Reencryption // the mapping of the first job; later ones go on with it
 	final   Segment
 }
 
@@ -119,6 +129,13 @@ func (o *onlineJob) answer(conn net.Conn, r *bufio.Reader, line string) bool {
 	defer conn.Close()
 	job, err := o.readJob(r, args)
 	if err == nil {
+		// The requester going away (luksd reencrypt interrupted) pauses
+		// the job, as interrupting cryptsetup reencrypt does.
+		conn.SetReadDeadline(time.Time{})
+		go func() {
+			io.Copy(io.Discard, r)
+			job.cancel.Store(true)
+		}()
 		err = o.run(job, func(l string) {
 			// A requester that stops reading must not stall the job.
 			conn.SetWriteDeadline(time.Now().Add(time.Second))

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/keyring"
@@ -57,7 +60,18 @@ func reencryptOnline(c *cli.Context, st *daemon.State) error {
 	defer newKey.Wipe()
 	opts := daemon.ReencryptOptions{HotzoneSize: c.Int64("hotzone-size"),
 		Resilience: c.String("resilience"), Hash: c.String("resilience-hash")}
-	err = daemon.Reencrypt(st.Name, oldKey.Bytes(), newKey.Bytes(), opts, reencryptProgress(c))
+	// SIGINT or SIGTERM pause the job after its step, as they stop the
+	// offline path; luksd reencrypt NAME resumes it.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	pause := make(chan struct{})
+	go func() {
+		if _, ok := <-sig; ok {
+			close(pause)
+		}
+	}()
+	err = daemon.Reencrypt(st.Name, oldKey.Bytes(), newKey.Bytes(), opts, reencryptProgress(c), pause)
 	var je *daemon.JobError
 	if errors.As(err, &je) && je.Code != 0 {
 		return exitf(je.Code, "%s", je.Msg)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,9 +149,10 @@ func TestReencryptOnlineUnderWriters(t *testing.T) {
 	}
 }
 
-// Closing the daemon pauses its job between two steps; the CLI that
-// started it returns, status says where it stands once opened again, and
-// `luksd reencrypt NAME` in the new daemon resumes and finishes it.
+// SIGINT to luksd reencrypt, or closing the daemon, pauses the job
+// between two steps and the CLI returns; status says where it stands,
+// also once the volume is opened again, and `luksd reencrypt NAME`
+// resumes and finishes it.
 func TestReencryptOnlinePauseResume(t *testing.T) {
 	w := newWorkspace(t)
 	keyFile := w.key("key", "pw")
@@ -160,18 +162,32 @@ func TestReencryptOnlinePauseResume(t *testing.T) {
 	img, model := reencImage(w, "vol.img", c, keyFile, 40<<20)
 	spec, key := openSpec(t, img, []byte("pw"), "pause", fe.Name())
 	done := startDaemon(t, spec, key)
-	cmd := exec.Command(testtool.Luksd(t), append([]string{"reencrypt", "-q", "--hotzone-size", "65536", "-d", keyFile, "pause"}, c.reencrypt...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { daemon.Close("pause") })
+	start := func() (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command(testtool.Luksd(t), append([]string{"reencrypt", "-q", "--hotzone-size", "65536", "-d", keyFile, "pause"}, c.reencrypt...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitProgress(t, "pause")
+		return cmd, &stderr
 	}
-	waitProgress(t, "pause")
+	cmd, stderr := start()
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("luksd reencrypt interrupted: %v: %s", err, stderr.String())
+	}
+	st, err := daemon.Active("pause")
+	if err != nil || st == nil || st.ReencryptRunning || st.ReencryptDone <= 0 || st.ReencryptDone >= st.Size {
+		t.Fatalf("after SIGINT to luksd reencrypt, the daemon's state: %+v, %v", st, err)
+	}
+
+	cmd, stderr = start()
 	stopVolume(t, "pause", done)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("luksd reencrypt when its daemon closed: %v: %s", err, stderr.String())
 	}
-
 	spec, key = openSpec(t, img, []byte("pw"), "pause", fe.Name())
 	if len(spec.Segments) != 2 {
 		t.Fatalf("paused volume maps %d segments, want 2 (the job ran on to the end?)", len(spec.Segments))
@@ -203,4 +219,81 @@ func waitProgress(t *testing.T, name string) {
 		}
 	}
 	t.Fatal("the online reencryption never got going")
+}
+
+// killedDaemonEnv names the image TestHelperOnlineDaemon serves when the
+// test binary is run again as a daemon that a test kills -9.
+const killedDaemonEnv = "LUKSD_TEST_ONLINE_DAEMON_IMAGE"
+
+// TestHelperOnlineDaemon is not a test: run by TestReencryptOnlineKilled
+// as a process of its own, it serves the image "killed" with the fake
+// frontend until it is killed.
+func TestHelperOnlineDaemon(t *testing.T) {
+	img := os.Getenv(killedDaemonEnv)
+	if img == "" {
+		t.Skip("only the daemon process of TestReencryptOnlineKilled")
+	}
+	fe := fakeFrontend()
+	spec, key := openSpec(t, img, []byte("pw"), "killed", fe.Name())
+	if err := daemon.Run(spec, key, daemon.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A daemon killed -9 in the middle of an online reencryption leaves a
+// header both tools resume (each on its own copy) to the data written
+// before, and that luksd's open maps part-way.
+func TestReencryptOnlineKilled(t *testing.T) {
+	w := newWorkspace(t)
+	keyFile := w.key("key", "pw")
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	c := reencCases[1]
+	img, model := reencImage(w, "vol.img", c, keyFile, 40<<20)
+	d := exec.Command(os.Args[0], "-test.run=^TestHelperOnlineDaemon$")
+	d.Env = append(os.Environ(), killedDaemonEnv+"="+img)
+	var dout bytes.Buffer
+	d.Stdout, d.Stderr = &dout, &dout
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Process.Kill()
+	for deadline := time.Now().Add(30 * time.Second); !daemon.Alive("killed"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon never started: %s", dout.String())
+		}
+	}
+	cli := exec.Command(testtool.Luksd(t), append([]string{"reencrypt", "-q", "--hotzone-size", "65536", "-d", keyFile, "killed"}, c.reencrypt...)...)
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitProgress(t, "killed")
+	time.Sleep(time.Duration(mrand.IntN(20)) * time.Millisecond)
+	d.Process.Kill()
+	d.Wait()
+	if err := cli.Wait(); err == nil {
+		t.Error("luksd reencrypt succeeded although its daemon was killed")
+	}
+	if s := w.cs(nil, "luksDump", img).ok(t).stdout; !strings.Contains(s, "online-reencrypt") {
+		t.Fatalf("the killed job left no reencryption to resume:\n%s", s)
+	}
+	csImg, openImg := w.path("cs.img"), w.path("open.img")
+	copyFile(t, img, csImg)
+	copyFile(t, img, openImg)
+
+	fe := fakeFrontend()
+	spec, key := openSpec(t, openImg, []byte("pw"), "reopened", fe.Name())
+	done := startDaemon(t, spec, key)
+	got := make([]byte, len(model))
+	if _, err := fe.Last().Dev.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if i := firstDiff(got, model); i >= 0 {
+		t.Errorf("luksd opens the killed job's volume wrong from byte %d", i)
+	}
+	stopVolume(t, "reopened", done)
+
+	luksd(t, nil, "reencrypt", "-q", "--resume-only", "-d", keyFile, img).ok(t)
+	w.checkData(img, keyFile, c, model)
+	w.finishWithCryptsetup(csImg, keyFile)
+	w.checkData(csImg, keyFile, c, model)
 }
