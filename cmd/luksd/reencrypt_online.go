@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
@@ -152,7 +153,8 @@ func runOnlineJob(job *daemon.ReencryptJob) error {
 	if err != nil {
 		return err
 	}
-	hw := &headerDevice{&luks2.HeaderFile{File: f, Path: job.Location, Size: size}}
+	// A remote volume has no flock: its backend keeps other writers out.
+	hw := &headerDevice{&luks2.HeaderFile{File: f, Path: job.Location, Size: size, NoLocks: blockdev.Scheme(job.Location) != ""}}
 	defer hw.Close()
 	h, err := hw.read()
 	if err != nil {

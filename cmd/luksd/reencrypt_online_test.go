@@ -123,7 +123,7 @@ func TestReencryptOnlineUnderWriters(t *testing.T) {
 					errs <- hammer(ctx, dev, model, k, writers, 8192, uint64(k))
 				}()
 			}
-			r := luksd(t, nil, append([]string{"reencrypt", "-q", "--hotzone-size", "262144", "-d", keyFile, "online"}, c.reencrypt...)...)
+			r := luksd(t, nil, append([]string{"reencrypt", "-q", "--progress-json", "--hotzone-size", "262144", "-d", keyFile, "online"}, c.reencrypt...)...)
 			stop()
 			wg.Wait()
 			close(errs)
@@ -133,6 +133,10 @@ func TestReencryptOnlineUnderWriters(t *testing.T) {
 				}
 			}
 			r.ok(t)
+			last := fmt.Sprintf(`"device_bytes":"%d","device_size":"%d"`, len(model), len(model))
+			if !strings.Contains(r.stdout, `{"device":"online","device_bytes":"0"`) || !strings.Contains(r.stdout, last) {
+				t.Errorf("progress of the online reencryption:\n%s", r.stdout)
+			}
 			got := make([]byte, len(model))
 			if _, err := dev.ReadAt(got, 0); err != nil {
 				t.Fatal(err)
@@ -184,6 +188,7 @@ func TestReencryptOnlinePauseResume(t *testing.T) {
 	}
 
 	cmd, stderr = start()
+	luksd(t, nil, "reencrypt", "-q", "-d", keyFile, "pause").expect(t, exitBusy, "Reencryption process is already running.")
 	stopVolume(t, "pause", done)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("luksd reencrypt when its daemon closed: %v: %s", err, stderr.String())
