@@ -27,7 +27,7 @@ const (
 
 // acceptControl reads one command per connection: "close" is handed to the
 // daemon's loop, which answers; anything else is refused.
-func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{}, keys *keyControl, live *liveControl) {
+func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{}, keys *keyControl, live *liveControl, online *onlineJob) {
 	for {
 		conn, err := ctl.Accept()
 		if err != nil {
@@ -44,7 +44,7 @@ func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{
 			if keys != nil && keys.answerKeyCommand(conn, r, strings.TrimSpace(line)) {
 				return
 			}
-			if live != nil && live.online.answer(conn, r, strings.TrimSpace(line)) {
+			if online.answer(conn, r, strings.TrimSpace(line)) {
 				return
 			}
 			if live != nil && live.answer(conn, strings.TrimSpace(line)) {

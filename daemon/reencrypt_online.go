@@ -120,6 +120,14 @@ func newOnlineJob(dev *dmcrypt.Device, spec Spec) *onlineJob {
 	return &onlineJob{dev: dev, spec: spec}
 }
 
+// attach gives o the state it records progress in, guarded by keys' lock
+// (nil: no other writer).
+func (o *onlineJob) attach(st *State, keys *keyControl) {
+	if o != nil {
+		o.st, o.keys = st, keys
+	}
+}
+
 // answer runs "reencrypt ..." from conn; it reports whether line was one.
 func (o *onlineJob) answer(conn net.Conn, r *bufio.Reader, line string) bool {
 	cmd, args, _ := strings.Cut(line, " ")

@@ -39,9 +39,7 @@ type liveControl struct {
 	dev  liveDevice
 	att  frontend.Attachment
 	keys *keyControl // its lock also guards st; nil without a crypt layer
-	// online runs online reencryption jobs (reencrypt_online.go).
-	online *onlineJob
-	mu     sync.Mutex // one change at a time
+	mu   sync.Mutex  // one change at a time
 }
 
 // newLiveControl returns vol's live control, or nil when what it serves
@@ -51,10 +49,7 @@ func newLiveControl(st *State, vol opened, att frontend.Attachment) *liveControl
 	if !ok {
 		return nil
 	}
-	if vol.online != nil {
-		vol.online.st, vol.online.keys = st, vol.keys
-	}
-	return &liveControl{st: st, dev: dev, att: att, keys: vol.keys, online: vol.online}
+	return &liveControl{st: st, dev: dev, att: att, keys: vol.keys}
 }
 
 // answer answers "resize N" and "discards on|off" on conn; it reports

@@ -302,3 +302,45 @@ func TestReencryptOnlineKilled(t *testing.T) {
 	w.finishWithCryptsetup(csImg, keyFile)
 	w.checkData(csImg, keyFile, c, model)
 }
+
+// A volume `luksd serve` exports is reencrypted online by `luksd
+// reencrypt IMAGE` while a client writes through NBD; stopping the server
+// afterwards leaves the new cipher with what the client wrote.
+func TestReencryptOnlineServe(t *testing.T) {
+	w := newWorkspace(t)
+	keyFile := w.key("key", "pw")
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	c := reencCases[0]
+	img, want := reencImage(w, "vol.img", c, keyFile, 24<<20)
+	sock := w.path("sock")
+	p := startServe(t, sock, "-d", keyFile, img)
+	cmd := exec.Command(testtool.Luksd(t), append([]string{"reencrypt", "-q", "--hotzone-size", "65536", "-d", keyFile, img}, c.reencrypt...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("serve-%d", p.cmd.Process.Pid)
+	waitProgress(t, name)
+	src := w.path("src")
+	for off := int64(4096*3 + 100); off < int64(len(want)); off += 2<<20 + 777 {
+		data := make([]byte, 100<<10)
+		rand.Read(data)
+		copy(want[off:], data)
+		if err := os.WriteFile(src, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		testtool.Run(t, "qemu-io", "-f", "raw", "-c", fmt.Sprintf("write -s %s %d %d", src, off, len(data)), "-c", "flush", p.uri())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("luksd reencrypt of a served image: %v: %s", err, stderr.String())
+	}
+	if s := luksd(t, nil, "status", name).ok(t).stdout; !strings.Contains(s, "cipher:  "+c.newCipher) || strings.Contains(s, "reencryption") {
+		t.Errorf("status of the served volume after the reencryption:\n%s", s)
+	}
+	p.stop(t)
+	if daemon.Alive(name) {
+		t.Errorf("%s is still active after the server stopped", name)
+	}
+	w.checkData(img, keyFile, c, want)
+}
