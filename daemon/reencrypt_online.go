@@ -25,9 +25,10 @@ import (
 // the daemon never reads a header) steps through the data, and the crypt
 // layer keeps requests out of each hotzone while it is rewritten
 // (dmcrypt.Reencryption). The connection gets "progress DONE TOTAL" lines,
-// then "ok" or "error: ...". Closing the daemon (close, SIGTERM) pauses the
-// job between two steps; the metadata on disk is then a reencryption in
-// progress that `luksd reencrypt NAME` (or cryptsetup) resumes.
+// then "ok" or "error CODE: ..." (reencrypt_client.go). Closing the daemon
+// (close, SIGTERM) or the requester going away pauses the job between two
+// steps; the metadata on disk is then a reencryption in progress that
+// `luksd reencrypt NAME` (or cryptsetup, once closed) resumes.
 
 // Reencrypter runs job's LUKS2 reencryption steps; the CLI's package sets
 // it in the daemon's process. Nil: the daemon cannot reencrypt online.
@@ -52,7 +53,7 @@ type ReencryptJob struct {
 // old from there on, each segment keyed with its key. It returns the
 // ciphertext device the job reads and writes hotzones on.
 func (j *ReencryptJob) Begin(old, new Segment, done int64) (blockdev.Device, error) {
-	if r := j.o.reen; r != nil {
+	if r := j.o.reen; r != nil && r.Done() < j.o.dev.Size() {
 		// An earlier job of this daemon paused: its mapping stands.
 		if r.Done() != done {
 			return nil, fmt.Errorf("the volume is mapped reencrypted to %d bytes, the metadata says %d", r.Done(), done)

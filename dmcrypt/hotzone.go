@@ -51,8 +51,9 @@ type ReencryptSegment struct {
 
 // BeginReencryption maps d's data area as new before done (bytes of
 // plaintext) and old from it on, replacing what mapped it so far; it
-// waits for the requests under way. The Device owns both ciphers, also
-// when it fails.
+// waits for the requests under way. A reencryption that ended before
+// (all of the data in its new cipher) makes way for the new one. The
+// Device owns both ciphers, also when it fails.
 func (d *Device) BeginReencryption(old, new ReencryptSegment, done int64) (*Reencryption, error) {
 	d.suspendMu.Lock()
 	defer d.suspendMu.Unlock()
@@ -62,7 +63,7 @@ func (d *Device) BeginReencryption(old, new ReencryptSegment, done int64) (*Reen
 	case d.gate.shut.Load():
 		wipe()
 		return nil, ErrSuspended
-	case d.online.Load() != nil:
+	case d.online.Load() != nil && d.online.Load().Done() < size:
 		wipe()
 		return nil, errors.New("a reencryption is already running")
 	case done < 0 || done > size:

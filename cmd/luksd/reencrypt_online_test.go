@@ -338,6 +338,8 @@ func TestReencryptOnlineServe(t *testing.T) {
 	if s := luksd(t, nil, "status", name).ok(t).stdout; !strings.Contains(s, "cipher:  "+c.newCipher) || strings.Contains(s, "reencryption") {
 		t.Errorf("status of the served volume after the reencryption:\n%s", s)
 	}
+	// A second reencryption (a new key) in the same server.
+	luksd(t, nil, "reencrypt", "-q", "-d", keyFile, img).ok(t)
 	p.stop(t)
 	if daemon.Alive(name) {
 		t.Errorf("%s is still active after the server stopped", name)
