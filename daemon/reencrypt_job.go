@@ -30,6 +30,10 @@ func (o *onlineJob) run(job *ReencryptJob, report func(line string)) error {
 		o.mu.Unlock()
 		return errorf(ErrInvalid, "Volume %s is suspended.", o.spec.Name)
 	}
+	if err := o.checkKeys(job); err != nil {
+		o.mu.Unlock()
+		return err
+	}
 	done := make(chan struct{})
 	o.running, o.report = done, report
 	o.mu.Unlock()
@@ -104,4 +108,22 @@ func (o *onlineJob) pause() {
 		Log.Printf("%s: pausing the online reencryption", o.spec.Name)
 		<-done
 	}
+}
+
+// checkKeys refuses keys that are not what the volume was opened with
+// (the old key; both, for a volume opened in reencryption): the header
+// changed under the daemon. After a job of its own the daemon maps other
+// keys, and the header's digests alone vouch for them.
+func (o *onlineJob) checkKeys(job *ReencryptJob) error {
+	if o.keys == nil || o.reen != nil {
+		return nil
+	}
+	opened := job.OldKey
+	if o.spec.reencrypting() {
+		opened = job.secret.Bytes()
+	}
+	if o.keys.matches(opened) != nil {
+		return errorf(ErrInvalid, "The header's volume key is not the one %s was opened with.", o.spec.Name)
+	}
+	return nil
 }

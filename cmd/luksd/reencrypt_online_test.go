@@ -346,3 +346,33 @@ func TestReencryptOnlineServe(t *testing.T) {
 	}
 	w.checkData(img, keyFile, c, want)
 }
+
+// A daemon refuses a job whose old key is not the key it serves the
+// volume with (the header changed under it), and rewrites nothing.
+func TestReencryptOnlineRefusesOtherKey(t *testing.T) {
+	w := newWorkspace(t)
+	keyFile := w.key("key", "pw")
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	fe := fakeFrontend()
+	c := reencCases[0]
+	img, model := reencImage(w, "vol.img", c, keyFile, 20<<20)
+	spec, key := openSpec(t, img, []byte("pw"), "other", fe.Name())
+	key.Wipe()
+	other, err := keyring.FromBytes(randomBytes(t, spec.Segment.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := startDaemon(t, spec, other)
+	luksd(t, nil, append([]string{"reencrypt", "-q", "-d", keyFile, "other"}, c.reencrypt...)...).expect(t, exitParams, "is not the one other was opened with")
+	stopVolume(t, "other", done)
+	luksd(t, nil, "reencrypt", "-q", "--resume-only", "-d", keyFile, img).ok(t)
+	w.checkData(img, keyFile, c, model)
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
