@@ -42,13 +42,15 @@ type Device struct {
 	lost       lostWrites         // nil: the backend keeps no record of lost writes
 	locks      sectorLocks
 	closed     atomic.Bool
-	active     atomic.Int32                 // requests in progress, to size their parallelism
-	procs      int                          // GOMAXPROCS when the device was made
-	helpers    atomic.Int32                 // goroutines started for stalled requests (parallel.go)
-	gate       gate                         // shut while suspended (suspend.go)
-	suspendMu  sync.Mutex                   // one Suspend or Resume at a time
-	parts      []part                       // the segments of a segmented Device (segments.go); nil: one segment
-	online     atomic.Pointer[Reencryption] // an online reencryption (hotzone.go); nil: none
+	active     atomic.Int32 // requests in progress, to size their parallelism
+	procs      int          // GOMAXPROCS when the device was made
+	helpers    atomic.Int32 // goroutines started for stalled requests (parallel.go)
+	gate       gate         // shut while suspended (suspend.go)
+	suspendMu  sync.Mutex   // one Suspend or Resume at a time
+	parts      []part       // the segments of a segmented Device (segments.go); nil: one segment
+
+	// online is an online reencryption (hotzone.go); nil: none.
+	online atomic.Pointer[Reencryption]
 }
 
 // chunkSize is the unit of work one goroutine encrypts or decrypts at a
