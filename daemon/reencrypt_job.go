@@ -26,6 +26,9 @@ func (o *onlineJob) run(job *ReencryptJob, report func(line string)) error {
 	case o.stopping.Load():
 		o.mu.Unlock()
 		return errorf(ErrBusy, "The daemon is closing.")
+	case o.spec.Options.ReadOnly:
+		o.mu.Unlock()
+		return errorf(ErrInvalid, "Volume %s is open read-only: the daemon cannot rewrite it.", o.spec.Name)
 	case o.keys.suspended():
 		o.mu.Unlock()
 		return errorf(ErrInvalid, "Volume %s is suspended.", o.spec.Name)

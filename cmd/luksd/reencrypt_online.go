@@ -50,6 +50,9 @@ func reencryptOnline(c *cli.Context, st *daemon.State) error {
 	if c.IsSet("header") || st.Header != "" && st.Header != st.Image {
 		return exitf(exitParams, "Option --header is not supported by luksd for online reencryption.")
 	}
+	if st.ReadOnly {
+		return exitf(exitParams, "Volume %s is open read-only: close it and reencrypt it offline, or open it read-write.", st.Name)
+	}
 	if st.Type != "LUKS2" {
 		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", st.Image)
 	}

@@ -376,3 +376,21 @@ func randomBytes(t *testing.T, n int) []byte {
 	}
 	return b
 }
+
+// A volume open read-only is not reencrypted online, nor marked for it.
+func TestReencryptOnlineRefusesReadOnly(t *testing.T) {
+	w := newWorkspace(t)
+	keyFile := w.key("key", "pw")
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	fe := fakeFrontend()
+	c := reencCases[0]
+	img, _ := reencImage(w, "vol.img", c, keyFile, 20<<20)
+	spec, key := openSpec(t, img, []byte("pw"), "ro", fe.Name())
+	spec.Options.ReadOnly = true
+	done := startDaemon(t, spec, key)
+	luksd(t, nil, append([]string{"reencrypt", "-q", "-d", keyFile, "ro"}, c.reencrypt...)...).expect(t, exitParams, "Volume ro is open read-only")
+	stopVolume(t, "ro", done)
+	if s := w.cs(nil, "luksDump", img).ok(t).stdout; strings.Contains(s, "reencrypt") {
+		t.Errorf("a refused online reencryption marked the volume:\n%s", s)
+	}
+}
