@@ -27,7 +27,7 @@ const (
 
 // acceptControl reads one command per connection: "close" is handed to the
 // daemon's loop, which answers; anything else is refused.
-func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{}, keys *keyControl, live *liveControl) {
+func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{}, keys *keyControl, live *liveControl, online *onlineJob) {
 	for {
 		conn, err := ctl.Accept()
 		if err != nil {
@@ -42,6 +42,9 @@ func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{
 				return
 			}
 			if keys != nil && keys.answerKeyCommand(conn, r, strings.TrimSpace(line)) {
+				return
+			}
+			if online.answer(conn, r, strings.TrimSpace(line)) {
 				return
 			}
 			if live != nil && live.answer(conn, strings.TrimSpace(line)) {

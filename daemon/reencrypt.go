@@ -72,3 +72,15 @@ func (spec Spec) reencryptionStatus() string {
 	}
 	return ""
 }
+
+// reencryptedBytes are the bytes of data in the new cipher: the segments
+// keyed with the new key, which follows the old one in the key.
+func (spec Spec) reencryptedBytes() int64 {
+	var n int64
+	for _, s := range spec.Segments {
+		if s.KeyOffset > 0 {
+			n += s.Size
+		}
+	}
+	return n
+}

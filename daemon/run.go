@@ -65,6 +65,7 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 			ReadOnly:      o.ReadOnly,
 			AllowDiscards: o.AllowDiscards,
 			Reencryption:  spec.reencryptionStatus(),
+			ReencryptDone: spec.reencryptedBytes(),
 		},
 		Open: func() (opened, error) {
 			d, backend, keysLocked, err := openCrypt(spec, key)
@@ -79,7 +80,8 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 			if err != nil {
 				return opened{}, err
 			}
-			return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked, keys: keys}, nil
+			return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked, keys: keys,
+				online: newOnlineJob(d, spec)}, nil
 		},
 		Mapping:  o.Mapping,
 		KernelIO: opts.KernelIO,
@@ -115,6 +117,7 @@ type opened struct {
 	claim      string      // how the data device is claimed (blockdev.Backend.Claim)
 	keysLocked bool        // the key schedule is locked in memory
 	keys       *keyControl // suspend and resume; nil in tests that open no crypt layer
+	online     *onlineJob  // online reencryption (reencrypt_online.go); nil without a crypt layer
 }
 
 // runDaemon claims the name, attaches the frontend and serves until it is
@@ -266,7 +269,8 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 	done := make(chan struct{})
 	defer close(done)
 	closes := make(chan net.Conn)
-	go acceptControl(ctl, closes, done, vol.keys, newLiveControl(st, vol, att))
+	vol.online.attach(st, vol.keys)
+	go acceptControl(ctl, closes, done, vol.keys, newLiveControl(st, vol, att), vol.online)
 	gone := make(chan error, 1)
 	go func() { gone <- att.Wait() }()
 	kdev, busy := att.DevicePath(), st.BusyPath()
@@ -334,6 +338,7 @@ func unname(st *State) bool {
 // returned (ErrLostWrites) for the closer's warning when nothing else
 // fails.
 func detach(att frontend.Attachment, vol opened) error {
+	vol.online.pause()
 	var lost error
 	if vol.takeLost != nil {
 		lost = vol.takeLost()

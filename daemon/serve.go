@@ -84,6 +84,11 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 		return err
 	}
 	defer dev.Close()
+	sc, err := startServeControl(spec, dev)
+	if err != nil {
+		Log.Printf("no control socket (no online reencryption): %s", oneLine(err))
+	}
+	defer sc.stop()
 
 	// From here on a signal stops the server cleanly (socket removed).
 	sigs := make(chan os.Signal, 1)
@@ -114,16 +119,24 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	path := spec.Location
 	logger.Printf("serving %s (%d bytes, %s, %d-byte sectors, %s) on %s%s", path, dev.Size(), spec.Segment.Cipher, dev.BlockSize(), mode, where, opts.TLS.describe())
 
+	var closer net.Conn
 	select {
 	case sig := <-sigs:
 		logger.Printf("%v: stopping", sig)
 		srv.Close()
 		<-served
+	case closer = <-sc.closeRequests():
+		logger.Printf("close requested: stopping")
+		srv.Close()
+		<-served
+		defer func() { fmt.Fprintln(closer, ctlOK); closer.Close() }()
 	case err := <-served:
 		srv.Close()
+		sc.stop()
 		dev.Flush()
 		return fmt.Errorf("serving: %w", err)
 	}
+	sc.stop() // an online job pauses before the last flush
 	if err := dev.Flush(); err != nil {
 		return fmt.Errorf("flushing %s: %w", path, err)
 	}

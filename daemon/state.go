@@ -67,17 +67,21 @@ type State struct {
 	ReadOnly      bool
 	AllowDiscards bool
 	Reencryption  string // "in-progress" while mapped in reencryption segments, else ""
-	IOFlusher     bool   // PR_GET_IO_FLUSHER read 1
-	MemoryLocked  bool   // the key schedule and I/O buffers are locked (see lockedMemory)
-	Claim         string // how Image is held: "O_EXCL" or "OFD lock" (blockdev.File.Claim)
-	Started       time.Time
-	Extra         map[string]string // the frontend's own lines (frontend.Attachment.State)
+	// ReencryptRunning: an online reencryption job runs (reencrypt_online.go);
+	// ReencryptDone of ReencryptTotal bytes are in the new cipher (0, 0: unknown).
+	ReencryptRunning              bool
+	ReencryptDone, ReencryptTotal int64
+	IOFlusher                     bool   // PR_GET_IO_FLUSHER read 1
+	MemoryLocked                  bool   // the key schedule and I/O buffers are locked (see lockedMemory)
+	Claim                         string // how Image is held: "O_EXCL" or "OFD lock" (blockdev.File.Claim)
+	Started                       time.Time
+	Extra                         map[string]string // the frontend's own lines (frontend.Attachment.State)
 }
 
 // stateKeys are the fixed keys, in file order.
 var stateKeys = []string{"name", "device", "mapper", "mapper-kind", "frontend", "pid", "image", "header", "type", "uuid",
 	"cipher", "key-size", "key-slot", "sector-size", "offset", "size", "skipped", "suspended", "mode", "discards",
-	"reencryption", "io-flusher", "memory-locked", "claim", "started"}
+	"reencryption", "reencrypt-running", "reencrypt-done", "reencrypt-total", "io-flusher", "memory-locked", "claim", "started"}
 
 func (s *State) fields() map[string]string {
 	mode := "read/write"
@@ -90,8 +94,9 @@ func (s *State) fields() map[string]string {
 		"key-size": strconv.Itoa(s.KeySize), "key-slot": strconv.Itoa(s.KeySlot),
 		"sector-size": strconv.Itoa(s.SectorSize), "offset": strconv.FormatInt(s.Offset, 10),
 		"size": strconv.FormatInt(s.Size, 10), "skipped": strconv.FormatInt(s.Skipped, 10), "suspended": strconv.FormatBool(s.Suspended), "mode": mode, "discards": strconv.FormatBool(s.AllowDiscards),
-		"reencryption": s.Reencryption,
-		"io-flusher":   strconv.FormatBool(s.IOFlusher), "memory-locked": strconv.FormatBool(s.MemoryLocked),
+		"reencryption": s.Reencryption, "reencrypt-running": strconv.FormatBool(s.ReencryptRunning),
+		"reencrypt-done": strconv.FormatInt(s.ReencryptDone, 10), "reencrypt-total": strconv.FormatInt(s.ReencryptTotal, 10),
+		"io-flusher": strconv.FormatBool(s.IOFlusher), "memory-locked": strconv.FormatBool(s.MemoryLocked),
 		"claim":   s.Claim,
 		"started": s.Started.UTC().Format(time.RFC3339),
 	}
@@ -162,8 +167,9 @@ func (s *State) set(k, v string) error {
 	strs := map[string]*string{"name": &s.Name, "device": &s.Device, "mapper": &s.Mapper, "mapper-kind": &s.MapperKind, "frontend": &s.Frontend, "image": &s.Image,
 		"header": &s.Header, "type": &s.Type, "uuid": &s.UUID, "cipher": &s.Cipher, "claim": &s.Claim, "reencryption": &s.Reencryption}
 	ints := map[string]*int{"pid": &s.PID, "key-size": &s.KeySize, "key-slot": &s.KeySlot, "sector-size": &s.SectorSize}
-	int64s := map[string]*int64{"offset": &s.Offset, "size": &s.Size, "skipped": &s.Skipped}
-	bools := map[string]*bool{"suspended": &s.Suspended, "discards": &s.AllowDiscards, "io-flusher": &s.IOFlusher, "memory-locked": &s.MemoryLocked}
+	int64s := map[string]*int64{"offset": &s.Offset, "size": &s.Size, "skipped": &s.Skipped,
+		"reencrypt-done": &s.ReencryptDone, "reencrypt-total": &s.ReencryptTotal}
+	bools := map[string]*bool{"reencrypt-running": &s.ReencryptRunning, "suspended": &s.Suspended, "discards": &s.AllowDiscards, "io-flusher": &s.IOFlusher, "memory-locked": &s.MemoryLocked}
 	switch {
 	case strs[k] != nil:
 		*strs[k] = v

@@ -48,6 +48,9 @@ type Device struct {
 	gate       gate         // shut while suspended (suspend.go)
 	suspendMu  sync.Mutex   // one Suspend or Resume at a time
 	parts      []part       // the segments of a segmented Device (segments.go); nil: one segment
+
+	// online is an online reencryption (hotzone.go); nil: none.
+	online atomic.Pointer[Reencryption]
 }
 
 // chunkSize is the unit of work one goroutine encrypts or decrypts at a

@@ -85,6 +85,9 @@ func (d *Device) Segments() int { return max(len(d.parts), 1) }
 // covers: the segment's Device, the offset in it, and the piece's place
 // [lo, hi) relative to off. It stops at the first error.
 func (d *Device) eachPart(off, length int64, fn func(sub *Device, subOff int64, lo, hi int64) error) error {
+	if r := d.online.Load(); r != nil {
+		return r.eachPart(off, length, fn)
+	}
 	end := off + length
 	for _, p := range d.parts {
 		pEnd := p.start + p.dev.size.Load()

@@ -50,6 +50,12 @@ type ReencryptRun struct {
 	// Stop is asked between steps; true ends the run with the metadata
 	// written, to be resumed later.
 	Stop func() bool
+	// Hold, when set, is called before a step reads its hotzone (data
+	// offsets [off, off+length)), and the function it returns once the
+	// step is over: with the bytes now in the new cipher on disk and in
+	// the metadata, or -1 when the step failed. An online job keeps
+	// requests out of the hotzone in between (reencrypt_step.go).
+	Hold func(off, length int64) (release func(done int64))
 }
 
 // DataDevice is the data side of a device: safe for concurrent use.

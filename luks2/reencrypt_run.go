@@ -60,6 +60,14 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	}
 	defer clear(oldVK)
 	defer clear(newVK)
+	return j.runWithKeys(oldVK, newVK)
+}
+
+// runWithKeys checks the keys against the reencryption digest, recovers
+// an interrupted hotzone and runs the steps.
+func (j *reencryptJob) runWithKeys(oldVK, newVK []byte) error {
+	h, st := j.h, j.st
+	var err error
 	if err := h.verifyReencryptDigest(st, oldVK, newVK); err != nil {
 		return err
 	}
@@ -221,6 +229,7 @@ func (j *reencryptJob) loop() error {
 	if j.run.Progress != nil {
 		j.run.Progress(int64(st.done), int64(j.total))
 	}
+	var held func(ok bool) // the last step's hotzone, until its metadata is written
 	for st.done < j.total {
 		if j.run.Stop != nil && j.run.Stop() {
 			break
@@ -230,21 +239,26 @@ func (j *reencryptJob) loop() error {
 			buf = make([]byte, n)
 		}
 		b := buf[:n]
+		held = j.hold(st.done, n)
 		if err := j.io(j.run.Data.ReadAt, b, st.done); err != nil {
+			held(false)
 			return fmt.Errorf("failed to read hotzone area starting at %d: %w", st.done, err)
 		}
 		if !none {
 			root := j.h.stepSegments(st, st.done, n, j.total, true)
 			if err := j.protect(root, b); err != nil {
+				held(false)
 				return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
 			}
 		}
 		j.rewrite(b, st.done)
 		if err := j.io(j.run.Data.WriteAt, b, st.done); err != nil {
+			held(false)
 			return fmt.Errorf("failed to write hotzone area starting at %d: %w", st.done, err)
 		}
 		if !none {
 			if err := j.dev.Flush(); err != nil {
+				held(false)
 				return fmt.Errorf("failed to sync data: %w", err)
 			}
 		}
@@ -254,9 +268,12 @@ func (j *reencryptJob) loop() error {
 		}
 		if !none {
 			if err := j.commit(j.h.stepSegments(st, st.done, 0, j.total, false)); err != nil {
+				held(false)
 				return err
 			}
 		}
+		held(true)
+		held = nil
 		if j.run.Progress != nil {
 			j.run.Progress(int64(st.done), int64(j.total))
 		}
@@ -266,7 +283,13 @@ func (j *reencryptJob) loop() error {
 		return j.commit(j.h.stepSegments(st, st.done, 0, j.total, false))
 	}
 	if err := j.finish(); err != nil {
+		if held != nil {
+			held(false)
+		}
 		return err
+	}
+	if held != nil {
+		held(true)
 	}
 	if j.run.Progress != nil {
 		j.run.Progress(int64(st.done), int64(j.total))

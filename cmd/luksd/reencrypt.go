@@ -47,6 +47,11 @@ func reencrypt(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if st, err := activeVolume(dev); err != nil {
+		return err
+	} else if st != nil {
+		return reencryptOnline(c, st) // reencrypt_online.go
+	}
 	if c.IsSet("header") {
 		// The data would have to go through the data device, not the header.
 		return exitf(exitParams, "Option --header is not supported by luksd reencrypt.")
@@ -177,13 +182,6 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 			stop.Store(true)
 		}
 	}()
-	start := time.Now()
-	every := time.Duration(c.Int("progress-frequency")) * time.Second
-	if every == 0 {
-		every = time.Second
-	}
-	json, text := c.Bool("progress-json"), !c.Bool("batch-mode")
-	var lastPrint time.Time
 	run := luks2.ReencryptRun{
 		HotzoneSize: c.Int64("hotzone-size"),
 		Resilience:  c.String("resilience"),
@@ -191,13 +189,7 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		Data:        f.File,
 		Commit:      func(write func() error) error { return f.Edit(write) },
 		Stop:        stop.Load,
-		Progress: func(done, total int64) {
-			if !json && !text || time.Since(lastPrint) < every && done < total {
-				return
-			}
-			lastPrint = time.Now()
-			printReencryptProgress(c.Args().First(), json, start, done, total)
-		},
+		Progress:    reencryptProgress(c),
 	}
 	err := h.Reencrypt(f, f.Size, pass, c.Int("key-slot"), run)
 	switch {
@@ -209,6 +201,25 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		return exitf(exitParams, "")
 	}
 	return reencryptError(hp, err)
+}
+
+// reencryptProgress returns what prints the progress as --progress-json,
+// --progress-frequency and --batch-mode say.
+func reencryptProgress(c *cli.Context) func(done, total int64) {
+	start := time.Now()
+	every := time.Duration(c.Int("progress-frequency")) * time.Second
+	if every == 0 {
+		every = time.Second
+	}
+	json, text := c.Bool("progress-json"), !c.Bool("batch-mode")
+	var lastPrint time.Time
+	return func(done, total int64) {
+		if !json && !text || time.Since(lastPrint) < every && done < total {
+			return
+		}
+		lastPrint = time.Now()
+		printReencryptProgress(c.Args().First(), json, start, done, total)
+	}
 }
 
 // printReencryptProgress prints cryptsetup's progress line on a terminal

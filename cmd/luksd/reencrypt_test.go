@@ -8,6 +8,7 @@ import (
 	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -243,9 +244,11 @@ func TestReencryptRefusalsLikeCryptsetup(t *testing.T) {
 	}
 }
 
-// An image luksd serves is not reencrypted under it (exit 5, unchanged),
-// before the reencryption starts or while it is in progress (a volume in
-// reencryption is served, mapped in segments).
+// An image a process holds that cannot take the job over (here a `luksd
+// serve` without a run directory, hence no control socket; a luksd that
+// has one reencrypts online) is not reencrypted under it (exit 5,
+// unchanged), before the reencryption starts or while it is in progress
+// (a volume in reencryption is served, mapped in segments).
 func TestReencryptRefusesDeviceInUse(t *testing.T) {
 	w := newWorkspace(t)
 	img, key := w.formatted("pbkdf2")
@@ -253,6 +256,7 @@ func TestReencryptRefusesDeviceInUse(t *testing.T) {
 	refused := func(what string, args ...string) {
 		t.Helper()
 		serve := exec.Command(testtool.Luksd(t), "serve", "--socket", sock, "--key-file", key, img)
+		serve.Env = append(os.Environ(), "LUKSD_RUN_DIR="+filepath.Join(img, "not-a-directory"))
 		if err := serve.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -92,6 +92,9 @@ func writeStatus(w io.Writer, path string, s *daemon.State, inUse bool) error {
 	if s.Header != "" && s.Header != s.Image {
 		fmt.Fprintf(bw, "  header:  %s\n", s.Header)
 	}
+	if s.Reencryption != "" {
+		writeReencryptProgress(bw, s) // reencrypt_online.go
+	}
 	if s.Claim != "" {
 		// The kernel shows dm-crypt's claim under /sys/block/*/holders;
 		// luksd's is a process's, so status names it.
