@@ -40,7 +40,7 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 	if !ok {
 		return fmt.Errorf("unknown frontend %q", spec.Options.Frontend)
 	}
-	seg, o := spec.Segment, spec.Options
+	o := spec.Options
 	return runDaemon(daemonConfig{
 		Frontend: fe,
 		Attach: frontend.Options{
@@ -51,40 +51,53 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 			Recover:   o.Recover,
 			IOTimeout: o.IOTimeout,
 		},
-		State: State{
-			Image:         spec.Location,
-			Header:        spec.Header,
-			Type:          spec.Type,
-			UUID:          spec.UUID,
-			Cipher:        seg.Cipher,
-			KeySize:       seg.KeySize,
-			KeySlot:       spec.KeySlot,
-			SectorSize:    seg.SectorSize,
-			Offset:        seg.Offset,
-			Skipped:       int64(seg.IVOffset),
-			ReadOnly:      o.ReadOnly,
-			AllowDiscards: o.AllowDiscards,
-			Reencryption:  spec.reencryptionStatus(),
-		},
-		Open: func() (opened, error) {
-			d, backend, keysLocked, err := openCrypt(spec, key)
-			var keys *keyControl
-			if err == nil { // a segmented Device refuses Suspend itself
-				keys, err = newKeyControl(d, spec.Segment, key.Bytes())
-				if err != nil {
-					d.Close()
-				}
-			}
-			key.Wipe() // the crypt layer keeps its own expanded keys
-			if err != nil {
-				return opened{}, err
-			}
-			return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked, keys: keys}, nil
-		},
+		State:    spec.state(),
+		Open:     spec.opener(key),
 		Mapping:  o.Mapping,
 		KernelIO: opts.KernelIO,
 		Ready:    opts.Ready,
 	})
+}
+
+// state is what the state file says of spec's volume; the daemon adds
+// the device, frontend, pid and start time.
+func (spec Spec) state() State {
+	seg, o := spec.Segment, spec.Options
+	return State{
+		Image:         spec.Location,
+		Header:        spec.Header,
+		Type:          spec.Type,
+		UUID:          spec.UUID,
+		Cipher:        seg.Cipher,
+		KeySize:       seg.KeySize,
+		KeySlot:       spec.KeySlot,
+		SectorSize:    seg.SectorSize,
+		Offset:        seg.Offset,
+		Skipped:       int64(seg.IVOffset),
+		ReadOnly:      o.ReadOnly,
+		AllowDiscards: o.AllowDiscards,
+		Reencryption:  spec.reencryptionStatus(),
+	}
+}
+
+// opener opens spec's crypt layer with key, which it wipes as soon as the
+// crypt layer holds its own copy, for daemonConfig.Open.
+func (spec Spec) opener(key *keyring.Secret) func() (opened, error) {
+	return func() (opened, error) {
+		d, backend, keysLocked, err := openCrypt(spec, key)
+		var keys *keyControl
+		if err == nil { // a segmented Device refuses Suspend itself
+			keys, err = newKeyControl(d, spec.Segment, key.Bytes())
+			if err != nil {
+				d.Close()
+			}
+		}
+		key.Wipe() // the crypt layer keeps its own expanded keys
+		if err != nil {
+			return opened{}, err
+		}
+		return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked, keys: keys}, nil
+	}
 }
 
 // daemonConfig is one active volume as the daemon runs it.
