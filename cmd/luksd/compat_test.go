@@ -202,6 +202,17 @@ var compatCases = []compatCase{
 	{args: []string{"--test-args", "close", "--deferred", "--cancel-deferred", "n"}, stdout: true},
 	{args: []string{"--test-args", "luksFormat", "--integrity-no-wipe", "{img}"}, stdout: true},
 	{args: []string{"--test-args", "luksFormat", "--keyslot-cipher", "aes-xts-plain64", "{img}"}, stdout: true},
+	// Keyslot area encryption (keyslotcipher_test.go checks what is written).
+	{args: []string{"--test-args", "luksFormat", "--keyslot-cipher", "aes-xts-plain64", "--keyslot-key-size", "256", "{img}"}, stdout: true},
+	{args: []string{"--test-args", "luksAddKey", "--keyslot-key-size", "0", "--keyslot-cipher", "aes-xts-plain64", "{img}"}, stdout: true},
+	{args: []string{"--test-args", "luksAddKey", "--keyslot-key-size", "12", "--keyslot-cipher", "aes-xts-plain64", "{img}"}, stdout: true},
+	{args: compatFormat("-q", "--uuid", compatUUID, "--keyslot-cipher", "aes-cbc-essiv:sha256", "--keyslot-key-size", "256", "NEW", "{key}"), stdout: true, layout: true},
+	{args: compatFormat("-q", "--keyslot-cipher", "aes-xts-plain64", "--keyslot-key-size", "8", "NEW", "{key}"), stdout: true},
+	// (cryptsetup says nothing here; luksd says it cannot use the cipher.)
+	{args: compatFormat("-q", "--keyslot-cipher", "foo-xts-plain64", "--keyslot-key-size", "256", "NEW", "{key}"), codeOnly: true},
+	{args: compatFormat("-q", "--type", "luks1", "--keyslot-cipher", "aes-xts-plain64", "--keyslot-key-size", "256", "NEW", "{key}"), stdout: true},
+	{args: []string{"luksAddKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--keyslot-cipher", "aes-cbc-plain64", "--keyslot-key-size", "128", "-d", "{key}", "COPY", "{key}"}, stdout: true},
+	{args: []string{"luksConvertKey", "-q", "--keyslot-cipher", "aes-xts-plain", "--keyslot-key-size", "1024", "-d", "{key}", "COPY"}, stdout: true},
 	// Unit suffixes on the size options.
 	{args: []string{"--test-args", "luksFormat", "--luks2-keyslots-size", "16m", "--luks2-metadata-size", "16k", "{img}"}, stdout: true},
 	{args: []string{"--test-args", "luksFormat", "--luks2-metadata-size", "15x", "{img}"}, stdout: true},

@@ -221,8 +221,6 @@ var unsupported = map[string]map[string]string{
 	"luksFormat": {
 		"integrity":         "",
 		"integrity-no-wipe": "",
-		"keyslot-cipher":    "",
-		"keyslot-key-size":  "",
 	},
 	"open": {
 		"volume-key-file":   "",
@@ -235,10 +233,8 @@ var unsupported = map[string]map[string]string{
 	},
 	// Deferred removal is a device-mapper feature; a luksd volume closes
 	// when asked or not at all.
-	"close":          {"deferred": "", "cancel-deferred": ""},
-	"luksAddKey":     {"keyslot-cipher": "", "keyslot-key-size": "", "new-token-id": ""},
-	"luksChangeKey":  {"keyslot-cipher": "", "keyslot-key-size": ""},
-	"luksConvertKey": {"keyslot-cipher": "", "keyslot-key-size": ""},
+	"close":      {"deferred": "", "cancel-deferred": ""},
+	"luksAddKey": {"new-token-id": ""},
 }
 
 // Every other option of cryptsetup's table that a verb does not define is
