@@ -267,6 +267,8 @@ var stopPoll = time.Second
 //
 //   - "close" on the control socket detaches unless the device is in use
 //     (mounted, held), which is refused as cryptsetup close refuses it;
+//     "close deferred" then closes once it is released, as a stop signal
+//     does, until "cancel-deferred";
 //   - SIGTERM, SIGINT or SIGQUIT detach at once when the device is not in
 //     use; while it is, the daemon goes on serving (a stray signal must
 //     not take a mounted disk away), logs that it waits, and detaches as
@@ -278,12 +280,15 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 	name := st.Name
 	done := make(chan struct{})
 	defer close(done)
-	closes := make(chan net.Conn)
+	closes := make(chan closeRequest)
 	go acceptControl(ctl, closes, done, vol.keys, newLiveControl(st, vol, att))
 	gone := make(chan error, 1)
 	go func() { gone <- att.Wait() }()
 	kdev, busy := att.DevicePath(), st.BusyPath()
-	var poll <-chan time.Time // set once a stop signal waits for release
+	releasable := func() bool { return !vol.keys.suspended() && !deviceBusy(busy) && unname(st) }
+	// Set while a stop signal or a deferred close waits for release.
+	var wait releaseWait
+	defer wait.stop()
 	for {
 		select {
 		case sig := <-sigs:
@@ -291,29 +296,40 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 				Log.Printf("%s: hangup: %s", name, reopenLog())
 				continue
 			}
-			if !vol.keys.suspended() && !deviceBusy(busy) && unname(st) {
+			if releasable() {
 				Log.Printf("%s: %v, detaching", name, sig)
 				return nil, detach(att, vol)
 			}
 			Log.Printf("%s: %v while %s is in use: serving on, closing once it is released", name, sig, busy)
-			if poll == nil {
-				t := time.NewTicker(stopPoll)
-				defer t.Stop()
-				poll = t.C
-			}
-		case <-poll:
-			if !vol.keys.suspended() && !deviceBusy(busy) && unname(st) {
+			wait.start()
+		case <-wait.c:
+			if releasable() {
 				Log.Printf("%s: %s released, detaching", name, busy)
 				return nil, detach(att, vol)
 			}
-		case conn := <-closes:
-			if vol.keys.suspended() {
+		case req := <-closes:
+			conn := req.conn
+			switch {
+			case req.cmd == ctlCancelDeferred:
+				if wait.c != nil {
+					Log.Printf("%s: deferred close cancelled", name)
+				}
+				wait.stop()
+				fmt.Fprintln(conn, ctlOK)
+				conn.Close()
+				continue
+			case vol.keys.suspended():
 				fmt.Fprintf(conn, "error: %s is suspended; resume it first (luksResume)\n", name)
 				conn.Close()
 				continue
-			}
-			if deviceBusy(busy) || !unname(st) {
-				fmt.Fprintln(conn, ctlBusy)
+			case !releasable():
+				if req.cmd == ctlCloseDeferred {
+					Log.Printf("%s: %s is in use: closing once it is released (deferred)", name, busy)
+					wait.start()
+					fmt.Fprintln(conn, ctlDeferred)
+				} else {
+					fmt.Fprintln(conn, ctlBusy)
+				}
 				conn.Close()
 				continue
 			}
@@ -327,6 +343,27 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 			}
 			return nil, werr
 		}
+	}
+}
+
+// releaseWait ticks every stopPoll while the daemon waits for its device
+// to be released before it closes.
+type releaseWait struct {
+	t *time.Ticker
+	c <-chan time.Time // nil while not waiting
+}
+
+func (w *releaseWait) start() {
+	if w.t == nil {
+		w.t = time.NewTicker(stopPoll)
+		w.c = w.t.C
+	}
+}
+
+func (w *releaseWait) stop() {
+	if w.t != nil {
+		w.t.Stop()
+		w.t, w.c = nil, nil
 	}
 }
 

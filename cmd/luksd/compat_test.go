@@ -200,6 +200,12 @@ var compatCases = []compatCase{
 	{args: []string{"--test-args", "open", "--tcrypt-hidden", "{img}", "n"}, stdout: true},
 	{args: []string{"--test-args", "open", "--veracrypt", "{img}", "n"}, stdout: true},
 	{args: []string{"--test-args", "close", "--deferred", "--cancel-deferred", "n"}, stdout: true},
+	{args: []string{"--test-args", "close", "--deferred", "n"}, stdout: true},
+	{args: []string{"--test-args", "luksClose", "--cancel-deferred", "n"}, stdout: true},
+	{args: []string{"--test-args", "status", "--deferred", "n"}, stdout: true},
+	// (cryptsetup here cannot reach device-mapper, and says so first.)
+	{args: []string{"close", "--deferred", "luksd-compat-none"}, codeOnly: true},
+	{args: []string{"close", "--cancel-deferred", "luksd-compat-none"}, codeOnly: true},
 	{args: []string{"--test-args", "luksFormat", "--integrity-no-wipe", "{img}"}, stdout: true},
 	{args: []string{"--test-args", "luksFormat", "--keyslot-cipher", "aes-xts-plain64", "{img}"}, stdout: true},
 	// Keyslot area encryption (keyslotcipher_test.go checks what is written).

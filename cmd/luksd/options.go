@@ -231,9 +231,6 @@ var unsupported = map[string]map[string]string{
 		"veracrypt":         "",
 		"disable-veracrypt": "",
 	},
-	// Deferred removal is a device-mapper feature; a luksd volume closes
-	// when asked or not at all.
-	"close":      {"deferred": "", "cancel-deferred": ""},
 	"luksAddKey": {"new-token-id": ""},
 }
 
