@@ -224,7 +224,6 @@ var unsupported = map[string]map[string]string{
 	},
 	"open": {
 		"volume-key-file":   "",
-		"shared":            "",
 		"tcrypt-hidden":     "",
 		"tcrypt-system":     "",
 		"tcrypt-backup":     "",
