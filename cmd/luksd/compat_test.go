@@ -214,6 +214,11 @@ var compatCases = []compatCase{
 	// Keyslot area encryption (keyslotcipher_test.go checks what is written).
 	{args: []string{"--test-args", "luksFormat", "--keyslot-cipher", "aes-xts-plain64", "--keyslot-key-size", "256", "{img}"}, stdout: true},
 	{args: []string{"--test-args", "luksAddKey", "--keyslot-key-size", "0", "--keyslot-cipher", "aes-xts-plain64", "{img}"}, stdout: true},
+	// cryptsetup names the first refused option in its table's order.
+	{args: []string{"--test-args", "open", "--integrity-no-wipe", "--integrity", "hmac-sha256", "{img}", "n"}, stdout: true},
+	{args: []string{"--test-args", "luksAddKey", "--use-urandom", "--use-random", "{img}"}, stdout: true},
+	{args: []string{"--test-args", "luksDump", "--verify-passphrase", "--allow-discards", "--label", "x", "{img}"}, stdout: true},
+	{args: []string{"--test-args", "reencrypt", "--reduce-device-size", "64m", "--device-size", "100g", "{img}"}, stdout: true},
 	{args: []string{"--test-args", "luksAddKey", "--keyslot-key-size", "12", "--keyslot-cipher", "aes-xts-plain64", "{img}"}, stdout: true},
 	{args: compatFormat("-q", "--uuid", compatUUID, "--keyslot-cipher", "aes-cbc-essiv:sha256", "--keyslot-key-size", "256", "NEW", "{key}"), stdout: true, layout: true},
 	{args: compatFormat("-q", "--keyslot-cipher", "aes-xts-plain64", "--keyslot-key-size", "8", "NEW", "{key}"), stdout: true},

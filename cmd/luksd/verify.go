@@ -107,6 +107,10 @@ func verifyLine(verb string, lo lineOptions) error {
 		if lo.set("device-size") && lo.set("size") {
 			msg = "Options --device-size and --size cannot be combined."
 		}
+	case "reencrypt":
+		if lo.set("reduce-device-size") && lo.set("device-size") {
+			msg = "Options --reduce-device-size and --data-size cannot be combined." // sic
+		}
 	case "luksDump":
 		if lo.set("unbound") && !lo.set("key-slot") {
 			msg = "Keyslot specification is required."
