@@ -1,7 +1,11 @@
 package main
 
 import (
+	"cmp"
+	"os"
+
 	"github.com/luksd/luksd/daemon"
+	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,6 +35,10 @@ func resizeAction(c *cli.Context) error {
 	if !ok || !daemon.Alive(name) {
 		return exitf(exitDevice, "Device %s is not active.", arg)
 	}
+	if st, err := daemon.Active(name); err == nil && st != nil && staticSize(st) {
+		// cryptsetup 2.7 and later; 2.6.1 has a FIXME here and resizes.
+		return exitf(exitParams, "Can not resize LUKS2 device with static size.")
+	}
 	var size int64
 	switch {
 	case c.IsSet("device-size"):
@@ -39,4 +47,23 @@ func resizeAction(c *cli.Context) error {
 		size = int64(c.Uint64("size")) * 512
 	}
 	return daemon.Resize(name, size)
+}
+
+// staticSize reports whether the active volume st is LUKS2 with a data
+// segment of fixed size in its header (not "dynamic").
+func staticSize(st *daemon.State) bool {
+	if st.Type != "LUKS2" {
+		return false
+	}
+	f, err := os.Open(cmp.Or(st.Header, st.Image))
+	if err != nil {
+		return false // a remote location: its header is read by open only
+	}
+	defer f.Close()
+	h, err := luks2.Read(f, 0)
+	if err != nil {
+		return false
+	}
+	seg, err := h.Segment()
+	return err == nil && seg.Size != 0
 }
