@@ -98,19 +98,7 @@ func CloseDeferred(name string) (warning string, deferred bool, err error) {
 }
 
 // CancelDeferred takes back a deferred close of name.
-func CancelDeferred(name string) error {
-	if !Alive(name) {
-		return errorf(ErrNotActive, "Device %s is not active.", name)
-	}
-	reply, err := askDaemon(name, ctlCancelDeferred)
-	switch {
-	case err != nil:
-		return fmt.Errorf("cannot reach the daemon of %s: %v", name, err)
-	case reply != ctlOK:
-		return fmt.Errorf("Could not cancel deferred remove from device %s.", name)
-	}
-	return nil
-}
+func CancelDeferred(name string) error { return askLive(name, ctlCancelDeferred) }
 
 // closeWith sends cmd (ctlClose or ctlCloseDeferred) and waits until the
 // daemon is gone, unless it deferred the close.

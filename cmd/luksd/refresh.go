@@ -69,14 +69,7 @@ func refreshVolume(c *cli.Context) error {
 func refreshKey(c *cli.Context, st *daemon.State) (*keyring.Secret, bool, int64, error) {
 	if !strings.HasPrefix(st.Type, "LUKS") {
 		key, err := plainKey(c, st.Image, st.KeySize)
-		var size int64
-		switch {
-		case c.IsSet("device-size"):
-			size = int64(c.Uint64("device-size"))
-		case c.IsSet("size"):
-			size = int64(c.Uint64("size")) * 512
-		}
-		return key, c.Bool("allow-discards"), size, err
+		return key, c.Bool("allow-discards"), lineSize(c), err
 	}
 	header := st.Header
 	if header == "" {

@@ -39,14 +39,19 @@ func resizeAction(c *cli.Context) error {
 		// cryptsetup 2.7 and later; 2.6.1 has a FIXME here and resizes.
 		return exitf(exitParams, "Can not resize LUKS2 device with static size.")
 	}
-	var size int64
+	return daemon.Resize(name, lineSize(c))
+}
+
+// lineSize is the size --device-size (bytes) or --size (512-byte sectors)
+// asks for, 0 when neither is given (verifyLine refuses both at once).
+func lineSize(c *cli.Context) int64 {
 	switch {
 	case c.IsSet("device-size"):
-		size = int64(c.Uint64("device-size"))
+		return int64(c.Uint64("device-size"))
 	case c.IsSet("size"):
-		size = int64(c.Uint64("size")) * 512
+		return int64(c.Uint64("size")) * 512
 	}
-	return daemon.Resize(name, size)
+	return 0
 }
 
 // staticSize reports whether the active volume st is LUKS2 with a data
