@@ -48,7 +48,9 @@ same_refusal() {
 	[ "$_cc" = "$_lc" ] && [ "$_cl" = "$_ll" ] || because "$_what: cryptsetup exit $_cc '$_cl', luksd exit $_lc '$_ll'"
 }
 
-grow_nbd() {
+# open_pair: a 64 MiB image cryptsetup formats and a copy, opened by luksd
+# (vol, on nbd) and by dm-crypt (vmt).
+open_pair() {
 	img=$SCRATCH/img
 	csimg=$SCRATCH/cs.img
 	mkimage "$img" 64
@@ -58,6 +60,10 @@ grow_nbd() {
 	[ -b /dev/mapper/vol ] || because "no /dev/mapper/vol"
 	cs_open "$csimg" vmt "$key" || because "cryptsetup open failed"
 	same_size "at open"
+}
+
+grow_nbd() {
+	open_pair
 	for d in /dev/mapper/vol /dev/mapper/vmt; do
 		mkfs.ext4 -q -F "$d" || because "mkfs.ext4 on $d failed"
 	done
@@ -127,14 +133,7 @@ refuse_ublk() {
 }
 
 refresh_grow_nbd() {
-	img=$SCRATCH/img
-	csimg=$SCRATCH/cs.img
-	mkimage "$img" 64
-	cs_format "$img" "$key" "$(cipher_line aes-xts-plain64/4096)" || because "cryptsetup luksFormat failed"
-	cp "$img" "$csimg"
-	luksd_open nbd "$img" vol "$key" >/dev/null || because "luksd open failed: $(open_failure vol)"
-	cs_open "$csimg" vmt "$key" || because "cryptsetup open failed"
-	same_size "at open"
+	open_pair
 	truncate -s 96M "$img" "$csimg" || because "growing the images failed"
 	loop=$(cryptsetup status vmt | awk '/^  device:/ {print $2}')
 	losetup -c "$loop" || because "losetup -c $loop failed"
