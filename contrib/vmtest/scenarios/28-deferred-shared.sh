@@ -52,6 +52,9 @@ deferred_nbd() {
 	umount "$mnt" && umount "$csmnt" || because "umount failed"
 	sleep 2 # the daemon polls for release every second
 	luksd status vol >/dev/null && cryptsetup status vmt >/dev/null || because "a cancelled deferred close removed a device"
+	# Without udev, libdevmapper drops the node of a device scheduled for
+	# removal at once; the cancelled device needs it back.
+	dmsetup mknodes vmt || because "dmsetup mknodes vmt failed"
 
 	mount -t ext4 /dev/mapper/vol "$mnt" || because "remounting luksd's device failed"
 	mount -t ext4 /dev/mapper/vmt "$csmnt" || because "remounting dm-crypt's device failed"
@@ -62,30 +65,31 @@ deferred_nbd() {
 	gone_within luksd vol || because "luksd's device stayed after umount"
 }
 
-# plain_pair TOOL LOOP PREFIX SHARED: opens PREFIX-a (16 MiB from sector 0)
-# and PREFIX-b (16 MiB from sector 32768) of LOOP with TOOL, PREFIX-b
-# with --shared when SHARED is "--shared"; prints TOOL's exit code for b.
+# plain_pair_b TOOL LOOP PREFIX SHARED opens PREFIX-b (16 MiB from sector
+# 32768) of LOOP with TOOL, with --shared when SHARED is "--shared", and
+# prints TOOL's exit code. The passphrase ($key) comes on standard input.
 plain_pair_b() {
 	_rc=0
 	if [ "$1" = cryptsetup ]; then
 		# shellcheck disable=SC2086
-		cryptsetup open --type plain -q --key-file "$key" -c aes-xts-plain64 -s 256 --hash sha256 \
-			--offset 32768 --size 32768 $4 "$2" "$3-b" 2>"$SCRATCH/why.$3" || _rc=$?
+		cryptsetup open --type plain -q --key-file - -c aes-xts-plain64 -s 256 --hash sha256 \
+			--offset 32768 --size 32768 $4 "$2" "$3-b" <"$key" 2>"$SCRATCH/why.$3" || _rc=$?
 	else
 		# shellcheck disable=SC2086
-		luksd open --type plain --frontend nbd -q --key-file "$key" -c aes-xts-plain64 -s 256 --hash sha256 \
-			--offset 32768 --size 32768 $4 "$2" "$3-b" >/dev/null 2>"$SCRATCH/why.$3" || _rc=$?
+		luksd open --type plain --frontend nbd -q --key-file - -c aes-xts-plain64 -s 256 --hash sha256 \
+			--offset 32768 --size 32768 $4 "$2" "$3-b" <"$key" >/dev/null 2>"$SCRATCH/why.$3" || _rc=$?
 	fi
 	echo "$_rc"
 }
 
+# plain_a TOOL LOOP PREFIX opens PREFIX-a (16 MiB from sector 0) of LOOP.
 plain_a() {
 	if [ "$1" = cryptsetup ]; then
-		cryptsetup open --type plain -q --key-file "$key" -c aes-xts-plain64 -s 256 --hash sha256 \
-			--size 32768 "$2" "$3-a"
+		cryptsetup open --type plain -q --key-file - -c aes-xts-plain64 -s 256 --hash sha256 \
+			--size 32768 "$2" "$3-a" <"$key"
 	else
-		luksd open --type plain --frontend nbd -q --key-file "$key" -c aes-xts-plain64 -s 256 --hash sha256 \
-			--size 32768 "$2" "$3-a" >/dev/null
+		luksd open --type plain --frontend nbd -q --key-file - -c aes-xts-plain64 -s 256 --hash sha256 \
+			--size 32768 "$2" "$3-a" <"$key" >/dev/null
 	fi
 }
 
