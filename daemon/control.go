@@ -16,18 +16,35 @@ import (
 // The control socket, RunDir()/NAME/control, takes one command line per
 // connection and answers one line. "close": the daemon detaches unless its
 // device is in use or suspended, then answers ctlOK, ctlBusy, ctlWarning
-// and why, or "error: " and why. "suspend" and "resume N" are suspend.go's, "resize N" resize.go's. A new command (an online job
+// and why, or "error: " and why. "close deferred" is close, but a device
+// in use is detached once it is released (answer ctlDeferred), as
+// device-mapper's deferred removal; "cancel-deferred" takes that back. "suspend" and "resume N" are suspend.go's, "resize N" resize.go's. A new command (an online job
 // such as reencrypt: start it, ask how far it is) is one more case in
 // acceptControl and a function here that sends it.
 const (
-	ctlOK      = "ok"
-	ctlBusy    = "busy"
-	ctlWarning = "warning: "
+	ctlOK       = "ok"
+	ctlBusy     = "busy"
+	ctlWarning  = "warning: "
+	ctlDeferred = "deferred"
 )
+
+// Close requests on the control socket.
+const (
+	ctlClose          = "close"
+	ctlCloseDeferred  = "close deferred"
+	ctlCancelDeferred = "cancel-deferred"
+)
+
+// closeRequest is a close request for the daemon's loop, which answers
+// on conn.
+type closeRequest struct {
+	conn net.Conn
+	cmd  string // ctlClose, ctlCloseDeferred or ctlCancelDeferred
+}
 
 // acceptControl reads one command per connection: "close" is handed to the
 // daemon's loop, which answers; anything else is refused.
-func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{}, keys *keyControl, live *liveControl, online *onlineJob) {
+func acceptControl(ctl net.Listener, closes chan<- closeRequest, done <-chan struct{}, keys *keyControl, live *liveControl, online *onlineJob) {
 	for {
 		conn, err := ctl.Accept()
 		if err != nil {
@@ -51,10 +68,10 @@ func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{
 				return
 			}
 			conn.SetReadDeadline(time.Time{})
-			switch strings.TrimSpace(line) {
-			case "close":
+			switch cmd := strings.TrimSpace(line); cmd {
+			case ctlClose, ctlCloseDeferred, ctlCancelDeferred:
 				select {
-				case closes <- conn:
+				case closes <- closeRequest{conn, cmd}:
 				case <-done:
 					fmt.Fprintln(conn, "error: the daemon is stopping")
 					conn.Close()
@@ -73,39 +90,57 @@ func acceptControl(ctl net.Listener, closes chan<- net.Conn, done <-chan struct{
 // (blockdev.ErrLostWrites). No daemon for name is ErrNotActive; a device
 // in use (mounted, held) is ErrBusy, and stays.
 func Close(name string) (warning string, err error) {
+	warning, _, err = closeWith(name, ctlClose)
+	return warning, err
+}
+
+// CloseDeferred is Close, but a device in use is closed once it is
+// released: deferred reports that it is still active until then.
+func CloseDeferred(name string) (warning string, deferred bool, err error) {
+	return closeWith(name, ctlCloseDeferred)
+}
+
+// CancelDeferred takes back a deferred close of name.
+func CancelDeferred(name string) error { return askLive(name, ctlCancelDeferred) }
+
+// closeWith sends cmd (ctlClose or ctlCloseDeferred) and waits until the
+// daemon is gone, unless it deferred the close.
+func closeWith(name, cmd string) (warning string, deferred bool, err error) {
 	if !Alive(name) {
-		return "", errorf(ErrNotActive, "Device %s is not active.", name)
+		return "", false, errorf(ErrNotActive, "Device %s is not active.", name)
 	}
 	pid := 0
 	if st, err := readState(name); err == nil {
 		pid = st.PID
 	}
-	reply, err := askDaemon(name, "close")
+	reply, err := askDaemon(name, cmd)
 	if err != nil {
 		// The control socket is gone or mute: fall back to SIGTERM.
 		st, serr := readState(name)
 		if serr != nil || st.PID <= 0 {
 			if !Alive(name) {
-				return "", nil
+				return "", false, nil
 			}
-			return "", fmt.Errorf("cannot reach the daemon of %s: %v", name, err)
+			return "", false, fmt.Errorf("cannot reach the daemon of %s: %v", name, err)
 		}
 		if kerr := syscall.Kill(st.PID, syscall.SIGTERM); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
-			return "", fmt.Errorf("cannot stop the daemon of %s (pid %d): %v", name, st.PID, kerr)
+			return "", false, fmt.Errorf("cannot stop the daemon of %s (pid %d): %v", name, st.PID, kerr)
 		}
 		reply = ctlOK
 	}
 	switch {
+	case reply == ctlDeferred:
+		return "", true, nil
 	case reply == ctlBusy:
-		return "", errorf(ErrBusy, "Device %s is still in use.", name)
+		return "", false, errorf(ErrBusy, "Device %s is still in use.", name)
 	case strings.HasPrefix(reply, ctlWarning):
 		// Closed; writes that failed earlier were never written again.
 		warning = strings.TrimPrefix(reply, ctlWarning)
 	case reply == ctlOK, reply == "error: the daemon is stopping":
 	case strings.HasPrefix(reply, "error: "):
-		return "", fmt.Errorf("closing %s: %s", name, strings.TrimPrefix(reply, "error: "))
+		return "", false, fmt.Errorf("closing %s: %s", name, strings.TrimPrefix(reply, "error: "))
 	default:
-		return "", fmt.Errorf("closing %s: unexpected reply %q", name, reply)
+		return "", false, fmt.Errorf("closing %s: unexpected reply %q", name, reply)
 	}
 	// The daemon releases its lock as its last act, then exits.
 	for Alive(name) {
@@ -116,7 +151,7 @@ func Close(name string) (warning string, err error) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return warning, nil
+	return warning, false, nil
 }
 
 // processRunning reports whether pid exists and is not a zombie.

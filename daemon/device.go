@@ -18,7 +18,7 @@ import (
 // (keysLocked): the caller may wipe key right away.
 func openCrypt(spec Spec, key *keyring.Secret) (d *dmcrypt.Device, backend blockdev.Backend, keysLocked bool, err error) {
 	ro := spec.Options.ReadOnly
-	backend, err = blockdev.Open(spec.Location, blockdev.OpenOptions{ReadOnly: ro, Exclusive: true})
+	backend, err = blockdev.Open(spec.Location, blockdev.OpenOptions{ReadOnly: ro, Exclusive: !spec.Options.Shared})
 	if err != nil {
 		if errors.Is(err, blockdev.ErrInUse) {
 			return nil, nil, false, InUse(spec.Location, err)

@@ -45,6 +45,8 @@ func MapperPath(name string) string { return filepath.Join(MapperDir(), name) }
 const (
 	mappingDM      = "dm"
 	mappingSymlink = "symlink"
+	// mappingNone: no /dev/mapper name (a named serve has no block device).
+	mappingNone = "none"
 )
 
 // dmUUID is the device-mapper uuid of volume name, after cryptsetup's
@@ -61,6 +63,9 @@ func dmUUID(typ, volumeUUID, name string) string {
 // MapperDir, and records how in st. With adopt (recovery), a mapping a
 // dead daemon left over the same device is kept.
 func makeMapping(st *State, kind string, adopt bool) error {
+	if kind == mappingNone {
+		return nil
+	}
 	if err := os.MkdirAll(MapperDir(), 0o755); err != nil {
 		return fmt.Errorf("cannot create %s: %v", MapperDir(), err)
 	}

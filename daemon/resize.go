@@ -101,18 +101,18 @@ func (r *liveControl) locked(change func() error) error {
 // resize sets the volume's size to size bytes (0: to the end of the data
 // device), with cryptsetup's checks and messages.
 func (r *liveControl) resize(size int64) error {
-	resizer, ok := r.att.(frontend.Resizer)
-	if !ok {
-		return errorf(ErrInvalid, "luksd cannot resize %s while it is attached (Linux 6.12's %s has no live size update); close and open %s again.",
-			r.st.Device, r.st.Frontend, r.st.Name)
-	}
 	size, err := r.target(size)
 	if err != nil {
 		return err
 	}
 	old := r.dev.Size()
 	if size == old {
-		return nil
+		return nil // refresh asks whenever it runs
+	}
+	resizer, ok := r.att.(frontend.Resizer)
+	if !ok {
+		return errorf(ErrInvalid, "luksd cannot resize %s while it is attached (Linux 6.12's %s has no live size update); close and open %s again.",
+			r.st.Device, r.st.Frontend, r.st.Name)
 	}
 	if size > old {
 		err = r.grow(resizer, old, size)

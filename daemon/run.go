@@ -40,7 +40,7 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 	if !ok {
 		return fmt.Errorf("unknown frontend %q", spec.Options.Frontend)
 	}
-	seg, o := spec.Segment, spec.Options
+	o := spec.Options
 	return runDaemon(daemonConfig{
 		Frontend: fe,
 		Attach: frontend.Options{
@@ -51,42 +51,55 @@ func Run(spec Spec, key *keyring.Secret, opts RunOptions) error {
 			Recover:   o.Recover,
 			IOTimeout: o.IOTimeout,
 		},
-		State: State{
-			Image:         spec.Location,
-			Header:        spec.Header,
-			Type:          spec.Type,
-			UUID:          spec.UUID,
-			Cipher:        seg.Cipher,
-			KeySize:       seg.KeySize,
-			KeySlot:       spec.KeySlot,
-			SectorSize:    seg.SectorSize,
-			Offset:        seg.Offset,
-			Skipped:       int64(seg.IVOffset),
-			ReadOnly:      o.ReadOnly,
-			AllowDiscards: o.AllowDiscards,
-			Reencryption:  spec.reencryptionStatus(),
-			ReencryptDone: spec.reencryptedBytes(),
-		},
-		Open: func() (opened, error) {
-			d, backend, keysLocked, err := openCrypt(spec, key)
-			var keys *keyControl
-			if err == nil { // a segmented Device refuses Suspend itself
-				keys, err = newKeyControl(d, spec.Segment, key.Bytes())
-				if err != nil {
-					d.Close()
-				}
-			}
-			key.Wipe() // the crypt layer keeps its own expanded keys
-			if err != nil {
-				return opened{}, err
-			}
-			return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked, keys: keys,
-				online: newOnlineJob(d, spec)}, nil
-		},
+		State:    spec.state(),
+		Open:     spec.opener(key),
 		Mapping:  o.Mapping,
 		KernelIO: opts.KernelIO,
 		Ready:    opts.Ready,
 	})
+}
+
+// state is what the state file says of spec's volume; the daemon adds
+// the device, frontend, pid and start time.
+func (spec Spec) state() State {
+	seg, o := spec.Segment, spec.Options
+	return State{
+		Image:         spec.Location,
+		Header:        spec.Header,
+		Type:          spec.Type,
+		UUID:          spec.UUID,
+		Cipher:        seg.Cipher,
+		KeySize:       seg.KeySize,
+		KeySlot:       spec.KeySlot,
+		SectorSize:    seg.SectorSize,
+		Offset:        seg.Offset,
+		Skipped:       int64(seg.IVOffset),
+		ReadOnly:      o.ReadOnly,
+		AllowDiscards: o.AllowDiscards,
+		Reencryption:  spec.reencryptionStatus(),
+		ReencryptDone: spec.reencryptedBytes(),
+	}
+}
+
+// opener opens spec's crypt layer with key, which it wipes as soon as the
+// crypt layer holds its own copy, for daemonConfig.Open.
+func (spec Spec) opener(key *keyring.Secret) func() (opened, error) {
+	return func() (opened, error) {
+		d, backend, keysLocked, err := openCrypt(spec, key)
+		var keys *keyControl
+		if err == nil { // a segmented Device refuses Suspend itself
+			keys, err = newKeyControl(d, spec.Segment, key.Bytes())
+			if err != nil {
+				d.Close()
+			}
+		}
+		key.Wipe() // the crypt layer keeps its own expanded keys
+		if err != nil {
+			return opened{}, err
+		}
+		return opened{dev: d, takeLost: backend.TakeLostWrites, claim: backend.Claim(), keysLocked: keysLocked, keys: keys,
+			online: newOnlineJob(d, spec)}, nil
+	}
 }
 
 // daemonConfig is one active volume as the daemon runs it.
@@ -257,6 +270,8 @@ var stopPoll = time.Second
 //
 //   - "close" on the control socket detaches unless the device is in use
 //     (mounted, held), which is refused as cryptsetup close refuses it;
+//     "close deferred" then closes once it is released, as a stop signal
+//     does, until "cancel-deferred";
 //   - SIGTERM, SIGINT or SIGQUIT detach at once when the device is not in
 //     use; while it is, the daemon goes on serving (a stray signal must
 //     not take a mounted disk away), logs that it waits, and detaches as
@@ -268,13 +283,16 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 	name := st.Name
 	done := make(chan struct{})
 	defer close(done)
-	closes := make(chan net.Conn)
+	closes := make(chan closeRequest)
 	vol.online.attach(st, vol.keys)
 	go acceptControl(ctl, closes, done, vol.keys, newLiveControl(st, vol, att), vol.online)
 	gone := make(chan error, 1)
 	go func() { gone <- att.Wait() }()
 	kdev, busy := att.DevicePath(), st.BusyPath()
-	var poll <-chan time.Time // set once a stop signal waits for release
+	releasable := func() bool { return !vol.keys.suspended() && !deviceBusy(busy) && unname(st) }
+	// Set while a stop signal or a deferred close waits for release.
+	var wait releaseWait
+	defer wait.stop()
 	for {
 		select {
 		case sig := <-sigs:
@@ -282,29 +300,40 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 				Log.Printf("%s: hangup: %s", name, reopenLog())
 				continue
 			}
-			if !vol.keys.suspended() && !deviceBusy(busy) && unname(st) {
+			if releasable() {
 				Log.Printf("%s: %v, detaching", name, sig)
 				return nil, detach(att, vol)
 			}
 			Log.Printf("%s: %v while %s is in use: serving on, closing once it is released", name, sig, busy)
-			if poll == nil {
-				t := time.NewTicker(stopPoll)
-				defer t.Stop()
-				poll = t.C
-			}
-		case <-poll:
-			if !vol.keys.suspended() && !deviceBusy(busy) && unname(st) {
+			wait.start()
+		case <-wait.c:
+			if releasable() {
 				Log.Printf("%s: %s released, detaching", name, busy)
 				return nil, detach(att, vol)
 			}
-		case conn := <-closes:
-			if vol.keys.suspended() {
+		case req := <-closes:
+			conn := req.conn
+			switch {
+			case req.cmd == ctlCancelDeferred:
+				if wait.c != nil {
+					Log.Printf("%s: deferred close cancelled", name)
+				}
+				wait.stop()
+				fmt.Fprintln(conn, ctlOK)
+				conn.Close()
+				continue
+			case vol.keys.suspended():
 				fmt.Fprintf(conn, "error: %s is suspended; resume it first (luksResume)\n", name)
 				conn.Close()
 				continue
-			}
-			if deviceBusy(busy) || !unname(st) {
-				fmt.Fprintln(conn, ctlBusy)
+			case !releasable():
+				if req.cmd == ctlCloseDeferred {
+					Log.Printf("%s: %s is in use: closing once it is released (deferred)", name, busy)
+					wait.start()
+					fmt.Fprintln(conn, ctlDeferred)
+				} else {
+					fmt.Fprintln(conn, ctlBusy)
+				}
 				conn.Close()
 				continue
 			}
@@ -318,6 +347,27 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 			}
 			return nil, werr
 		}
+	}
+}
+
+// releaseWait ticks every stopPoll while the daemon waits for its device
+// to be released before it closes.
+type releaseWait struct {
+	t *time.Ticker
+	c <-chan time.Time // nil while not waiting
+}
+
+func (w *releaseWait) start() {
+	if w.t == nil {
+		w.t = time.NewTicker(stopPoll)
+		w.c = w.t.C
+	}
+}
+
+func (w *releaseWait) stop() {
+	if w.t != nil {
+		w.t.Stop()
+		w.t, w.c = nil, nil
 	}
 }
 

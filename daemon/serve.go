@@ -10,12 +10,14 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/nbd"
 )
 
 // ServeOptions say where Serve listens.
 type ServeOptions struct {
+	Name       string // when set, the export is a volume by that name (serve_named.go)
 	Socket     string // a unix socket (mode 0600); else TCP on Listen
 	Listen     string // HOST:PORT; "" = 127.0.0.1 and NBD's port
 	ExportName string
@@ -78,6 +80,10 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 			return err
 		}
 	}
+	if opts.Name != "" {
+		spec.Name = opts.Name
+		return serveNamed(spec, key, opts)
+	}
 	dev, _, _, err := openCrypt(spec, key)
 	key.Wipe()
 	if err != nil {
@@ -108,8 +114,7 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	}
 	ro := spec.Options.ReadOnly
 	logger := log.New(os.Stderr, "luksd: ", log.LstdFlags)
-	srv := nbd.NewServer(dev, nbd.Config{Name: opts.ExportName, ReadOnly: ro, Logf: logger.Printf,
-		TLS: opts.tlsConfig, TLSMode: opts.TLS.Mode, Access: opts.access})
+	srv := newExportServer(dev, opts, ro, logger.Printf)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	mode := "read-write"
@@ -142,6 +147,12 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	}
 	logger.Printf("flushed %s, exiting", path)
 	return nil
+}
+
+// newExportServer is the NBD server of dev that opts describe.
+func newExportServer(dev blockdev.Device, opts ServeOptions, readOnly bool, logf func(string, ...any)) *nbd.Server {
+	return nbd.NewServer(dev, nbd.Config{Name: opts.ExportName, ReadOnly: readOnly, Logf: logf,
+		TLS: opts.tlsConfig, TLSMode: opts.TLS.Mode, Access: opts.access})
 }
 
 // listen opens the unix socket or the TCP listener opts name, and says

@@ -56,8 +56,34 @@ func startServeControl(spec Spec, dev *dmcrypt.Device) (*serveControl, error) {
 		return nil, fmt.Errorf("cannot write the state file: %v", err)
 	}
 	s.online.attach(&s.st, nil)
-	go acceptControl(ctl, s.closes, s.done, nil, nil, s.online)
+	reqs := make(chan closeRequest)
+	go acceptControl(ctl, reqs, s.done, nil, nil, s.online)
+	go s.forwardCloses(reqs)
 	return s, nil
+}
+
+// forwardCloses hands close requests to Serve. An export has nothing in
+// use to wait for, so a deferred close is a close, and there is never a
+// deferred close to cancel.
+func (s *serveControl) forwardCloses(reqs <-chan closeRequest) {
+	for {
+		select {
+		case req := <-reqs:
+			if req.cmd == ctlCancelDeferred {
+				fmt.Fprintln(req.conn, ctlOK)
+				req.conn.Close()
+				continue
+			}
+			select {
+			case s.closes <- req.conn:
+			case <-s.done:
+				req.conn.Close()
+				return
+			}
+		case <-s.done:
+			return
+		}
+	}
 }
 
 // closeRequests are the control connections that ask to close (nil

@@ -45,9 +45,13 @@ type Options struct {
 	// AllowDiscards passes discards (TRIM) down to the data device. The
 	// CLI decides it, once: the option or the header's persistent flag.
 	AllowDiscards bool
-	Frontend      string // a registered frontend: "nbd", "ublk" (frontend.Pick resolves auto)
-	Device        string // a device wish: /dev/nbdN, a ublk device number; "" = a free one
-	Recover       bool   // take over the kernel device of a daemon that died
+	// Shared opens the data device without claiming it (open --type
+	// plain --shared: other, non-overlapping mappings of it may exist,
+	// as cryptsetup then skips its exclusive-open checks).
+	Shared   bool
+	Frontend string // a registered frontend: "nbd", "ublk" (frontend.Pick resolves auto)
+	Device   string // a device wish: /dev/nbdN, a ublk device number; "" = a free one
+	Recover  bool   // take over the kernel device of a daemon that died
 	// IOTimeout fails a request the data device has not carried out in
 	// this time with EIO, and the device stays (0: wait as long as it
 	// takes, as dm-crypt).

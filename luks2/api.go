@@ -121,6 +121,12 @@ type PBKDF struct {
 	Iterations int           // forced time cost / iterations (--pbkdf-force-iterations); 0 = calibrate
 	MemoryKiB  int           // argon2 memory, default min(1 GiB, RAM/2)
 	Parallel   int           // argon2 threads, default min(4, CPUs)
+	// AreaCipher and AreaKeySize (bytes) encrypt the new keyslot's area
+	// (--keyslot-cipher, --keyslot-key-size; LUKS2 only; see
+	// CheckKeyslotCipher); "" keeps cryptsetup's default, the data
+	// segment's cipher and key size.
+	AreaCipher  string
+	AreaKeySize int
 }
 
 // FormatOptions are luksFormat's parameters; zero values mean cryptsetup's defaults.

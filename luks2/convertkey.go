@@ -86,6 +86,10 @@ func (h *header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	} else if !ok {
 		return ErrVolumeKeyMismatch
 	}
+	areaCipher, areaKeySize, err := p.areaEncryption(k.areaCipher, k.areaKeySize)
+	if err != nil {
+		return err
+	}
 	p = p.forKeyslot()
 	salt := make([]byte, keyslotSaltSize)
 	if _, err := rand.Read(salt); err != nil {
@@ -108,7 +112,7 @@ func (h *header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	}
 	ks := keyslotParams{
 		id: slot, areaOffset: off, areaSize: areaSize,
-		areaCipher: k.areaCipher, areaKeySize: k.areaKeySize,
+		areaCipher: areaCipher, areaKeySize: areaKeySize,
 		afHash: strings.ToLower(p.Hash), stripes: defaultStripes, kdf: kp,
 	}
 	kn := ks.node(len(key))
@@ -127,7 +131,10 @@ func (h *header) rewrap(dev Device, slot int, key, passphrase []byte, p PBKDF, m
 	kj := keyslots.get(id)
 	kj.set("af", kn.get("af"))
 	kj.set("kdf", kn.get("kdf"))
-	kj.get("area").set("offset", jUint64Str(off))
+	area := kj.get("area")
+	area.set("offset", jUint64Str(off))
+	area.set("encryption", kn.get("area").get("encryption"))
+	area.set("key_size", kn.get("area").get("key_size"))
 	if off == k.areaOffset || mode == rewrapMove {
 		if err := h.store(dev, root, material); err != nil {
 			return err

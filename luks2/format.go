@@ -267,6 +267,10 @@ func (h *header) newKeyslot(vk []byte, slot int, p PBKDF) (keyslotParams, error)
 
 // newKeyslotIn is newKeyslot with the area's cipher and key size given.
 func (h *header) newKeyslotIn(keySize, slot int, p PBKDF, cipher string, areaKeySize int) (keyslotParams, error) {
+	cipher, areaKeySize, err := p.areaEncryption(cipher, areaKeySize)
+	if err != nil {
+		return keyslotParams{}, err
+	}
 	p = p.forKeyslot()
 	areaSize := keyslotAreaSize(keySize)
 	off, err := h.areaGap(areaSize)

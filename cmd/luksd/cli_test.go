@@ -98,6 +98,12 @@ func TestCLIErrorsAndExitCodes(t *testing.T) {
 
 	luksd(t, nil, "frobnicate", plain).expect(t, 1, "Unknown action.")
 	luksd(t, nil, "repair", plain).expect(t, 1, "Action repair is not supported by luksd.")
+	// What luksd cannot do, --test-args says too (cryptsetup would pass these).
+	luksd(t, nil, "--test-args", "open", "--type", "bitlk", "--test-passphrase", plain).expect(t, 1, "Device type bitlk is not supported by luksd")
+	luksd(t, nil, "--test-args", "open", "--type", "loopaes", "--offset", "8", plain, "n").expect(t, 1, "Device type loopaes is not supported by luksd")
+	luksd(t, nil, "--test-args", "open", "--type", "tcrypt", "--veracrypt", plain, "n").expect(t, 1, "Option --veracrypt is not supported by luksd.")
+	luksd(t, nil, "--test-args", "luksFormat", "--integrity", "hmac-sha256", plain).expect(t, 1, "Option --integrity is not supported by luksd.")
+	luksd(t, nil, "--test-args", "reencrypt", "--device-size", "32m", plain).expect(t, 1, "Option --device-size is not supported by luksd.")
 	luksd(t, nil, "help").expect(t, 1, "Unknown action.") // as cryptsetup help
 	luksd(t, nil).expect(t, 1, "Argument <action> missing.")
 

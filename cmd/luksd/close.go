@@ -14,7 +14,11 @@ func init() {
 		Aliases:   []string{"luksClose", "remove", "plainClose", "loopaesClose", "tcryptClose", "bitlkClose", "fvault2Close"},
 		Usage:     "flush, detach and stop an active volume",
 		ArgsUsage: "NAME",
-		Action:    closeAction,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "deferred", Usage: "a volume in use closes once it is released"},
+			&cli.BoolFlag{Name: "cancel-deferred", Usage: "take back a deferred close"},
+		},
+		Action: closeAction,
 	})
 }
 
@@ -26,7 +30,32 @@ func closeAction(c *cli.Context) error {
 	if !ok {
 		return exitf(exitDevice, "Device %s is not active.", arg)
 	}
+	switch {
+	case c.Bool("cancel-deferred"):
+		if !daemon.Alive(name) {
+			return exitf(exitDevice, "Device %s is not active.", name)
+		}
+		return daemon.CancelDeferred(name)
+	case c.Bool("deferred"):
+		return closeDeferred(name)
+	}
 	return closeVolume(name)
+}
+
+// closeDeferred is close --deferred: as device-mapper's deferred removal,
+// a volume in use (mounted, held) stays until it is released, then closes.
+func closeDeferred(name string) error {
+	if !daemon.Alive(name) {
+		return closeVolume(name) // cleans up after a dead daemon
+	}
+	warning, deferred, err := daemon.CloseDeferred(name)
+	if warning != "" {
+		fmt.Fprintf(os.Stderr, "WARNING: %s: %s\n", name, warning)
+	}
+	if deferred {
+		fmt.Printf("Device %s is still active and scheduled for deferred removal.\n", name)
+	}
+	return err
 }
 
 // closeVolume asks name's daemon to flush, detach and exit, and waits until

@@ -22,6 +22,8 @@ var pbkdfFlags = []cli.Flag{
 	&cli.IntFlag{Name: "pbkdf-memory", Usage: "argon2 memory cost in `KIB`"},
 	&cli.IntFlag{Name: "pbkdf-parallel", Usage: "argon2 `THREADS`"},
 	&cli.IntFlag{Name: "pbkdf-force-iterations", Usage: "skip calibration: iterations or argon2 time `COST`"},
+	&cli.StringFlag{Name: "keyslot-cipher", Usage: "encrypt the keyslot area with `CIPHER` (LUKS2; default: the data cipher)"},
+	&cli.IntFlag{Name: "keyslot-key-size", Usage: "keyslot area key size in `BITS` (with --keyslot-cipher)"},
 }
 
 // pbkdfFromFlags returns the PBKDF parameters the flags ask for; zero
@@ -34,6 +36,9 @@ func pbkdfFromFlags(c *cli.Context) (luks2.PBKDF, error) {
 		Iterations: c.Int("pbkdf-force-iterations"),
 		MemoryKiB:  c.Int("pbkdf-memory"),
 		Parallel:   c.Int("pbkdf-parallel"),
+		// Both or neither, checked with the line (verifyLine).
+		AreaCipher:  c.String("keyslot-cipher"),
+		AreaKeySize: c.Int("keyslot-key-size") / 8,
 	}
 	// Its name, and --pbkdf-force-iterations with -i, were checked with
 	// the line (verifyLine).
@@ -108,6 +113,9 @@ func formatOptions(c *cli.Context, version int) (luks2.FormatOptions, error) {
 	}
 	var err error
 	if opts.PBKDF, err = pbkdfFromFlags(c); err != nil {
+		return opts, err
+	}
+	if err := checkKeyslotCipher(version, opts.PBKDF); err != nil {
 		return opts, err
 	}
 	if version == 1 {

@@ -127,6 +127,9 @@ func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
 // checkPBKDF refuses PBKDF settings a header of LUKS version cannot take,
 // with cryptsetup's messages, before any passphrase is asked for.
 func checkPBKDF(version int, p luks2.PBKDF) error {
+	if err := checkKeyslotCipher(version, p); err != nil {
+		return err
+	}
 	err := luks2.CheckPBKDF(p, version)
 	var limit *luks2.PBKDFLimitError
 	switch {
@@ -136,6 +139,20 @@ func checkPBKDF(version int, p luks2.PBKDF) error {
 		return exitf(exitParams, "%s", sentence(limit))
 	}
 	return withCode(exitParams, err)
+}
+
+// checkKeyslotCipher refuses --keyslot-cipher where cryptsetup does: on
+// LUKS1, and a cipher that cannot encrypt keyslot areas.
+func checkKeyslotCipher(version int, p luks2.PBKDF) error {
+	switch {
+	case p.AreaCipher == "":
+		return nil
+	case version != 2:
+		return exitf(exitParams, "Keyslot encryption parameters can be set only for LUKS2 device.")
+	case luks2.CheckKeyslotCipher(p.AreaCipher, p.AreaKeySize) != nil:
+		return exitf(exitParams, "Cannot use %s cipher for keyslot encryption.", p.AreaCipher)
+	}
+	return nil
 }
 
 // sentence is a luks2 error that carries cryptsetup's message as

@@ -19,6 +19,7 @@ func init() {
 		&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Value: "luks", Usage: "device `TYPE`: luks, luks2 or luks1"},
 		&cli.BoolFlag{Name: "readonly", Aliases: []string{"r"}, Usage: "activate read-only"},
 		&cli.BoolFlag{Name: "allow-discards", Usage: "pass discards (TRIM) down to the image"},
+		&cli.BoolFlag{Name: "shared", Usage: "plain: do not claim the device, so other mappings of it may exist"},
 		&cli.StringFlag{Name: "frontend", Value: "auto", Usage: "kernel block device: `nbd`, ublk or auto (ublk when available)"},
 		&cli.StringFlag{Name: "nbd-device", Usage: "use `/dev/nbdN` instead of a free one"},
 		&cli.StringFlag{Name: "ublk-device", Usage: "use `/dev/ublkbN` instead of a free one"},
@@ -75,12 +76,15 @@ func openAction(c *cli.Context) error {
 		return err
 	}
 	// A device in use is refused before the passphrase is asked; the
-	// daemon's claim is what keeps it so.
-	if daemon.UserOf(image) != "" {
-		return daemon.InUse(image, nil)
-	}
-	if err := checkNotInUse(image, opts.ReadOnly); err != nil {
-		return err
+	// daemon's claim is what keeps it so. --shared (plain only, checked
+	// with the line) claims nothing, as cryptsetup checks nothing then.
+	if !opts.Shared {
+		if daemon.UserOf(image) != "" {
+			return daemon.InUse(image, nil)
+		}
+		if err := checkNotInUse(image, opts.ReadOnly); err != nil {
+			return err
+		}
 	}
 	if c.String("type") == "plain" {
 		return openPlain(c, image, name, opts, frontendName)
@@ -175,6 +179,7 @@ func openOptions(c *cli.Context) (daemon.Options, string, error) {
 	opts := daemon.Options{
 		ReadOnly:      c.Bool("readonly"),
 		AllowDiscards: c.Bool("allow-discards"),
+		Shared:        c.Bool("shared"),
 		Recover:       c.Bool("recover"),
 		IOTimeout:     time.Duration(min(c.Uint("io-timeout"), math.MaxInt32)) * time.Second,
 	}

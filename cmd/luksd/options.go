@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -41,7 +42,7 @@ var cryptsetupOptions = map[string]csOption{
 	"debug-json":                  {kind: cmdline.None},
 	"decrypt":                     {kind: cmdline.None},
 	"deferred":                    {kind: cmdline.None, actions: []string{"close"}},
-	"device-size":                 {kind: cmdline.Size, actions: []string{"open", "resize"}},
+	"device-size":                 {kind: cmdline.Size, actions: []string{"open", "resize", "reencrypt"}},
 	"disable-external-tokens":     {kind: cmdline.None},
 	"disable-keyring":             {kind: cmdline.None},
 	"disable-locks":               {kind: cmdline.None},
@@ -74,8 +75,8 @@ var cryptsetupOptions = map[string]csOption{
 	"keyslot-cipher":              {kind: cmdline.Text, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
 	"keyslot-key-size":            {kind: cmdline.Uint32, actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey"}},
 	"label":                       {kind: cmdline.Text, actions: []string{"luksFormat", "config"}},
-	"luks2-keyslots-size":         {kind: cmdline.Size, actions: []string{"luksFormat"}},
-	"luks2-metadata-size":         {kind: cmdline.Size, actions: []string{"luksFormat"}},
+	"luks2-keyslots-size":         {kind: cmdline.Size, actions: []string{"luksFormat", "reencrypt"}},
+	"luks2-metadata-size":         {kind: cmdline.Size, actions: []string{"luksFormat", "reencrypt"}},
 	"master-key-file":             {kind: cmdline.Text},
 	"new":                         {kind: cmdline.None, short: 'N'},
 	"new-key-slot":                {kind: cmdline.Int32, actions: []string{"luksAddKey"}},
@@ -221,24 +222,18 @@ var unsupported = map[string]map[string]string{
 	"luksFormat": {
 		"integrity":         "",
 		"integrity-no-wipe": "",
-		"keyslot-cipher":    "",
-		"keyslot-key-size":  "",
 	},
 	"open": {
 		"volume-key-file":   "",
-		"shared":            "",
 		"tcrypt-hidden":     "",
 		"tcrypt-system":     "",
 		"tcrypt-backup":     "",
 		"veracrypt":         "",
 		"disable-veracrypt": "",
 	},
-	// Deferred removal is a device-mapper feature; a luksd volume closes
-	// when asked or not at all.
-	"close":          {"deferred": "", "cancel-deferred": ""},
-	"luksAddKey":     {"keyslot-cipher": "", "keyslot-key-size": "", "new-token-id": ""},
-	"luksChangeKey":  {"keyslot-cipher": "", "keyslot-key-size": ""},
-	"luksConvertKey": {"keyslot-cipher": "", "keyslot-key-size": ""},
+	"luksAddKey": {"new-token-id": ""},
+	// Reencrypting part of a device, and a new header's areas (encrypt).
+	"reencrypt": {"device-size": "", "luks2-keyslots-size": "", "luks2-metadata-size": ""},
 }
 
 // Every other option of cryptsetup's table that a verb does not define is
@@ -389,6 +384,7 @@ func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, name
 			defined[n] = true
 		}
 	}
+	var notAllowed []string
 	for _, o := range opts {
 		name := o.Name
 		if alias, ok := optionAliases[name]; ok {
@@ -405,7 +401,8 @@ func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, name
 		if isCS && cs.actions != nil && !contains(cs.actions, action) && refusesOptions(action) && !contains(luksdExtensions[action], name) {
 			// luksd defines it (the flag set is shared) but cryptsetup
 			// refuses it here: luksKillSlot -S, luksChangeKey --new-keyfile.
-			return nil, nil, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
+			notAllowed = append(notAllowed, name)
+			continue
 		}
 		if defined[name] {
 			if names[name] == cmdline.None {
@@ -416,7 +413,8 @@ func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, name
 			continue
 		}
 		if !isCS || cs.actions != nil && !contains(cs.actions, action) {
-			return nil, nil, exitf(exitParams, "Option --%s is not allowed with %s action.", name, action)
+			notAllowed = append(notAllowed, name)
+			continue
 		}
 		if msg, ok := unsupported[action][name]; ok && refusal == nil {
 			if msg == "" {
@@ -426,7 +424,41 @@ func (l *parsedLine) actionOptions(cmd *cli.Command, opts []cmdline.Option, name
 		}
 		// Accepted and ignored: see the list above.
 	}
+	if len(notAllowed) > 0 {
+		// cryptsetup names the first in its option table's order.
+		first := slices.MinFunc(notAllowed, func(a, b string) int { return optionRank(a) - optionRank(b) })
+		return nil, nil, exitf(exitParams, "Option --%s is not allowed with %s action.", first, action)
+	}
 	return out, refusal, nil
+}
+
+// optionOrder is cryptsetup 2.6.1's option table in its own order
+// (src/cryptsetup_arg_list.h), in which tools_check_args looks for an
+// option the action refuses.
+var optionOrder = strings.Fields(`active-name align-payload allow-discards batch-mode cancel-deferred
+	cipher debug debug-json deferred device-size decrypt disable-external-tokens disable-keyring
+	disable-locks disable-veracrypt dump-json-metadata dump-volume-key encrypt force-password
+	force-offline-reencrypt hash header header-backup-file hotzone-size init-only integrity
+	integrity-legacy-padding integrity-no-journal integrity-no-wipe iter-time iv-large-sectors
+	json-file keep-key key-description key-file key-size key-slot keyfile-offset keyfile-size
+	keyslot-cipher keyslot-key-size label luks2-keyslots-size luks2-metadata-size volume-key-file
+	new-keyfile new-key-slot new-keyfile-offset new-keyfile-size new-token-id offset pbkdf
+	pbkdf-force-iterations pbkdf-memory pbkdf-parallel perf-no_read_workqueue
+	perf-no_write_workqueue perf-same_cpu_crypt perf-submit_from_crypt_cpus persistent priority
+	progress-json progress-frequency readonly reduce-device-size refresh resilience
+	resilience-hash resume-only sector-size serialize-memory-hard-pbkdf shared size skip
+	subsystem tcrypt-backup tcrypt-hidden tcrypt-system test-args test-passphrase timeout
+	token-id token-only token-replace token-type tries type unbound use-random use-urandom uuid
+	veracrypt veracrypt-pim veracrypt-query-pim verbose verify-passphrase block-size new
+	use-directio use-fsync write-log`)
+
+// optionRank is name's place in optionOrder; luksd's own options come
+// after cryptsetup's.
+func optionRank(name string) int {
+	if i := slices.Index(optionOrder, name); i >= 0 {
+		return i
+	}
+	return len(optionOrder)
 }
 
 // withVerb notes the verb (for --help VERB) among the positionals before

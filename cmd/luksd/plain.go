@@ -75,12 +75,7 @@ func plainSegment(c *cli.Context, image string) (daemon.Segment, error) {
 	if err := sp.CheckKeySize(seg.KeySize); err != nil {
 		return seg, exitf(exitParams, "Cipher %s (key size %d bits) is not available.", seg.Cipher, seg.KeySize*8)
 	}
-	switch {
-	case c.IsSet("device-size"):
-		seg.Size = int64(c.Uint64("device-size"))
-	case c.IsSet("size"):
-		seg.Size = int64(c.Uint64("size")) * 512
-	}
+	seg.Size = lineSize(c)
 	f, real, err := openDevice(image, false)
 	if err != nil {
 		return seg, err

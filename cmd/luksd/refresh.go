@@ -15,7 +15,8 @@ import (
 // asked for again and must be the active volume's, as cryptsetup reloads
 // the mapping with it, and the volume takes the discard setting of the
 // line (--allow-discards, or the header's persistent flag) while it runs,
-// as dm-crypt does after the reload. --readonly changes nothing, as in
+// and the size of its device now (a segment of dynamic size), as dm-crypt
+// does after the reload. --readonly changes nothing, as in
 // cryptsetup, which keeps the active mapping's read-only flag; --perf-*
 // change nothing for luksd.
 func refreshVolume(c *cli.Context) error {
@@ -33,7 +34,7 @@ func refreshVolume(c *cli.Context) error {
 	if st == nil {
 		return exitf(exitDevice, "Device %s is not active.", arg)
 	}
-	key, discards, err := refreshKey(c, st)
+	key, discards, size, err := refreshKey(c, st)
 	if err != nil {
 		return err
 	}
@@ -43,6 +44,11 @@ func refreshVolume(c *cli.Context) error {
 		return exitf(exitPermission, "No key available with this passphrase.")
 	}
 	if err != nil {
+		return err
+	}
+	// dm-crypt's reload measures the device again: a dynamic segment
+	// takes what the device now holds past the offset.
+	if err := daemon.Resize(name, size); err != nil {
 		return err
 	}
 	if discards != st.AllowDiscards {
@@ -58,11 +64,12 @@ func refreshVolume(c *cli.Context) error {
 
 // refreshKey unlocks the key of the active volume st as open would, and
 // says whether discards are asked for (the option, or a LUKS2 header's
-// persistent flag).
-func refreshKey(c *cli.Context, st *daemon.State) (*keyring.Secret, bool, error) {
+// persistent flag) and the volume's size: the segment's, or the line's
+// for plain mode, 0 meaning to the end of the device.
+func refreshKey(c *cli.Context, st *daemon.State) (*keyring.Secret, bool, int64, error) {
 	if !strings.HasPrefix(st.Type, "LUKS") {
 		key, err := plainKey(c, st.Image, st.KeySize)
-		return key, c.Bool("allow-discards"), err
+		return key, c.Bool("allow-discards"), lineSize(c), err
 	}
 	header := st.Header
 	if header == "" {
@@ -70,7 +77,7 @@ func refreshKey(c *cli.Context, st *daemon.State) (*keyring.Secret, bool, error)
 	}
 	v, err := unlockKeyslot(c, header, true, c.Int("key-slot"), true, true)
 	if err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
-	return v.Key, c.Bool("allow-discards") || slices.Contains(v.Header.Flags(), "allow-discards"), nil
+	return v.Key, c.Bool("allow-discards") || slices.Contains(v.Header.Flags(), "allow-discards"), v.Segment.Size, nil
 }

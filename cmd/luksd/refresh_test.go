@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -86,5 +87,28 @@ func TestRefreshPersistent(t *testing.T) {
 	luksd(t, nil, "refresh", "--persistent", "--key-file", pass, "per").expect(t, 0, "")
 	if got, want := flagsLine(), "Flags:       \t(no flags)"; got != want {
 		t.Fatalf("after refresh --persistent without flags: %q, want %q", got, want)
+	}
+}
+
+// TestRefreshFollowsImage: refresh measures the device again, as
+// dm-crypt's reload does (device_block_adjust on the new table): after
+// the image grew, the volume takes it (the kernel side and status are
+// told), and a wrong passphrase changes nothing.
+func TestRefreshFollowsImage(t *testing.T) {
+	fe, img, pass := startResizeVolume(t, "refg")
+	if err := os.Truncate(img, 24<<20); err != nil {
+		t.Fatal(err)
+	}
+	wrong := testtool.KeyFile(t, []byte("not the passphrase"))
+	luksd(t, nil, "refresh", "--key-file", wrong, "refg").expect(t, exitPermission, "No key available")
+	if got := statusSectors(t, "refg"); got != 4<<20/512 {
+		t.Fatalf("a refused refresh resized to %d sectors", got)
+	}
+	luksd(t, nil, "refresh", "--key-file", pass, "refg").expect(t, 0, "")
+	if got, dev := statusSectors(t, "refg"), fe.Last().Dev; got != 8<<20/512 || dev.Size() != 8<<20 {
+		t.Fatalf("after refresh: status %d sectors, device %d bytes; want 8 MiB", got, dev.Size())
+	}
+	if s := fe.Last().Sizes(); len(s) != 1 || s[0] != 8<<20 {
+		t.Fatalf("the kernel side was told sizes %v, want [8 MiB]", s)
 	}
 }

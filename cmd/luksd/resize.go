@@ -1,7 +1,11 @@
 package main
 
 import (
+	"cmp"
+	"os"
+
 	"github.com/luksd/luksd/daemon"
+	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,12 +35,40 @@ func resizeAction(c *cli.Context) error {
 	if !ok || !daemon.Alive(name) {
 		return exitf(exitDevice, "Device %s is not active.", arg)
 	}
-	var size int64
+	if st, err := daemon.Active(name); err == nil && st != nil && staticSize(st) {
+		// cryptsetup 2.7 and later; 2.6.1 has a FIXME here and resizes.
+		return exitf(exitParams, "Can not resize LUKS2 device with static size.")
+	}
+	return daemon.Resize(name, lineSize(c))
+}
+
+// lineSize is the size --device-size (bytes) or --size (512-byte sectors)
+// asks for, 0 when neither is given (verifyLine refuses both at once).
+func lineSize(c *cli.Context) int64 {
 	switch {
 	case c.IsSet("device-size"):
-		size = int64(c.Uint64("device-size"))
+		return int64(c.Uint64("device-size"))
 	case c.IsSet("size"):
-		size = int64(c.Uint64("size")) * 512
+		return int64(c.Uint64("size")) * 512
 	}
-	return daemon.Resize(name, size)
+	return 0
+}
+
+// staticSize reports whether the active volume st is LUKS2 with a data
+// segment of fixed size in its header (not "dynamic").
+func staticSize(st *daemon.State) bool {
+	if st.Type != "LUKS2" {
+		return false
+	}
+	f, err := os.Open(cmp.Or(st.Header, st.Image))
+	if err != nil {
+		return false // a remote location: its header is read by open only
+	}
+	defer f.Close()
+	h, err := luks2.Read(f, 0)
+	if err != nil {
+		return false
+	}
+	seg, err := h.Segment()
+	return err == nil && seg.Size != 0
 }

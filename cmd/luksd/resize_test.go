@@ -19,8 +19,18 @@ import (
 // image and its passphrase file; the volume is closed when the test ends.
 func startResizeVolume(t *testing.T, name string) (fe *daemontest.Fake, img, pass string) {
 	t.Helper()
+	return startResizeVolumeEdited(t, name, nil)
+}
+
+// startResizeVolumeEdited is startResizeVolume with the header's JSON
+// edited first (rewriteJSON), when edit is not nil.
+func startResizeVolumeEdited(t *testing.T, name string, edit func(js string) string) (fe *daemontest.Fake, img, pass string) {
+	t.Helper()
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	cs, img, pass := claimFixture(t)
+	if edit != nil {
+		rewriteJSON(t, img, edit)
+	}
 	captureLog(t)
 	fe = fakeFrontend()
 	dump := runTool(t, nil, cs, "luksDump", "--dump-volume-key", "-q", "--key-file", pass, img)
@@ -131,5 +141,29 @@ func TestResizeWhileSuspended(t *testing.T) {
 	luksd(t, nil, "resize", "rzs").expect(t, 0, "")
 	if s := fe.Last().Sizes(); !slices.Equal(s, []int64{8 << 20}) {
 		t.Fatalf("after resume the kernel side was told %v, want 8 MiB", s)
+	}
+}
+
+// TestResizeStaticSize: a LUKS2 data segment of fixed size is mapped at
+// that size, not to the end of the device; resize refuses it as
+// cryptsetup does since 2.7 ("Can not resize LUKS2 device with static
+// size.": 2.6.1 has a FIXME there and resizes), and refresh keeps the
+// size.
+func TestResizeStaticSize(t *testing.T) {
+	const static = 2 << 20
+	_, img, pass := startResizeVolumeEdited(t, "rzst", func(js string) string {
+		return strings.Replace(js, `"size":"dynamic"`, fmt.Sprintf(`"size":"%d"`, static), 1)
+	})
+	if got := statusSectors(t, "rzst"); got != static/512 {
+		t.Fatalf("status size %d sectors, want the static %d", got, static/512)
+	}
+	if err := os.Truncate(img, 24<<20); err != nil {
+		t.Fatal(err)
+	}
+	luksd(t, nil, "resize", "rzst").expect(t, exitParams, "Can not resize LUKS2 device with static size.")
+	luksd(t, nil, "resize", "--size", "100", "rzst").expect(t, exitParams, "Can not resize LUKS2 device with static size.")
+	luksd(t, nil, "refresh", "--key-file", pass, "rzst").expect(t, 0, "")
+	if got := statusSectors(t, "rzst"); got != static/512 {
+		t.Fatalf("after resize and refresh: %d sectors, want the static %d", got, static/512)
 	}
 }

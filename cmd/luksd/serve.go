@@ -21,10 +21,13 @@ func init() {
 			"CLIENT is subject=DN (RFC 2253, as openssl -nameopt RFC2253 prints it), " +
 			"cn=NAME, san=NAME or * (any verified certificate); # starts a comment. " +
 			"The first matching line decides; other clients are refused " +
-			"(NBD_REP_ERR_POLICY), ro clients see a read-only export.",
+			"(NBD_REP_ERR_POLICY), ro clients see a read-only export. " +
+			"With --name NAME the export is a volume of that name, as open's are: " +
+			"status, close, resize (new clients see the new size), luksSuspend and luksResume find it.",
 		Flags: flagSet([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Usage: "listen on the unix socket `PATH`"},
 			&cli.StringFlag{Name: "listen", Usage: "listen on TCP `HOST:PORT` (empty host = 127.0.0.1)"},
+			&cli.StringFlag{Name: "name", Usage: "run the export as volume `NAME`: status, close, resize, luksSuspend and luksResume find it"},
 			&cli.StringFlag{Name: "export-name", Usage: "export `NAME` (the export also answers to \"\")"},
 			&cli.BoolFlag{Name: "readonly", Aliases: []string{"r"}, Usage: "refuse writes"},
 			&cli.BoolFlag{Name: "allow-discards", Usage: "pass discards (TRIM) down to the image"},
@@ -45,11 +48,21 @@ func runServe(c *cli.Context) error {
 	if c.IsSet("socket") && c.IsSet("listen") {
 		return exitf(exitParams, "Options --socket and --listen cannot be combined.")
 	}
+	name := c.String("name")
+	if c.IsSet("name") {
+		if err := daemon.ValidName(name); err != nil {
+			return err
+		}
+		if err := daemon.CheckFree(name); err != nil {
+			return err
+		}
+	}
 	tlsMode, err := nbd.ParseTLSMode(c.String("tls"))
 	if err != nil {
 		return exitf(exitParams, "Option --tls: %v.", err)
 	}
 	opts := daemon.ServeOptions{
+		Name:       name,
 		Socket:     c.String("socket"),
 		Listen:     c.String("listen"),
 		ExportName: c.String("export-name"),

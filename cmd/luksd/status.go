@@ -101,7 +101,11 @@ func writeStatus(w io.Writer, path string, s *daemon.State, inUse bool) error {
 		fmt.Fprintf(bw, "  holder:  luksd pid %d, exclusive (%s)\n", s.PID, s.Claim)
 	}
 	fmt.Fprintf(bw, "  frontend: %s\n", s.Frontend)
-	fmt.Fprintf(bw, "  block device: %s\n", s.Device)
+	if s.Frontend == "serve" { // a named serve: an NBD export, no block device
+		fmt.Fprintf(bw, "  export:  %s\n", s.Device)
+	} else {
+		fmt.Fprintf(bw, "  block device: %s\n", s.Device)
+	}
 	switch s.MapperKind {
 	case "dm":
 		fmt.Fprintf(bw, "  mapping: %s, device-mapper linear over %s\n", s.Mapper, s.Device)

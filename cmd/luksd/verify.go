@@ -107,6 +107,10 @@ func verifyLine(verb string, lo lineOptions) error {
 		if lo.set("device-size") && lo.set("size") {
 			msg = "Options --device-size and --size cannot be combined."
 		}
+	case "reencrypt":
+		if lo.set("reduce-device-size") && lo.set("device-size") {
+			msg = "Options --reduce-device-size and --data-size cannot be combined." // sic
+		}
 	case "luksDump":
 		if lo.set("unbound") && !lo.set("key-slot") {
 			msg = "Keyslot specification is required."
@@ -190,10 +194,22 @@ func verifyTCRYPTOptions(dt string, lo lineOptions) string {
 	return ""
 }
 
+// otherTypes are the device types cryptsetup opens and luksd does not (a
+// type cryptsetup does not know either passes --test-args in both).
+var otherTypes = []string{"tcrypt", "bitlk", "fvault2", "loopaes"}
+
 // typeRefusal is what luksd cannot honour for the device type on the
-// line, past cryptsetup's checks: a partial mapping of a LUKS device.
+// line, past cryptsetup's checks: a type luksd does not open, a partial
+// mapping of a LUKS device.
 func typeRefusal(verb string, lo lineOptions) error {
-	if canonicalVerb(verb) != "open" || deviceType(verb, lo) == "plain" || lo.set("test-passphrase") {
+	if canonicalVerb(verb) != "open" {
+		return nil
+	}
+	dt := deviceType(verb, lo)
+	if contains(otherTypes, dt) {
+		return checkOpenType(dt, lo.set("test-passphrase"))
+	}
+	if dt == "plain" || lo.set("test-passphrase") {
 		return nil
 	}
 	for _, name := range []string{"device-size", "size"} {

@@ -9,7 +9,10 @@
 # size past the device is refused by both with the same exit code and
 # message. Reopened, the luksd image still has the new size, and dm-crypt
 # reads it clean. On ublk (no live size update in 6.12) resize is refused
-# in one line that says to close and open.
+# in one line that says to close and open. refresh measures the device
+# again as dm-crypt's reload does: after the images grew (and dm-crypt's
+# loop device was told, losetup -c), `luksd refresh` and `cryptsetup
+# refresh` give the same new size.
 # requires: luksd-open-nbd luksd-open-ublk
 . /vmtest/guest/lib.sh
 require_luksd
@@ -45,7 +48,9 @@ same_refusal() {
 	[ "$_cc" = "$_lc" ] && [ "$_cl" = "$_ll" ] || because "$_what: cryptsetup exit $_cc '$_cl', luksd exit $_lc '$_ll'"
 }
 
-grow_nbd() {
+# open_pair: a 64 MiB image cryptsetup formats and a copy, opened by luksd
+# (vol, on nbd) and by dm-crypt (vmt).
+open_pair() {
 	img=$SCRATCH/img
 	csimg=$SCRATCH/cs.img
 	mkimage "$img" 64
@@ -55,6 +60,10 @@ grow_nbd() {
 	[ -b /dev/mapper/vol ] || because "no /dev/mapper/vol"
 	cs_open "$csimg" vmt "$key" || because "cryptsetup open failed"
 	same_size "at open"
+}
+
+grow_nbd() {
+	open_pair
 	for d in /dev/mapper/vol /dev/mapper/vmt; do
 		mkfs.ext4 -q -F "$d" || because "mkfs.ext4 on $d failed"
 	done
@@ -123,5 +132,19 @@ refuse_ublk() {
 	luksd_close vol || because "luksd close failed"
 }
 
+refresh_grow_nbd() {
+	open_pair
+	truncate -s 96M "$img" "$csimg" || because "growing the images failed"
+	loop=$(cryptsetup status vmt | awk '/^  device:/ {print $2}')
+	losetup -c "$loop" || because "losetup -c $loop failed"
+	cryptsetup refresh --key-file "$key" vmt 2>"$SCRATCH/cs.err" || because "cryptsetup refresh failed: $(cat "$SCRATCH/cs.err")"
+	luksd refresh --key-file "$key" vol 2>"$SCRATCH/ld.err" || because "luksd refresh failed: $(cat "$SCRATCH/ld.err")"
+	same_size "refreshed after growing"
+	[ "$(blockdev --getsize64 /dev/mapper/vol)" = $((80 << 20)) ] || because "luksd's device is not 80 MiB after refresh"
+	luksd_close vol || because "luksd close failed"
+	cs_close vmt || because "cryptsetup close failed"
+}
+
 check "$VMTEST_SCENARIO grow-shrink aes-xts-plain64/4096 nbd" grow_nbd
+check "$VMTEST_SCENARIO refresh-grows aes-xts-plain64/4096 nbd" refresh_grow_nbd
 check "$VMTEST_SCENARIO refused ublk" refuse_ublk
