@@ -54,9 +54,9 @@ func TestEncryptShiftLikeCryptsetup(t *testing.T) {
 		flags        []string
 		opts         FormatOptions
 	}{
-		{40 << 20, 32 << 20, nil, FormatOptions{}},                             // data smaller than the shift
-		{24 << 20, 4 << 20, nil, FormatOptions{}},                              // several hotzones
-		{22<<20 + 3<<20, 6 << 20, nil, FormatOptions{}},                        // a short hotzone before the moved one
+		{40 << 20, 32 << 20, nil, FormatOptions{}},      // data smaller than the shift
+		{24 << 20, 4 << 20, nil, FormatOptions{}},       // several hotzones
+		{22<<20 + 3<<20, 6 << 20, nil, FormatOptions{}}, // a short hotzone before the moved one
 		{24 << 20, 8 << 20, []string{"--sector-size", "4096", "--cipher", "aes-cbc-essiv:sha256", "--key-size", "256"},
 			FormatOptions{SectorSize: 4096, Cipher: "aes-cbc-essiv:sha256", KeySize: 32}},
 	} {
