@@ -104,7 +104,7 @@ func (h *Header) Reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 		return ErrNotInReencryption
 	}
 	if isEncryptShift(v2.meta.root) {
-		return v2.encryptShift(dev, passphrase, slot, r)
+		return v2.encryptShift(dev, devSize, passphrase, slot, r)
 	}
 	return v2.reencrypt(dev, devSize, passphrase, slot, r)
 }

@@ -34,8 +34,11 @@ type shiftJob struct {
 	prev   *node  // backup-previous: the plaintext, linear
 	moved  *node  // backup-moved-segment: the plaintext's first part
 	total  uint64 // plaintext bytes (backup-previous's size)
-	digest *digest
-	enc    dmcrypt.SectorCipher
+	// devSize is the device's size: cryptsetup counts progress to the end
+	// of the device, the moved copy included.
+	devSize uint64
+	digest  *digest
+	enc     dmcrypt.SectorCipher
 }
 
 // reencryptArea reads the reencrypt keyslot's mode, direction and area
@@ -86,12 +89,15 @@ func (h *header) shiftState(dev Device) (*shiftJob, error) {
 }
 
 // encryptShift runs (or resumes) the encryption on dev.
-func (h *header) encryptShift(dev Device, passphrase []byte, slot int, run ReencryptRun) error {
+func (h *header) encryptShift(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) error {
 	j, err := h.shiftState(dev)
 	if err != nil {
 		return err
 	}
-	j.run = run
+	if uint64(devSize) < j.offset+j.total+j.shift {
+		return ErrDeviceTooSmall
+	}
+	j.run, j.devSize = run, uint64(devSize)
 	if j.run.Data == nil {
 		j.run.Data = dev
 	}
@@ -297,7 +303,8 @@ func (j *shiftJob) loop() error {
 
 func (j *shiftJob) progress(active []*node) {
 	if j.run.Progress != nil {
-		j.run.Progress(int64(j.total-min(j.total, remaining(active))), int64(j.total))
+		total := j.devSize - j.offset
+		j.run.Progress(int64(total-min(total, remaining(active))), int64(total))
 	}
 }
 

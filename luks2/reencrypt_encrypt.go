@@ -25,8 +25,11 @@ func EncryptInit(dev Device, devSize, reduce int64, opts FormatOptions, passphra
 		return fmt.Errorf("%w: reduce size %d (luksd shifts data by multiples of 4096 bytes)", ErrUnsupported, reduce)
 	}
 	dataSize := devSize - reduce
-	if dataSize <= 0 {
+	if dataSize < 0 {
 		return ErrDeviceTooSmall
+	}
+	if dataSize == 0 {
+		return errors.New("no data is left after the reduction")
 	}
 	opts.DataOffset, opts.DetachedData, opts.PayloadAlign = shift, false, 0
 	if opts.SectorSize == 0 {
@@ -119,6 +122,20 @@ func (h *header) encryptShiftMetadata(devSize, shift, dataSize uint64, vk []byte
 	}
 	digests.set(strconv.Itoa(h.freeDigestIDs(1)[0]), rd)
 	return root, nil
+}
+
+// NewUUID is a random UUID for a new header.
+func NewUUID() (string, error) { return newUUID() }
+
+// ReencryptMode is the mode of the reencryption the volume is marked for
+// ("reencrypt", "encrypt" or "decrypt"), or "" when it is not.
+func (h *Header) ReencryptMode() string {
+	v2, ok := h.v2()
+	if !ok {
+		return ""
+	}
+	mode, _, _ := reencryptArea(v2.meta.root)
+	return mode
 }
 
 // linearNode is a linear segment object in cryptsetup's field order.
