@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/luksd/luksd/blockdev/devtest"
 	"github.com/luksd/luksd/dmcrypt"
@@ -162,3 +165,72 @@ func firstDifference(a, b []byte) int {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Part-way, luksd's metadata is cryptsetup's: cryptsetup is killed
+// between two hotzones, luksd stopped after as many, and the metadata
+// compared but for salts and digests.
+func TestEncryptShiftStepsLikeCryptsetup(t *testing.T) {
+	const size, reduce = 64 << 20, 8 << 20
+	dir := t.TempDir()
+	if d, err := os.MkdirTemp("/dev/shm", "luksd-encrypt-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		dir = d
+	}
+	key := testtool.KeyFile(t, []byte("pw"))
+	base, _ := plainImage(t, size)
+	theirs, mine := filepath.Join(dir, "theirs.img"), filepath.Join(dir, "mine.img")
+	copyTo(t, base, theirs)
+	copyTo(t, base, mine)
+	cryptsetup(t, "reencrypt", "--encrypt", "--init-only", "--reduce-device-size", itoa(reduce), "--force-offline-reencrypt",
+		"-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--uuid", encUUID, "-d", key, theirs)
+	f, _ := openRW(t, mine)
+	mustNil(t, EncryptInit(f, size, reduce, FormatOptions{PBKDF: cheapPBKDF2, UUID: encUUID, Keyslot: -1}, []byte("pw")))
+	killed, stopped := filepath.Join(dir, "killed.img"), filepath.Join(dir, "stopped.img")
+	compared := 0
+	delay := 5 * time.Millisecond
+	for try := 0; try < 40 && compared < 3; try++ {
+		copyTo(t, theirs, killed)
+		cmd := exec.Command("cryptsetup", "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, killed)
+		mustNil(t, cmd.Start())
+		time.Sleep(delay)
+		cmd.Process.Kill()
+		cmd.Wait()
+		h, kf := readHdr(t, killed)
+		v2, _ := h.v2()
+		active := activeSegments(v2.meta.root)
+		left := remaining(active)
+		switch {
+		case !h.InReencryption() || left == 0:
+			delay = max(delay*2/3, time.Millisecond)
+			continue
+		case hotIndex(active) >= 0 || len(active) < 3 && left == size-reduce:
+			delay += 3 * time.Millisecond
+			continue
+		}
+		kf.Close()
+		copyTo(t, mine, stopped)
+		h, sf := readHdr(t, stopped)
+		var done int64
+		run := ReencryptRun{
+			Progress: func(d, total int64) { done = total - d },
+			Stop:     func() bool { return uint64(done) <= left },
+		}
+		mustNil(t, h.Reencrypt(sf, size, []byte("pw"), -1, run))
+		if a, b := saltless(t, killed), saltless(t, stopped); a != b {
+			t.Fatalf("%d bytes left:\ncryptsetup %s\nluksd      %s", left, a, b)
+		}
+		compared++
+		t.Logf("same metadata with %d bytes left", left)
+		delay += 7 * time.Millisecond
+	}
+	if compared == 0 {
+		t.Fatal("no kill left cryptsetup between two hotzones")
+	}
+}
+
+func copyTo(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	mustNil(t, err)
+	mustNil(t, os.WriteFile(to, b, 0o600))
+}
