@@ -37,33 +37,24 @@ func unlockReencrypting(c *cli.Context, path string, slot int, retry bool) (*vol
 		return nil, err
 	}
 	defer lock.Unlock()
-	src := keySource(c)
-	tries := 1
-	if retry && src.Interactive() && c.Int("tries") > 1 {
-		tries = c.Int("tries")
-	}
 	var m *luks2.ReencryptMapping
-	for try := 1; ; try++ {
-		pass, err := readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", path), false)
-		if err != nil {
-			return nil, err
-		}
-		err = hw.edit(func() error {
+	open := func(pass []byte) error {
+		return hw.edit(func() error {
 			var err error
 			if h, err = hw.read(); err != nil {
 				return err
 			}
-			m, err = h.OpenReencrypting(hw, hw.Size, pass.Bytes(), slot, nil)
+			m, err = h.OpenReencrypting(hw, hw.Size, pass, slot, nil)
 			return err
 		})
-		pass.Wipe()
-		if err == nil {
-			break
+	}
+	if err := unlockReencryptingByToken(c, h, hw, retry, open); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		if err := unlockReencryptingByPassphrase(c, path, retry, open); err != nil {
+			return nil, err
 		}
-		if !errors.Is(err, luks2.ErrWrongPassphrase) || try >= tries {
-			return nil, reencryptError(path, err)
-		}
-		fmt.Fprintln(os.Stderr, "No key available with this passphrase.")
 	}
 	defer m.Wipe()
 	key, err := keyring.NewSecret(len(m.OldKey) + len(m.NewKey))
@@ -78,6 +69,55 @@ func unlockReencrypting(c *cli.Context, path string, slot int, retry bool) (*vol
 		v.oldKeySize = len(m.OldKey)
 	}
 	return v, nil
+}
+
+// unlockReencryptingByToken tries the tokens as open does before it asks
+// for a passphrase: the passphrase a token holds opens both volume keys
+// (open). It returns with nothing opened when the passphrase is next.
+func unlockReencryptingByToken(c *cli.Context, h *luks2.Header, hw *headerDevice, retry bool, open func([]byte) error) error {
+	if !retry && !tokensAsked(c) {
+		return nil
+	}
+	opened := false
+	key, _, err := unlockByTokenWith(c, h, hw, retry, func(_ luks2.TokenAttempt, pass []byte) ([]byte, int, error) {
+		if err := open(pass); err != nil {
+			return nil, -1, err
+		}
+		opened = true
+		return []byte{0}, 0, nil // the keys are in open's mapping
+	})
+	if key != nil {
+		key.Wipe()
+	}
+	if err != nil && !opened {
+		return err
+	}
+	return nil
+}
+
+// unlockReencryptingByPassphrase asks for the passphrase (--tries on a
+// terminal when retry) until it opens both volume keys (open).
+func unlockReencryptingByPassphrase(c *cli.Context, path string, retry bool, open func([]byte) error) error {
+	src := keySource(c)
+	tries := 1
+	if retry && src.Interactive() && c.Int("tries") > 1 {
+		tries = c.Int("tries")
+	}
+	for try := 1; ; try++ {
+		pass, err := readPassphrase(src, fmt.Sprintf("Enter passphrase for %s: ", path), false)
+		if err != nil {
+			return err
+		}
+		err = open(pass.Bytes())
+		pass.Wipe()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, luks2.ErrWrongPassphrase) || try >= tries {
+			return reencryptError(path, err)
+		}
+		fmt.Fprintln(os.Stderr, "No key available with this passphrase.")
+	}
 }
 
 // reencryptSegments are v's data segments for the daemon: the old key
