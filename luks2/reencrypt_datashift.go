@@ -90,12 +90,26 @@ func (h *header) shiftState(dev Device) (*shiftJob, error) {
 
 // encryptShift runs (or resumes) the encryption on dev.
 func (h *header) encryptShift(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) error {
-	j, err := h.shiftState(dev)
+	j, vk, _, err := h.shiftJobFor(dev, devSize, passphrase, slot, run)
 	if err != nil {
 		return err
 	}
+	defer clear(vk)
+	defer j.enc.Wipe()
+	return j.loop()
+}
+
+// shiftJobFor reads the encryption's state and opens the new volume key
+// with passphrase (keyslot slot, or any with -1), checking the
+// reencryption digest with it. It returns the job, its cipher made, the
+// key and the keyslot that opened it; the caller wipes both.
+func (h *header) shiftJobFor(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) (*shiftJob, []byte, int, error) {
+	j, err := h.shiftState(dev)
+	if err != nil {
+		return nil, nil, -1, err
+	}
 	if uint64(devSize) < j.offset+j.total+j.shift {
-		return ErrDeviceTooSmall
+		return nil, nil, -1, ErrDeviceTooSmall
 	}
 	j.run, j.devSize = run, uint64(devSize)
 	if j.run.Data == nil {
@@ -104,25 +118,36 @@ func (h *header) encryptShift(dev Device, devSize int64, passphrase []byte, slot
 	if j.run.Commit == nil {
 		j.run.Commit = func(write func() error) error { return write() }
 	}
-	vk, err := h.openDigestKey(dev, j.digest, passphrase, slot)
+	vk, got, err := h.openDigestKeySlot(dev, j.digest, passphrase, slot)
 	if err != nil {
-		return err
+		return nil, nil, -1, err
 	}
-	defer clear(vk)
-	data, err := reencryptVerificationData(h.meta.root, reencryptVersion, nil, vk)
+	if err := j.verifyDigest(vk); err != nil {
+		clear(vk)
+		return nil, nil, -1, err
+	}
+	if j.enc, err = dmcrypt.New(j.final.get("encryption").str, vk); err != nil {
+		clear(vk)
+		return nil, nil, -1, err
+	}
+	return j, vk, got, nil
+}
+
+// verifyDigest checks the reencryption digest with the new volume key.
+func (j *shiftJob) verifyDigest(vk []byte) error {
+	data, err := reencryptVerificationData(j.h.meta.root, reencryptVersion, nil, vk)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrReencryptInvalid, err)
 	}
-	ok, err := h.meta.keyslotDigest(j.slot).verify(data)
-	clear(data)
-	if err != nil || !ok {
+	defer clear(data)
+	d := j.h.meta.keyslotDigest(j.slot)
+	if d == nil {
 		return ErrReencryptInvalid
 	}
-	if j.enc, err = dmcrypt.New(j.final.get("encryption").str, vk); err != nil {
-		return err
+	if ok, err := d.verify(data); err != nil || !ok {
+		return ErrReencryptInvalid
 	}
-	defer j.enc.Wipe()
-	return j.loop()
+	return nil
 }
 
 // activeSegments are the data segments of root in order, backups left out.
@@ -262,19 +287,27 @@ func (j *shiftJob) commit(root *node) error {
 	return j.run.Commit(func() error { return j.h.replace(j.dev, root) })
 }
 
-func (j *shiftJob) loop() error {
+// recover encrypts again the hotzone a crash left half written (its
+// source is intact) and commits the segments after it; it returns the
+// data segments.
+func (j *shiftJob) recover(buf []byte) ([]*node, error) {
 	active := activeSegments(j.h.meta.root)
+	if hotIndex(active) < 0 {
+		return active, nil
+	}
+	if err := j.encryptHotzone(active, buf); err != nil {
+		return nil, fmt.Errorf("LUKS2 reencryption recovery failed: %w", err)
+	}
+	active = j.postSegments(active)
+	return active, j.commit(j.rootWith(active))
+}
+
+func (j *shiftJob) loop() error {
 	buf := make([]byte, j.shift)
 	defer clear(buf)
-	if r := hotIndex(active); r >= 0 {
-		// A crash left this hotzone half written; its source is intact.
-		if err := j.encryptHotzone(active, buf); err != nil {
-			return fmt.Errorf("LUKS2 reencryption recovery failed: %w", err)
-		}
-		active = j.postSegments(active)
-		if err := j.commit(j.rootWith(active)); err != nil {
-			return err
-		}
+	active, err := j.recover(buf)
+	if err != nil {
+		return err
 	}
 	j.progress(active)
 	for remaining(active) > 0 {
@@ -370,4 +403,39 @@ func (j *shiftJob) finish(active []*node) error {
 		}
 		return flush(j.dev)
 	})
+}
+
+// openEncryptShift is OpenReencrypting for an encryption with a data
+// shift: the data segments as cryptsetup's activation maps them, the
+// plaintext ones linear, after a crashed hotzone is recovered (a recovery
+// that ends the encryption finishes it).
+func (h *header) openEncryptShift(dev Device, devSize int64, passphrase []byte, slot int, commit func(write func() error) error) (*ReencryptMapping, error) {
+	j, vk, got, err := h.shiftJobFor(dev, devSize, passphrase, slot, ReencryptRun{Commit: commit})
+	if err != nil {
+		return nil, err
+	}
+	defer j.enc.Wipe()
+	m := &ReencryptMapping{NewKey: vk, Slot: got}
+	m.Final = Segment{Offset: int64(j.offset), Cipher: j.final.get("encryption").str,
+		SectorSize: int(int64Of(j.final.get("sector_size"))), KeySize: len(vk)}
+	buf := make([]byte, j.shift)
+	active, err := j.recover(buf)
+	clear(buf)
+	if err == nil && remaining(active) == 0 {
+		err = j.finish(active)
+	}
+	if err != nil {
+		m.Wipe()
+		return nil, err
+	}
+	for _, s := range active {
+		seg := Segment{Offset: int64(uint64Field(s, "offset")), Size: int64(segmentSize(s))}
+		if s.get("type").str == "linear" {
+			m.Segments = append(m.Segments, MappedSegment{Segment: seg, Linear: true})
+			continue
+		}
+		seg.Cipher, seg.SectorSize, seg.KeySize = m.Final.Cipher, m.Final.SectorSize, len(vk)
+		m.Segments = append(m.Segments, MappedSegment{Segment: seg, IVTweak: uint64Field(s, "iv_tweak"), New: true})
+	}
+	return m, nil
 }

@@ -20,6 +20,7 @@ type MappedSegment struct {
 	Segment        // Offset on the device; Size 0 = to its end (last segment only)
 	IVTweak uint64 // added to IV sectors, 512-byte units
 	New     bool   // keyed with the new volume key, else the old one
+	Linear  bool   // plaintext, not encrypted (an encryption's data not done yet)
 }
 
 // ReencryptMapping is what mapping a volume in reencryption takes.
@@ -50,6 +51,9 @@ func (h *Header) OpenReencrypting(dev Device, devSize int64, passphrase []byte, 
 }
 
 func (h *header) openReencrypting(dev Device, devSize int64, passphrase []byte, slot int, commit func(write func() error) error) (*ReencryptMapping, error) {
+	if isEncryptShift(h.meta.root) {
+		return h.openEncryptShift(dev, devSize, passphrase, slot, commit)
+	}
 	st, err := h.reencryptState()
 	if err != nil {
 		return nil, err

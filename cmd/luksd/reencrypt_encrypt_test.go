@@ -219,3 +219,37 @@ func TestEncryptRefusalsLikeCryptsetup(t *testing.T) {
 		}
 	}
 }
+
+// A volume killed part-way through its encryption (datashift, by either
+// tool) is served as cryptsetup's activation maps it: the plaintext still
+// to encrypt as linear segments (the first part from its moved copy), the
+// rest encrypted; every byte read is the plain data, and data written
+// through it is there after cryptsetup finishes the encryption.
+func TestOpenMidEncryption(t *testing.T) {
+	w := newWorkspace(t)
+	if d, err := os.MkdirTemp("/dev/shm", "luksd-encrypt-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		w.dir = d
+	}
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	key := w.key("key", "pw")
+	tools := map[string]string{"luksd": testtool.Luksd(t), "cryptsetup": w.cryptsetup}
+	flags := []string{"-q", "-d", key, "--force-offline-reencrypt"}
+	for _, first := range []string{"luksd", "cryptsetup"} {
+		t.Run(first, func(t *testing.T) {
+			w := &workspace{t: t, dir: w.dir, cryptsetup: w.cryptsetup}
+			base, plain := plainImage(w, "base.img", 64<<20)
+			runTool(t, nil, tools[first], append([]string{"reencrypt", base, "--encrypt", "--init-only",
+				"--reduce-device-size", fmt.Sprint(encReduce)}, append(flags, cheapPBKDF("pbkdf2")...)...)...).ok(t)
+			mid, hot := midEncryption(w, base, "mid.img", tools[first], flags)
+			t.Logf("killed with a hotzone: %v", hot)
+			got := serveRead(t, w, mid, key)
+			if i := firstDiff(got, plain); i >= 0 {
+				t.Fatalf("luksd reads the volume in encryption wrong from byte %d of %d", i, len(got))
+			}
+			want := serveWrite(t, w, mid, key, plain)
+			w.finishWithCryptsetup(mid, key)
+			w.checkEncrypted(mid, key, want)
+		})
+	}
+}

@@ -125,6 +125,10 @@ func unlockReencryptingByPassphrase(c *cli.Context, path string, retry bool, ope
 func (v *volume) reencryptSegments() []daemon.Segment {
 	var segs []daemon.Segment
 	for _, s := range v.Reencrypting {
+		if s.Linear {
+			segs = append(segs, daemon.Segment{Cipher: daemon.LinearSegment, Offset: s.Offset, Size: s.Size, SectorSize: 512})
+			continue
+		}
 		seg := daemon.Segment{Cipher: s.Cipher, Offset: s.Offset, Size: s.Size,
 			SectorSize: s.SectorSize, KeySize: s.KeySize, IVOffset: s.IVTweak}
 		if s.New {
