@@ -20,17 +20,26 @@ import (
 // unlockReencrypting asks for the passphrase (--tries on a terminal when
 // retry) and opens the volume in reencryption on path.
 func unlockReencrypting(c *cli.Context, path string, slot int, retry bool) (*volume, error) {
-	if headerPath(c, path) != path {
-		return nil, exitf(exitParams, "Option --header is not supported by luksd for a volume in reencryption.")
-	}
-	hw, err := openHeaderDevice(c, path, true)
+	hp := headerPath(c, path)
+	hw, err := openHeaderDevice(c, hp, true)
 	if err != nil {
 		return nil, err
 	}
 	defer hw.Close()
 	h, err := hw.read()
 	if err != nil {
-		return nil, headerError(path, err)
+		return nil, headerError(hp, err)
+	}
+	// The data: the header's device, or the device after --header.
+	var data luks2.Device = hw
+	dataSize := hw.Size
+	if hp != path {
+		f, size, err := openDevice(path, true)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		data, dataSize = syncedFile{f}, size
 	}
 	lock, err := lockReencryption(hw, h.UUID(), "Reencryption in-progress. Cannot activate device.")
 	if err != nil {
@@ -44,7 +53,7 @@ func unlockReencrypting(c *cli.Context, path string, slot int, retry bool) (*vol
 			if h, err = hw.read(); err != nil {
 				return err
 			}
-			m, err = h.OpenReencrypting(hw, hw.Size, pass, slot, nil)
+			m, err = h.OpenReencryptingDetached(hw, data, dataSize, pass, slot, nil)
 			return err
 		})
 	}
@@ -63,7 +72,7 @@ func unlockReencrypting(c *cli.Context, path string, slot int, retry bool) (*vol
 	}
 	copy(key.Bytes()[copy(key.Bytes(), m.OldKey):], m.NewKey)
 	verbosef(c, "Key slot %d unlocked.", m.Slot)
-	v := &volume{Path: path, HeaderPath: path, Header: h, Segment: m.Final, Key: key, Slot: m.Slot}
+	v := &volume{Path: path, HeaderPath: hp, Header: h, Segment: m.Final, Key: key, Slot: m.Slot}
 	if len(m.Segments) > 1 || m.OldKey != nil {
 		v.Reencrypting = m.Segments
 		v.oldKeySize = len(m.OldKey)
@@ -119,6 +128,11 @@ func unlockReencryptingByPassphrase(c *cli.Context, path string, retry bool, ope
 		fmt.Fprintln(os.Stderr, "No key available with this passphrase.")
 	}
 }
+
+// syncedFile is a data device file whose Flush is fsync.
+type syncedFile struct{ luks2.File }
+
+func (f syncedFile) Flush() error { return f.Sync() }
 
 // reencryptSegments are v's data segments for the daemon: the old key
 // first in v.Key, then the new one.
