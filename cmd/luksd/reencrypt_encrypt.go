@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -21,14 +22,18 @@ var encryptFlags = flagSet(pbkdfFlags, []cli.Flag{
 	&cli.BoolFlag{Name: "encrypt", Usage: "encrypt a plain device in place"},
 	&cli.BoolFlag{Name: "decrypt", Usage: "decrypt a LUKS2 device in place"},
 	&cli.Int64Flag{Name: "reduce-device-size", Usage: "with --encrypt: give up the device's last `BYTES` and shift the data by half of it"},
-	&cli.StringFlag{Name: "type", Aliases: []string{"M"}, Usage: "with --encrypt: header `TYPE` (luks2)"},
-	&cli.StringFlag{Name: "uuid", Usage: "with --encrypt: the new header's `UUID`"},
-	&cli.StringFlag{Name: "label", Usage: "with --encrypt: the new header's `LABEL`"},
-	&cli.StringFlag{Name: "subsystem", Usage: "with --encrypt: the new header's `SUBSYSTEM`"},
-	&cli.Int64Flag{Name: "offset", Aliases: []string{"o"}, Usage: "with --encrypt: data offset in 512-byte `SECTORS`"},
-	&cli.Int64Flag{Name: "luks2-metadata-size", Usage: "with --encrypt: LUKS2 metadata area size in `BYTES`"},
-	&cli.Int64Flag{Name: "luks2-keyslots-size", Usage: "with --encrypt: LUKS2 keyslots area size in `BYTES`"},
-})
+}, pickFlags(formatFlags, "type", "uuid", "label", "subsystem", "offset", "luks2-metadata-size", "luks2-keyslots-size"))
+
+// pickFlags are the flags of set named names.
+func pickFlags(set []cli.Flag, names ...string) []cli.Flag {
+	var out []cli.Flag
+	for _, f := range set {
+		if slices.Contains(names, f.Names()[0]) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // newHeaderOptions are the options only a new header (--encrypt) takes.
 var newHeaderOptions = []string{"pbkdf", "iter-time", "pbkdf-force-iterations", "pbkdf-memory", "pbkdf-parallel",

@@ -31,15 +31,7 @@ func TestOpenMidReencryptionByToken(t *testing.T) {
 	w.cs(nil, append([]string{"reencrypt", "--init-only", base}, flags...)...).ok(t)
 	img := midReencryption(t, w, base, w.cryptsetup, syscall.SIGKILL, flags)
 
-	sock := w.path("sock")
-	p := startServe(t, sock, "--token-only", img)
-	out := w.path("out")
-	testtool.Run(t, "nbdcopy", p.uri(), out)
-	p.stop(t)
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := serveReadWith(t, w, "--token-only", img)
 	if i := firstDiff(got, plain); i >= 0 {
 		t.Fatalf("served by token, the volume in reencryption reads wrong from byte %d", i)
 	}
@@ -102,15 +94,7 @@ func TestOpenMidReencryptionDetachedHeader(t *testing.T) {
 		}
 		break
 	}
-	sock := w.path("sock")
-	p := startServe(t, sock, "--header", midHdr, "-d", key, midData)
-	out := w.path("out")
-	testtool.Run(t, "nbdcopy", p.uri(), out)
-	p.stop(t)
-	got, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := serveReadWith(t, w, "--header", midHdr, "-d", key, midData)
 	if i := firstDiff(got, plain); i >= 0 {
 		t.Fatalf("served with --header, the volume in reencryption reads wrong from byte %d", i)
 	}
