@@ -57,10 +57,10 @@ func TestEncryptShiftLikeCryptsetup(t *testing.T) {
 		flags        []string
 		opts         FormatOptions
 	}{
-		{40 << 20, 32 << 20, nil, FormatOptions{}},      // data smaller than the shift
-		{24 << 20, 4 << 20, nil, FormatOptions{}},       // several hotzones
-		{22<<20 + 3<<20, 6 << 20, nil, FormatOptions{}}, // a short hotzone before the moved one
-		{24 << 20, 8 << 20, []string{"--sector-size", "4096", "--cipher", "aes-cbc-essiv:sha256", "--key-size", "256"},
+		{5 << 20, 4 << 20, nil, FormatOptions{}},         // data smaller than the shift
+		{12 << 20, 2 << 20, nil, FormatOptions{}},        // several hotzones
+		{3<<20 + 512<<10, 2 << 20, nil, FormatOptions{}}, // a short hotzone before the moved one
+		{10 << 20, 2 << 20, []string{"--sector-size", "4096", "--cipher", "aes-cbc-essiv:sha256", "--key-size", "256"},
 			FormatOptions{SectorSize: 4096, Cipher: "aes-cbc-essiv:sha256", KeySize: 32}},
 	} {
 		base, plain := plainImage(t, c.size)
@@ -98,7 +98,7 @@ func TestEncryptShiftLikeCryptsetup(t *testing.T) {
 // Every image a power cut may leave during luksd's encryption with a data
 // shift resumes to the plaintext.
 func TestEncryptShiftPowerCuts(t *testing.T) {
-	const size, reduce = 3 << 20, 1 << 20
+	const size, reduce = 2<<20 + 512<<10, 1 << 20
 	before := make([]byte, size)
 	rand.Read(before)
 	plain := bytes.Clone(before[:size-reduce])
@@ -170,7 +170,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // between two hotzones, luksd stopped after as many, and the metadata
 // compared but for salts and digests.
 func TestEncryptShiftStepsLikeCryptsetup(t *testing.T) {
-	const size, reduce = 64 << 20, 8 << 20
+	const size, reduce = 32 << 20, 2 << 20
 	dir := t.TempDir()
 	if d, err := os.MkdirTemp("/dev/shm", "luksd-encrypt-"); err == nil {
 		t.Cleanup(func() { os.RemoveAll(d) })
