@@ -29,6 +29,10 @@ func newSegmented(backend blockdev.Device, spec Spec, key []byte) (_ *dmcrypt.De
 		}
 	}
 	for i, seg := range spec.Segments {
+		if seg.Cipher == LinearSegment {
+			segs = append(segs, dmcrypt.Segment{Cipher: dmcrypt.Linear(), Offset: seg.Offset, Size: seg.Size, SectorSize: 512})
+			continue
+		}
 		if seg.KeyOffset < 0 || seg.KeySize <= 0 || seg.KeyOffset+seg.KeySize > len(key) {
 			wipe()
 			backend.Close()

@@ -21,6 +21,11 @@ type Spec struct {
 	Options  Options
 }
 
+// LinearSegment is the Cipher of a segment in plaintext (a LUKS2 linear
+// segment: an encryption's data not yet encrypted), mapped as dm's linear
+// target; it takes no key.
+const LinearSegment = "linear"
+
 // Segment is the encrypted data area of Location.
 type Segment struct {
 	Cipher     string // dm-crypt cipher spec, e.g. "aes-xts-plain64"

@@ -109,5 +109,8 @@ func (h *Header) Reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	if !ok || !h.InReencryption() {
 		return ErrNotInReencryption
 	}
+	if isEncryptShift(v2.meta.root) {
+		return v2.encryptShift(dev, devSize, passphrase, slot, r)
+	}
 	return v2.reencrypt(dev, devSize, passphrase, slot, r)
 }

@@ -20,6 +20,7 @@ type MappedSegment struct {
 	Segment        // Offset on the device; Size 0 = to its end (last segment only)
 	IVTweak uint64 // added to IV sectors, 512-byte units
 	New     bool   // keyed with the new volume key, else the old one
+	Linear  bool   // plaintext, not encrypted (an encryption's data not done yet)
 }
 
 // ReencryptMapping is what mapping a volume in reencryption takes.
@@ -42,14 +43,26 @@ func (m *ReencryptMapping) Wipe() {
 // bytes); commit runs each header write (the caller holds the metadata
 // lock for the whole call, as cryptsetup does for recovery).
 func (h *Header) OpenReencrypting(dev Device, devSize int64, passphrase []byte, slot int, commit func(write func() error) error) (*ReencryptMapping, error) {
+	return h.OpenReencryptingDetached(dev, dev, devSize, passphrase, slot, commit)
+}
+
+// OpenReencryptingDetached is OpenReencrypting for a header on hdr and
+// the data on data (dataSize bytes), as with cryptsetup's --header.
+func (h *Header) OpenReencryptingDetached(hdr, data Device, dataSize int64, passphrase []byte, slot int, commit func(write func() error) error) (*ReencryptMapping, error) {
 	v2, ok := h.v2()
 	if !ok || !h.InReencryption() {
 		return nil, ErrNotInReencryption
 	}
-	return v2.openReencrypting(dev, devSize, passphrase, slot, commit)
+	if isEncryptShift(v2.meta.root) {
+		if hdr != data {
+			return nil, fmt.Errorf("%w: encryption with a data shift and a detached header", ErrReencryptUnsupported)
+		}
+		return v2.openEncryptShift(hdr, dataSize, passphrase, slot, commit)
+	}
+	return v2.openReencrypting(hdr, data, dataSize, passphrase, slot, commit)
 }
 
-func (h *header) openReencrypting(dev Device, devSize int64, passphrase []byte, slot int, commit func(write func() error) error) (*ReencryptMapping, error) {
+func (h *header) openReencrypting(dev, data Device, devSize int64, passphrase []byte, slot int, commit func(write func() error) error) (*ReencryptMapping, error) {
 	st, err := h.reencryptState()
 	if err != nil {
 		return nil, err
@@ -62,7 +75,7 @@ func (h *header) openReencrypting(dev Device, devSize int64, passphrase []byte, 
 			return nil, fmt.Errorf("%w: segment %d sector size %d", ErrUnsupported, s.id, s.sectorSize)
 		}
 	}
-	j := &reencryptJob{h: h, dev: dev, st: st, run: ReencryptRun{Data: dev, Commit: commit}}
+	j := &reencryptJob{h: h, dev: dev, st: st, run: ReencryptRun{Data: data, Commit: commit}}
 	if j.total, err = st.dataSize(devSize); err != nil {
 		return nil, err
 	}

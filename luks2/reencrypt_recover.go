@@ -27,7 +27,7 @@ func (j *reencryptJob) recover() error {
 		if _, err := j.dev.ReadAt(sums, int64(st.areaOffset)); err != nil {
 			return fmt.Errorf("failed to read checksums for current hotzone: %w", err)
 		}
-		if _, err := j.dev.ReadAt(buf, at); err != nil {
+		if _, err := j.run.Data.ReadAt(buf, at); err != nil {
 			return fmt.Errorf("failed to read hotzone area: %w", err)
 		}
 		hf, _ := hashFunc(st.hash)
@@ -41,7 +41,7 @@ func (j *reencryptJob) recover() error {
 			off := st.done + uint64(i*st.blockSize)
 			j.old.Decrypt(blk, off/512, st.oldSeg.sectorSize)
 			j.new.Encrypt(blk, off/512, st.newSeg.sectorSize)
-			if _, err := j.dev.WriteAt(blk, int64(st.dataOffset+off)); err != nil {
+			if _, err := j.run.Data.WriteAt(blk, int64(st.dataOffset+off)); err != nil {
 				return fmt.Errorf("failed to recover sector %d: %w", i, err)
 			}
 		}
@@ -53,13 +53,13 @@ func (j *reencryptJob) recover() error {
 			return fmt.Errorf("failed to read journaled data: %w", err)
 		}
 		j.rewrite(buf, st.done)
-		if _, err := j.dev.WriteAt(buf, at); err != nil {
+		if _, err := j.run.Data.WriteAt(buf, at); err != nil {
 			return fmt.Errorf("recovery write failed: %w", err)
 		}
 	default:
 		return fmt.Errorf("no recovery for resilience %s", st.resilience)
 	}
-	if err := j.dev.Flush(); err != nil {
+	if err := j.syncData(); err != nil {
 		return err
 	}
 	st.done += n
@@ -68,4 +68,14 @@ func (j *reencryptJob) recover() error {
 		return nil
 	}
 	return j.commit(j.h.stepSegments(st, st.done, 0, j.total, false))
+}
+
+// syncData makes the data written durable: through the data device when
+// it flushes on its own (a detached header's data device), else through
+// the device that holds both.
+func (j *reencryptJob) syncData() error {
+	if f, ok := j.run.Data.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return j.dev.Flush()
 }

@@ -257,7 +257,7 @@ func (j *reencryptJob) loop() error {
 			return fmt.Errorf("failed to write hotzone area starting at %d: %w", st.done, err)
 		}
 		if !none {
-			if err := j.dev.Flush(); err != nil {
+			if err := j.syncData(); err != nil {
 				held(false)
 				return fmt.Errorf("failed to sync data: %w", err)
 			}

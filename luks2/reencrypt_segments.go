@@ -18,6 +18,11 @@ func segmentNode(offset, size, ivTweak uint64, cipher string, sectorSize int, fl
 	o := obj("type", jString("crypt"), "offset", jUint64Str(offset), "size", sz,
 		"iv_tweak", jUint64Str(ivTweak), "encryption", jString(cipher),
 		"sector_size", jInt(int64(sectorSize)))
+	return withFlags(o, flags)
+}
+
+// withFlags adds a segment's flags to o, if any.
+func withFlags(o *node, flags []string) *node {
 	if len(flags) > 0 {
 		a := jArray()
 		for _, f := range flags {

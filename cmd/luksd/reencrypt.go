@@ -20,7 +20,7 @@ func init() {
 		Name:      "reencrypt",
 		Usage:     "change a LUKS2 volume's volume key, cipher or sector size in place (offline)",
 		ArgsUsage: "<device>",
-		Flags: flagSet(keyFlags, []cli.Flag{
+		Flags: flagSet(keyFlags, encryptFlags, []cli.Flag{
 			&cli.StringFlag{Name: "cipher", Aliases: []string{"c"}, Usage: "new cipher `SPEC`"},
 			&cli.IntFlag{Name: "key-size", Aliases: []string{"s"}, Usage: "new volume key size in `BITS`"},
 			&cli.IntFlag{Name: "sector-size", Usage: "new encryption sector size in `BYTES`"},
@@ -46,6 +46,9 @@ func reencrypt(c *cli.Context) error {
 	dev, err := oneDevice(c)
 	if err != nil {
 		return err
+	}
+	if encryptsPlainDevice(c, dev) {
+		return reencryptEncrypt(c, dev)
 	}
 	if st, err := activeVolume(dev); err != nil {
 		return err
@@ -76,6 +79,9 @@ func reencrypt(c *cli.Context) error {
 	}
 	defer lock.Unlock()
 	marked := h.InReencryption()
+	if err := checkReencryptMode(c, h, dev); err != nil {
+		return err
+	}
 	if c.Bool("resume-only") && !marked {
 		return exitf(exitParams, "Device reencryption not in progress.")
 	}

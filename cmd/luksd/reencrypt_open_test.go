@@ -134,8 +134,14 @@ func (w *workspace) finishWithCryptsetup(img, key string) {
 // serveRead reads all of img's plaintext through `luksd serve`.
 func serveRead(t *testing.T, w *workspace, img, key string) []byte {
 	t.Helper()
+	return serveReadWith(t, w, "-d", key, img)
+}
+
+// serveReadWith reads all the plaintext `luksd serve ARGS` serves.
+func serveReadWith(t *testing.T, w *workspace, args ...string) []byte {
+	t.Helper()
 	sock := w.path("sock")
-	p := startServe(t, sock, "-d", key, img)
+	p := startServe(t, sock, args...)
 	out := w.path("out")
 	testtool.Run(t, "nbdcopy", p.uri(), out)
 	p.stop(t)

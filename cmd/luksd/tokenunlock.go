@@ -37,6 +37,13 @@ func tokensAsked(c *cli.Context) bool {
 // cryptsetup's exit codes. With -v it says why no token opened, in
 // cryptsetup's words.
 func unlockByToken(c *cli.Context, h *luks2.Header, dev io.ReaderAt, fallThrough bool) (*keyring.Secret, int, error) {
+	return unlockByTokenWith(c, h, dev, fallThrough, nil)
+}
+
+// unlockByTokenWith is unlockByToken with the keyslots opened by
+// keyslots (token.Options.Keyslots; nil: the header's own way).
+func unlockByTokenWith(c *cli.Context, h *luks2.Header, dev io.ReaderAt, fallThrough bool,
+	keyslots func(a luks2.TokenAttempt, pass []byte) ([]byte, int, error)) (*keyring.Secret, int, error) {
 	fallThrough = fallThrough && !c.Bool("token-only")
 	if h.Version() != 2 {
 		// LUKS1 has no tokens: cryptsetup's library refuses (EINVAL)
@@ -53,6 +60,7 @@ func unlockByToken(c *cli.Context, h *luks2.Header, dev io.ReaderAt, fallThrough
 		TPM2Device: c.String("tpm2-device"),
 		PIN:        tokenPIN(c),
 		Warn:       func(line string) { fmt.Fprintln(os.Stderr, line) },
+		Keyslots:   keyslots,
 	}
 	if !c.IsSet("token-id") {
 		opts.ID = -1

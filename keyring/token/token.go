@@ -57,6 +57,10 @@ type Options struct {
 	// failed for a reason worth telling (a tang server down, a tampered
 	// JWE); cryptsetup's own built-in type says nothing.
 	Warn func(string)
+	// Keyslots, when set, opens the keyslots of attempt a with the
+	// passphrase its token holds, in place of the header's UnlockToken
+	// (a volume in reencryption opens both of its volume keys with it).
+	Keyslots func(a luks2.TokenAttempt, pass []byte) (vk []byte, slot int, err error)
 }
 
 // A handler returns the keyslot passphrase token t holds.
@@ -135,7 +139,11 @@ func (o *Options) try(ctx context.Context, h *luks2.Header, dev io.ReaderAt, a l
 		return nil, -1, fmt.Errorf("%w: %w", ErrWrongPassphrase, err)
 	}
 	defer pass.Wipe()
-	vk, slot, err := h.UnlockToken(dev, a, pass.Bytes())
+	unlock := func(a luks2.TokenAttempt, pass []byte) ([]byte, int, error) { return h.UnlockToken(dev, a, pass) }
+	if o.Keyslots != nil {
+		unlock = o.Keyslots
+	}
+	vk, slot, err := unlock(a, pass.Bytes())
 	if errors.Is(err, luks2.ErrWrongPassphrase) {
 		return nil, -1, fmt.Errorf("%w: %w", ErrWrongPassphrase, err)
 	}

@@ -1,4 +1,4 @@
-# Helpers of the reencryption scenarios (56, 58, 59); source after lib.sh,
+# Helpers of the reencryption scenarios (54, 56, 58, 59); source after lib.sh,
 # with $key set.
 
 # reenc_fresh IMAGE PATTERN: an 80 MiB aes-xts volume holding PATTERN,
@@ -22,14 +22,18 @@ reenc_killed() {
 	done
 	kill -9 "$_p" 2>/dev/null || because "$1 finished before it could be killed"
 	wait "$_p" 2>/dev/null || true
-	# cryptsetup rewrites through temporary dm-crypt mappings over a loop
-	# device; killed, it leaves them holding the image (luksd then refuses
-	# it as in use): take them down as an administrator would.
+	reenc_release
+	cryptsetup luksDump "$2" | grep -q "online-reencrypt" || because "no reencryption left to resume after killing $1"
+}
+
+# reenc_release: cryptsetup rewrites through temporary dm-crypt mappings
+# over a loop device; killed, it leaves them holding the image (luksd then
+# refuses it as in use): take them down as an administrator would.
+reenc_release() {
 	for _d in $(dmsetup ls 2>/dev/null | awk '/^temporary-cryptsetup/ { print $1 }'); do
 		dmsetup remove "$_d" || because "dmsetup remove $_d failed"
 	done
 	losetup -D 2>/dev/null || true
-	cryptsetup luksDump "$2" | grep -q "online-reencrypt" || because "no reencryption left to resume after killing $1"
 }
 
 # reenc_resume TOOL IMAGE: TOOL finishes the reencryption of IMAGE, after

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/luksd/luksd/luks2"
+	"github.com/urfave/cli/v2"
+)
+
+// reencrypt --encrypt and --decrypt, as cryptsetup 2.6.1 runs them
+// offline. --encrypt --reduce-device-size SIZE encrypts a plain device in
+// place: a new LUKS2 header takes the first SIZE/2 bytes, the data is
+// shifted by as much, and the device's last SIZE bytes are given up
+// (luks2.EncryptInit); then the encryption runs as any reencryption.
+
+// encryptFlags are the options of reencrypt --encrypt beyond a plain
+// reencryption's: the new header's, as luksFormat takes them.
+var encryptFlags = flagSet(pbkdfFlags, []cli.Flag{
+	&cli.BoolFlag{Name: "encrypt", Usage: "encrypt a plain device in place"},
+	&cli.BoolFlag{Name: "decrypt", Usage: "decrypt a LUKS2 device in place"},
+	&cli.Int64Flag{Name: "reduce-device-size", Usage: "with --encrypt: give up the device's last `BYTES` and shift the data by half of it"},
+}, pickFlags(formatFlags, "type", "uuid", "label", "subsystem", "offset", "luks2-metadata-size", "luks2-keyslots-size"))
+
+// pickFlags are the flags of set named names.
+func pickFlags(set []cli.Flag, names ...string) []cli.Flag {
+	var out []cli.Flag
+	for _, f := range set {
+		if slices.Contains(names, f.Names()[0]) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// newHeaderOptions are the options only a new header (--encrypt) takes.
+var newHeaderOptions = []string{"pbkdf", "iter-time", "pbkdf-force-iterations", "pbkdf-memory", "pbkdf-parallel",
+	"uuid", "label", "subsystem", "offset", "luks2-metadata-size", "luks2-keyslots-size", "reduce-device-size"}
+
+// encryptsPlainDevice reports whether reencrypt is to start encrypting
+// dev: --encrypt on a device without a LUKS header.
+func encryptsPlainDevice(c *cli.Context, dev string) bool {
+	if !c.Bool("encrypt") {
+		return false
+	}
+	f, _, err := openDevice(headerPath(c, dev), false)
+	if err != nil {
+		return c.IsSet("header") // a detached header yet to be made
+	}
+	defer f.Close()
+	return !luks2.IsLUKS(f)
+}
+
+// checkReencryptMode refuses what cryptsetup refuses for the mode asked
+// for on a LUKS2 volume (marked: in reencryption already), and the
+// options luksd takes for a new header only.
+func checkReencryptMode(c *cli.Context, h *luks2.Header, dev string) error {
+	marked := h.InReencryption()
+	mode := h.ReencryptMode()
+	switch {
+	case c.Bool("encrypt") && !marked:
+		return exitf(exitParams, "Device %s is already LUKS device. Aborting operation.", headerPath(c, dev))
+	case c.Bool("encrypt") && mode != "encrypt":
+		return exitf(exitParams, "Device is not in LUKS2 encryption. Conflicting option --encrypt.")
+	case c.Bool("decrypt") && marked && mode != "decrypt":
+		return exitf(exitParams, "Device is not in LUKS2 decryption. Conflicting option --decrypt.")
+	case c.Bool("decrypt") && !marked && !c.IsSet("header"):
+		return exitf(exitParams, "LUKS2 decryption requires --header option.")
+	case c.Bool("decrypt") && !marked:
+		return exitf(exitParams, "Option --decrypt is not supported by luksd yet.")
+	case marked && mode == "encrypt" && c.IsSet("resilience") && c.String("resilience") != "datashift":
+		return exitf(exitParams, "Device is in reencryption using datashift resilience. Requested --resilience option cannot be applied.")
+	}
+	if !c.Bool("encrypt") {
+		for _, o := range newHeaderOptions {
+			if c.IsSet(o) {
+				return exitf(exitParams, "Option --%s is not supported by luksd reencrypt without --encrypt.", o)
+			}
+		}
+	}
+	return nil
+}
+
+// reencryptEncrypt starts encrypting the plain device dev and, unless
+// --init-only, runs the encryption.
+func reencryptEncrypt(c *cli.Context, dev string) error {
+	switch {
+	case c.Bool("resume-only"):
+		return exitf(exitParams, "Device reencryption not in progress.")
+	case c.IsSet("header"):
+		return exitf(exitParams, "Option --header with --encrypt is not supported by luksd yet.")
+	case !c.IsSet("reduce-device-size"):
+		return exitf(exitParams, "Encryption without detached header (--header) is not possible without data device size reduction (--reduce-device-size).")
+	case c.NArg() > 1:
+		return exitf(exitParams, "Online encryption (a device NAME) is not supported by luksd.")
+	}
+	version, err := formatVersion(c)
+	if err != nil {
+		return err
+	}
+	if version != 2 {
+		return exitf(exitParams, "LUKS1 encryption (reencrypt --type luks1) is not supported by luksd.")
+	}
+	opts, err := formatOptions(c, version)
+	if err != nil {
+		return err
+	}
+	reduce := c.Int64("reduce-device-size")
+	if off := opts.DataOffset; off != 0 && off != reduce/2 {
+		return exitf(exitParams, "Option --offset with --encrypt is supported by luksd only as half of --reduce-device-size.")
+	}
+	if !luks2.DataOffsetAligned(reduce / 2) {
+		return exitf(exitParams, "Data offset is not multiple of 4096 bytes.")
+	}
+	if opts.UUID == "" {
+		if opts.UUID, err = luks2.NewUUID(); err != nil {
+			return err
+		}
+	}
+	claim, err := claimExclusive(dev)
+	if err != nil {
+		return err
+	}
+	if claim != nil {
+		defer claim.Close()
+	}
+	f, err := openHeaderDevice(c, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// cryptsetup formats a temporary header file first, and names it.
+	temp := fmt.Sprintf("LUKS2-temp-%s.new", opts.UUID)
+	if !confirm(c, fmt.Sprintf("This will overwrite data on %s irrevocably.", temp)) {
+		return errAborted(exitParams, "Operation aborted.")
+	}
+	pass, err := readPassphrase(keySource(c), fmt.Sprintf("Enter passphrase for %s: ", temp), true)
+	if err != nil {
+		return err
+	}
+	defer pass.Wipe()
+	err = f.edit(func() error { return luks2.EncryptInit(f, f.Size, reduce, opts, pass.Bytes()) })
+	switch {
+	case errors.Is(err, luks2.ErrDeviceTooSmall):
+		fmt.Fprintf(os.Stderr, "Device %s is too small.\n", dev)
+		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+	case errors.Is(err, luks2.ErrUnsupported):
+		return withCode(exitParams, err)
+	case err != nil:
+		verbosef(c, "%v", err)
+		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+	case c.Bool("init-only"):
+		return nil
+	}
+	h, err := f.read()
+	if err != nil {
+		return headerError(dev, err)
+	}
+	lock, err := lockReencryption(f, h.UUID(), "Reencryption process is already running.")
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	if c.Bool("force-offline-reencrypt") && !c.Bool("batch-mode") {
+		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
+	}
+	return runReencrypt(c, h, f, dev, pass.Bytes())
+}
