@@ -58,21 +58,28 @@ func (d *Device) spans(off, length int64, fn func(sOff, sLen int64) error) error
 // encrypted, fill (when not nil) puts the plaintext into it: fill(chunk,
 // at) is called with the chunk and its plaintext offset.
 func (d *Device) crypt(buf []byte, off int64, encrypt bool, fill func(chunk []byte, at int64)) {
-	ss := int(d.sectorSize)
+	if len(buf) <= chunkSize { // most requests: no closure to make
+		d.cryptChunk(buf, off, encrypt, fill)
+		return
+	}
 	n := (len(buf) + chunkSize - 1) / chunkSize
 	_ = d.each(n, false, func(i int) error {
 		c := buf[i*chunkSize : min(len(buf), (i+1)*chunkSize)]
-		at := off + int64(i*chunkSize)
-		if fill != nil {
-			fill(c, at)
-		}
-		if encrypt {
-			d.cipher.Encrypt(c, d.ivSector(at), ss)
-		} else {
-			d.cipher.Decrypt(c, d.ivSector(at), ss)
-		}
+		d.cryptChunk(c, off+int64(i*chunkSize), encrypt, fill)
 		return nil
 	})
+}
+
+// cryptChunk is crypt on one goroutine.
+func (d *Device) cryptChunk(c []byte, at int64, encrypt bool, fill func(chunk []byte, at int64)) {
+	if fill != nil {
+		fill(c, at)
+	}
+	if encrypt {
+		d.cipher.Encrypt(c, d.ivSector(at), int(d.sectorSize))
+	} else {
+		d.cipher.Decrypt(c, d.ivSector(at), int(d.sectorSize))
+	}
 }
 
 // each runs fn(0) ... fn(n-1) on up to GOMAXPROCS goroutines shared with
