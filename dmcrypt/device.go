@@ -360,15 +360,16 @@ func (d *Device) writeBackend(buf []byte, off int64, fua bool) error {
 
 // readPartialSectors reads and decrypts into buf, which holds the whole
 // sectors from start, the first and last of them where the write
-// [off, end) covers them only in part. Both in a small span come in one
-// backend read.
+// [off, end) covers them only in part. Two adjacent ones come in one
+// backend read; sectors in between are not read, as the write covers
+// them whole (a backend that fails to read them does not fail it).
 func (d *Device) readPartialSectors(buf []byte, start, off, end int64) error {
 	ss := d.sectorSize
 	last := start + int64(len(buf)) - ss // the last sector's offset
 	head := off != start
 	tail := end != last+ss && (last != start || !head)
 	switch {
-	case head && tail && len(buf) <= chunkSize:
+	case head && tail && int64(len(buf)) == 2*ss:
 		if err := errors.Join(d.checkLost(start, ss), d.checkLost(last, ss)); err != nil {
 			return err
 		}

@@ -32,7 +32,7 @@ func TestDeviceOneBackendCallPerRequest(t *testing.T) {
 			{"1 MiB FUA write", func() error { _, err := d.WriteAtFUA(buf[:1<<20], 0); return err }, 0, 1},
 			{"1 MiB of zeroes", func() error { return d.WriteZeroes(0, 1<<20) }, 0, 1},
 			{"1 MiB write, partial first and last sectors", func() error { _, err := d.WriteAt(buf[:1<<20], 100); return err }, 2, 1},
-			{"small write, partial first and last sectors", func() error { _, err := d.WriteAt(buf[:3*ss/2], 100); return err }, 1, 1},
+			{"write across one sector boundary, partial first and last sectors", func() error { _, err := d.WriteAt(buf[:3*ss/2], 100); return err }, 1, 1},
 			{"write inside one sector", func() error { _, err := d.WriteAt(buf[:100], 100); return err }, 1, 1},
 			{"three spans read", func() error { _, err := d.ReadAt(buf[:2*maxSpan], maxSpan-int64(ss)); return err }, 3, 0},
 			{"three spans write", func() error { _, err := d.WriteAt(buf[:2*maxSpan], maxSpan-int64(ss)); return err }, 0, 3},
