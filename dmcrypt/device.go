@@ -26,8 +26,9 @@ type DeviceOptions struct {
 //
 // Requests need not be sector-aligned: a write that covers part of a sector
 // reads, decrypts, patches and re-encrypts that sector while holding it
-// exclusively, so concurrent writes never tear a sector. Large requests are
-// split into chunks that run on all cores.
+// exclusively, so concurrent writes never tear a sector. A request is one
+// backend call (one per 4 MiB span of a larger one) and its crypto runs
+// on all cores (parallel.go).
 type Device struct {
 	backend    blockdev.Device
 	cipher     SectorCipher
@@ -44,6 +45,7 @@ type Device struct {
 	closed     atomic.Bool
 	active     atomic.Int32 // requests in progress, to size their parallelism
 	procs      int          // GOMAXPROCS when the device was made
+	span       int64        // the most one backend call carries: maxSpan (tests make it smaller)
 	helpers    atomic.Int32 // goroutines started for stalled requests (parallel.go)
 	gate       gate         // shut while suspended (suspend.go)
 	suspendMu  sync.Mutex   // one Suspend or Resume at a time
@@ -52,11 +54,6 @@ type Device struct {
 	// online is an online reencryption (hotzone.go); nil: none.
 	online atomic.Pointer[Reencryption]
 }
-
-// chunkSize is the unit of work one goroutine encrypts or decrypts at a
-// time. Its buffers come from blockdev.GetBuffer: locked in memory (they
-// hold plaintext for a moment) and aligned for the backend's direct I/O.
-const chunkSize = 64 << 10
 
 // NewDevice returns the crypt layer over backend, encrypting with c. The
 // Device owns backend and c: Close closes the one and wipes the other.
@@ -92,6 +89,7 @@ func NewDevice(backend blockdev.Device, c SectorCipher, opts DeviceOptions) (*De
 		ivOffset:   opts.IVOffset,
 		readOnly:   opts.ReadOnly || caps.ReadOnly,
 		procs:      runtime.GOMAXPROCS(0),
+		span:       maxSpan,
 	}
 	if !d.readOnly {
 		d.trim = ops.Trim
@@ -154,32 +152,35 @@ func (d *Device) ReadAt(p []byte, off int64) (int, error) {
 		}
 		return len(p), eof
 	}
-	if err := d.parallel(off, int64(len(p)), func(cOff, cLen int64) error {
-		return d.readChunk(p[cOff-off:cOff-off+cLen], cOff)
+	if err := d.spans(off, int64(len(p)), func(sOff, sLen int64) error {
+		return d.readSpan(p[sOff-off:sOff-off+sLen], sOff)
 	}); err != nil {
 		return 0, err
 	}
 	return len(p), eof
 }
 
-// readChunk fills dst (within one chunk's span) with the plaintext at off.
-func (d *Device) readChunk(dst []byte, off int64) error {
+// readSpan fills dst (within one span) with the plaintext at off: one
+// backend read, then the decryption in parallel. Whole sectors are read
+// into dst itself; a request that starts or ends inside a sector reads
+// the sectors it covers into a buffer of the span's size.
+func (d *Device) readSpan(dst []byte, off int64) error {
 	ss := d.sectorSize
-	if off%ss == 0 && int64(len(dst))%ss == 0 {
+	start := off - off%ss
+	end := roundUp(off+int64(len(dst)), ss)
+	if start == off && end == off+int64(len(dst)) {
 		if err := d.readFull(dst, off); err != nil {
 			return err
 		}
-		d.cipher.Decrypt(dst, d.ivSector(off), int(ss))
+		d.crypt(dst, off, false, nil)
 		return nil
 	}
-	start := off - off%ss
-	end := roundUp(off+int64(len(dst)), ss)
 	buf := blockdev.GetBuffer(int(end - start))
 	defer blockdev.PutBuffer(buf)
 	if err := d.readFull(buf, start); err != nil {
 		return err
 	}
-	d.cipher.Decrypt(buf, d.ivSector(start), int(ss))
+	d.crypt(buf, start, false, nil)
 	copy(dst, buf[off-start:])
 	clear(buf)
 	return nil
@@ -321,56 +322,103 @@ func (d *Device) write(off, length int64, fua bool, fill func(dst []byte, at int
 	first, last := off/ss, (off+length-1)/ss
 	unlock := d.locks.lock(first, last, partial)
 	defer unlock()
-	return d.parallel(off, length, func(cOff, cLen int64) error {
-		return d.writeChunk(cOff, cLen, fua, fill)
+	return d.spans(off, length, func(sOff, sLen int64) error {
+		return d.writeSpan(sOff, sLen, fua, fill)
 	})
 }
 
-// writeChunk encrypts and writes one chunk's span. Sectors it covers only
-// in part are read and decrypted first (the caller holds them exclusively).
-func (d *Device) writeChunk(off, length int64, fua bool, fill func(dst []byte, at int64)) error {
+// writeSpan encrypts one span's plaintext into a buffer in parallel and
+// writes it with one backend call. Sectors it covers only in part are
+// read and decrypted first (the caller holds them exclusively).
+func (d *Device) writeSpan(off, length int64, fua bool, fill func(dst []byte, at int64)) error {
 	ss := d.sectorSize
 	start := off - off%ss
 	end := roundUp(off+length, ss)
 	buf := blockdev.GetBuffer(int(end - start))
 	defer blockdev.PutBuffer(buf)
-	if off != start {
-		if err := d.readPartialSector(buf[:ss], start); err != nil {
-			return err
-		}
-	}
-	if off+length != end && (end-ss != start || off == start) {
-		if err := d.readPartialSector(buf[len(buf)-int(ss):], end-ss); err != nil {
-			return err
-		}
-	}
-	fill(buf[off-start:off-start+length], off)
-	d.cipher.Encrypt(buf, d.ivSector(start), int(ss))
-	if fua {
-		_, err := d.fua.WriteAtFUA(buf, d.offset+start)
+	if err := d.readPartialSectors(buf, start, off, off+length); err != nil {
+		clear(buf)
 		return err
 	}
-	_, err := d.backend.WriteAt(buf, d.offset+start)
+	d.crypt(buf, start, true, func(chunk []byte, at int64) {
+		// The part of [off, off+length) in the chunk.
+		lo, hi := max(off, at), min(off+length, at+int64(len(chunk)))
+		if lo < hi {
+			fill(chunk[lo-at:hi-at], lo)
+		}
+	})
+	return d.writeBackend(buf, start, fua)
+}
+
+// writeBackend writes ciphertext for plaintext offset off, as a FUA
+// write when fua is set.
+func (d *Device) writeBackend(buf []byte, off int64, fua bool) error {
+	if fua {
+		_, err := d.fua.WriteAtFUA(buf, d.offset+off)
+		return err
+	}
+	_, err := d.backend.WriteAt(buf, d.offset+off)
 	return err
 }
 
-// readPartialSector reads and decrypts the one sector at off into dst, for
-// a write that covers it only in part. A sector whose acknowledged write
-// the backend may have lost (a flush failed after it) holds unknown bytes:
-// patching part of it and writing it back whole would pass them off as
-// written (and clear the backend's record of the loss), so such a write
-// fails until the whole sector is written again.
-func (d *Device) readPartialSector(dst []byte, off int64) error {
-	if d.lost != nil {
-		if err := d.lost.LostWrites(d.offset+off, d.sectorSize); err != nil {
+// readPartialSectors reads and decrypts into buf, which holds the whole
+// sectors from start, the first and last of them where the write
+// [off, end) covers them only in part. Two adjacent ones come in one
+// backend read; sectors in between are not read, as the write covers
+// them whole (a backend that fails to read them does not fail it).
+func (d *Device) readPartialSectors(buf []byte, start, off, end int64) error {
+	ss := d.sectorSize
+	last := start + int64(len(buf)) - ss // the last sector's offset
+	head := off != start
+	tail := end != last+ss && (last != start || !head)
+	switch {
+	case head && tail && int64(len(buf)) == 2*ss:
+		if err := errors.Join(d.checkLost(start, ss), d.checkLost(last, ss)); err != nil {
 			return err
 		}
+		if err := d.readFull(buf, start); err != nil {
+			return err
+		}
+		d.cipher.Decrypt(buf[:ss], d.ivSector(start), int(ss))
+		d.cipher.Decrypt(buf[len(buf)-int(ss):], d.ivSector(last), int(ss))
+		return nil
+	case head && tail:
+		if err := d.readPartialSector(buf[:ss], start); err != nil {
+			return err
+		}
+		return d.readPartialSector(buf[len(buf)-int(ss):], last)
+	case head:
+		return d.readPartialSector(buf[:ss], start)
+	case tail:
+		return d.readPartialSector(buf[len(buf)-int(ss):], last)
+	}
+	return nil
+}
+
+// readPartialSector reads and decrypts the one sector at off into dst, for
+// a write that covers it only in part.
+func (d *Device) readPartialSector(dst []byte, off int64) error {
+	if err := d.checkLost(off, d.sectorSize); err != nil {
+		return err
 	}
 	if err := d.readFull(dst, off); err != nil {
 		return err
 	}
 	d.cipher.Decrypt(dst, d.ivSector(off), int(d.sectorSize))
 	return nil
+}
+
+// checkLost fails for sectors in [off, off+length) whose acknowledged
+// write the backend may have lost (a flush failed after it): they hold
+// unknown bytes, and patching part of one and writing it back whole would
+// pass them off as written (and clear the backend's record of the loss),
+// so such a write fails until the whole sector is written again. Only the
+// sectors a write covers in part are checked.
+func (d *Device) checkLost(off, length int64) error {
+	if d.lost == nil {
+		return nil
+	}
+	return d.lost.LostWrites(d.offset+off, length)
 }
 
 // readFull reads the ciphertext for plaintext offset off into dst.

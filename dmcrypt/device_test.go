@@ -252,17 +252,20 @@ func TestDeviceBackendFailure(t *testing.T) {
 	}
 	before := m.Bytes()
 
-	// A large write whose backend fails part-way returns the error.
+	// A write of several spans whose backend fails part-way returns the
+	// error.
+	const span = 64 << 10
+	d.span = span
 	cut.Writes(3, errInjected)
 	second := randBytes(t, size)
 	if _, err := d.WriteAt(second, 0); !errors.Is(err, errInjected) {
 		t.Fatalf("WriteAt with a failing backend: err = %v, want the backend's error", err)
 	}
-	// Every chunk holds either the old or the new data, whole.
+	// Every span holds either the old or the new data, whole.
 	got := independentDecrypt(t, key, m.Bytes(), 0, size, ss, 0)
-	for c := 0; c < size; c += chunkSize {
-		if !bytes.Equal(got[c:c+chunkSize], first[c:c+chunkSize]) && !bytes.Equal(got[c:c+chunkSize], second[c:c+chunkSize]) {
-			t.Fatalf("chunk at %d is neither the old nor the new data", c)
+	for c := 0; c < size; c += span {
+		if !bytes.Equal(got[c:c+span], first[c:c+span]) && !bytes.Equal(got[c:c+span], second[c:c+span]) {
+			t.Fatalf("span at %d is neither the old nor the new data", c)
 		}
 	}
 

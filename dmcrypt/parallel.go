@@ -6,16 +6,29 @@ import (
 	"time"
 )
 
-// A request is split into chunks (chunkSize) that run on as many goroutines
-// as there are idle cores: each reads or writes its piece of the backend and
-// decrypts or encrypts it, so the cores bound the crypto. But a piece
-// waiting on a stalled backend uses no core, and dm-crypt has all of a
-// request's I/O in flight at once. Run on two cores, a 512 KiB read of a
-// backend that answers every request after 45 s (dm-delay) took 180 s, four
-// rounds of two pieces. So when a request is still unfinished after
-// stallDelay, every piece not yet started gets a goroutine of its own: a
-// slow backend then costs one delay per request, as under dm-crypt.
+// A request goes to the backend in as few calls as it can: one ReadAt or
+// WriteAt per span of up to maxSpan bytes, so a backend that pays a round
+// trip per call (nbd://, s3://) pays one per request. The crypto then
+// runs on the span's buffer in chunks (chunkSize) on as many goroutines as
+// there are idle cores.
+//
+// A request larger than maxSpan is several spans, which run on idle cores
+// too. A span waiting on a stalled backend uses no core, and dm-crypt has
+// all of a request's I/O in flight at once: run on two cores, a request of
+// eight pieces over a backend that answers every call after 45 s
+// (dm-delay) took four delays. So when a request is still unfinished
+// after stallDelay, every span not yet started gets a goroutine of its
+// own: a slow backend then costs one delay per request, as under dm-crypt.
 const (
+	// maxSpan bounds one backend call, and so the buffer a span holds:
+	// a 32 MiB NBD request is eight spans. Span buffers come from
+	// blockdev.GetBuffer (locked in memory, as they hold plaintext for a
+	// moment; aligned for the backend's direct I/O), which keeps buffers
+	// of this size for reuse. A multiple of chunkSize.
+	maxSpan = 4 << 20
+	// chunkSize is the unit of crypto one goroutine takes at a time.
+	chunkSize = 64 << 10
+
 	stallDelay = 50 * time.Millisecond
 	// Goroutines added per stalled request, and over the device: each may
 	// hold a thread blocked in the backend.
@@ -23,26 +36,61 @@ const (
 	maxDeviceHelpers  = 256
 )
 
-// parallel splits [off, off+length) at chunk boundaries aligned to the
-// sector size and runs fn on each piece, on up to GOMAXPROCS goroutines
-// shared with the other requests in progress: when the cores are busy with
-// other requests already, the pieces run one after the other. It returns
-// the first error; pieces already done stay done.
-func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) error {
-	active := int(d.active.Add(1))
+// spans splits [off, off+length) at multiples of d.span (a multiple of
+// every sector size, so only the first and last span can hold a partial
+// sector) and runs fn on each span. It returns the first error; spans
+// already done stay done.
+func (d *Device) spans(off, length int64, fn func(sOff, sLen int64) error) error {
+	d.active.Add(1)
 	defer d.active.Add(-1)
-	// Pieces start at multiples of chunkSize (a multiple of every sector
-	// size), so only the first and last can hold a partial sector.
-	firstChunk := off / chunkSize
-	lastChunk := (off + length - 1) / chunkSize
-	n := int(lastChunk - firstChunk + 1)
-	piece := func(i int) (int64, int64) {
-		s := max(off, (firstChunk+int64(i))*chunkSize)
-		e := min(off+length, (firstChunk+int64(i)+1)*chunkSize)
-		return s, e - s
+	span := d.span
+	first := off / span
+	n := int((off+length-1)/span - first + 1)
+	return d.each(n, true, func(i int) error {
+		s := max(off, (first+int64(i))*span)
+		e := min(off+length, (first+int64(i)+1)*span)
+		return fn(s, e-s)
+	})
+}
+
+// crypt encrypts (or decrypts) buf, whole sectors of which the first is
+// at plaintext offset off, in chunks on the idle cores. Before a chunk is
+// encrypted, fill (when not nil) puts the plaintext into it: fill(chunk,
+// at) is called with the chunk and its plaintext offset.
+func (d *Device) crypt(buf []byte, off int64, encrypt bool, fill func(chunk []byte, at int64)) {
+	if len(buf) <= chunkSize { // most requests: no closure to make
+		d.cryptChunk(buf, off, encrypt, fill)
+		return
 	}
+	n := (len(buf) + chunkSize - 1) / chunkSize
+	_ = d.each(n, false, func(i int) error {
+		c := buf[i*chunkSize : min(len(buf), (i+1)*chunkSize)]
+		d.cryptChunk(c, off+int64(i*chunkSize), encrypt, fill)
+		return nil
+	})
+}
+
+// cryptChunk is crypt on one goroutine.
+func (d *Device) cryptChunk(c []byte, at int64, encrypt bool, fill func(chunk []byte, at int64)) {
+	if fill != nil {
+		fill(c, at)
+	}
+	if encrypt {
+		d.cipher.Encrypt(c, d.ivSector(at), int(d.sectorSize))
+	} else {
+		d.cipher.Decrypt(c, d.ivSector(at), int(d.sectorSize))
+	}
+}
+
+// each runs fn(0) ... fn(n-1) on up to GOMAXPROCS goroutines shared with
+// the other requests in progress (the caller's own included): when the
+// cores are busy with other requests already, the pieces run one after
+// the other. With stall (pieces that wait on the backend), pieces not
+// started after stallDelay get helpers of their own. It returns the
+// first error and starts no piece after it.
+func (d *Device) each(n int, stall bool, fn func(i int) error) error {
 	if n == 1 {
-		return fn(piece(0))
+		return fn(0)
 	}
 	var (
 		next     atomic.Int64
@@ -57,22 +105,27 @@ func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) er
 			if i >= n {
 				return
 			}
-			if err := fn(piece(i)); err != nil {
+			if err := fn(i); err != nil {
 				errOnce.Do(func() { firstErr = err })
 				failed.Store(true)
 				return
 			}
 		}
 	}
-	workers := max(1, min(n, d.procs-active+1))
+	workers := max(1, min(n, d.procs-int(d.active.Load())+1))
 	wg.Add(workers - 1)
 	for range workers - 1 {
 		go func() { defer wg.Done(); work() }()
 	}
+	if !stall {
+		work()
+		wg.Wait()
+		return firstErr
+	}
 	// The timer holds a count of wg, so that its helpers are added while
 	// the count is above zero.
 	wg.Add(1)
-	stall := time.AfterFunc(stallDelay, func() {
+	timer := time.AfterFunc(stallDelay, func() {
 		defer wg.Done()
 		for range d.reserveHelpers(n - int(next.Load())) {
 			wg.Add(1)
@@ -84,7 +137,7 @@ func (d *Device) parallel(off, length int64, fn func(cOff, cLen int64) error) er
 		}
 	})
 	work()
-	if stall.Stop() {
+	if timer.Stop() {
 		wg.Done()
 	}
 	wg.Wait()

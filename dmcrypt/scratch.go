@@ -18,16 +18,16 @@ func (d *Device) WriteAtScratch(p []byte, off int64) (int, error) {
 	return d.writeAt(p, off, false, inPlace)
 }
 
-// writeInPlace encrypts p, whole sectors at off, in place and writes it.
+// writeInPlace encrypts p, whole sectors at off, in place and writes it,
+// one backend call per span.
 func (d *Device) writeInPlace(p []byte, off int64) error {
 	ss := d.sectorSize
 	// Whole sectors only: taken shared, as in write.
 	unlock := d.locks.lock(off/ss, (off+int64(len(p))-1)/ss, false)
 	defer unlock()
-	return d.parallel(off, int64(len(p)), func(cOff, cLen int64) error {
-		b := p[cOff-off : cOff-off+cLen]
-		d.cipher.Encrypt(b, d.ivSector(cOff), int(ss))
-		_, err := d.backend.WriteAt(b, d.offset+cOff)
-		return err
+	return d.spans(off, int64(len(p)), func(sOff, sLen int64) error {
+		b := p[sOff-off : sOff-off+sLen]
+		d.crypt(b, sOff, true, nil)
+		return d.writeBackend(b, sOff, false)
 	})
 }

@@ -11,6 +11,9 @@
 # run, so a burst of someone else's load does not decide the ratios.
 # Targets: luksd >= 1.0x nbdkit file on every shape, >= 2x nbdkit luks,
 # peak RSS < 100 MiB.
+# LUKSD_BEFORE=PATH (another build of luksd, e.g. of main) serves its own
+# copies of the volume beside it and joins every round, for a
+# before/after in one run.
 #
 #   ROUNDS=5 RUNTIME=5 SHAPES="randread randwrite" NETS=unix contrib/bench/nbd.sh
 set -euo pipefail
@@ -36,6 +39,11 @@ cp "$work/luks2-unix.img" "$work/luks2-tcp.img"
 head -c $(((SIZE_MIB + 2) << 20)) /dev/urandom >"$work/luks1.img"
 cryptsetup luksFormat -q --type luks1 --key-file "$work/pass" --iter-time 1 "$work/luks1.img"
 
+[ -z "${LUKSD_BEFORE:-}" ] || {
+	cp "$work/luks2-unix.img" "$work/before-unix.img"
+	cp "$work/luks2-unix.img" "$work/before-tcp.img"
+}
+
 port() { echo $((20000 + RANDOM % 40000)); }
 declare -A uri luksd_pid pid
 luksd_tcp=$(port)
@@ -49,6 +57,16 @@ pids+=($!)
 luksd_pid[tcp]=$!
 pid[luksd-tcp]=$!
 pids+=($!)
+if [ -n "${LUKSD_BEFORE:-}" ]; then
+	before_tcp=$((luksd_tcp + 2))
+	"$LUKSD_BEFORE" serve --socket "$work/before.sock" --key-file "$work/pass" "$work/before-unix.img" 2>"$work/before-unix.log" &
+	pid[before-unix]=$!
+	pids+=($!)
+	"$LUKSD_BEFORE" serve --listen "127.0.0.1:$before_tcp" --key-file "$work/pass" "$work/before-tcp.img" 2>"$work/before-tcp.log" &
+	pid[before-tcp]=$!
+	pids+=($!)
+	uri[before-tcp]="nbd://127.0.0.1:$before_tcp/"
+fi
 nbdkit -f -U "$work/file.sock" file "$work/plain.img" &
 pid[file-unix]=$!
 pids+=($!)
@@ -58,14 +76,14 @@ pids+=($!)
 nbdkit -f -U "$work/luks.sock" file "$work/luks1.img" --filter=luks passphrase=+"$work/pass" &
 pid[luks-unix]=$!
 pids+=($!)
-for s in luksd file luks; do
+for s in luksd file luks ${LUKSD_BEFORE:+before}; do
 	uri[$s-unix]="nbd+unix:///?socket=$work/$s.sock"
 	for _ in $(seq 100); do [ -S "$work/$s.sock" ] && break; sleep 0.1; done
 	[ -S "$work/$s.sock" ] || { echo "nbd.sh: the $s server did not start" >&2; cat "$work"/*.log >&2; exit 1; }
 done
 uri[luksd-tcp]="nbd://127.0.0.1:$luksd_tcp/"
 uri[file-tcp]="nbd://127.0.0.1:$nbdkit_tcp/"
-for p in "$luksd_tcp" "$nbdkit_tcp"; do
+for p in "$luksd_tcp" "$nbdkit_tcp" ${before_tcp:-}; do
 	for _ in $(seq 100); do (: </dev/tcp/127.0.0.1/"$p") 2>/dev/null && break; sleep 0.1; done
 done
 
@@ -91,7 +109,7 @@ run() {
 declare -A best cpu
 for shape in $SHAPES; do
 	for net in $NETS; do
-		servers=(luksd file)
+		servers=(luksd file ${LUKSD_BEFORE:+before})
 		[ "$net" = unix ] && case $shape in read | randread) servers+=(luks) ;; esac
 		for _ in $(seq "$ROUNDS"); do
 			servers=("${servers[@]:1}" "${servers[0]}")
@@ -116,17 +134,25 @@ echo
 echo "fio nbd engine, ${SIZE_MIB} MiB on tmpfs, best of $ROUNDS interleaved runs of ${RUNTIME}s, $(nproc) CPUs"
 echo "1M read/write: MiB/s at iodepth 8; 4k randread/randwrite: IOPS at iodepth 32"
 echo "cpu: the server's CPU time per request (user + system, best run), microseconds"
-printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s\n' net shape "nbdkit file" "luksd serve" ratio "nbdkit luks" vs-luks \
+printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s' net shape "nbdkit file" "luksd serve" ratio "nbdkit luks" vs-luks \
 	"cpu file" "cpu luksd"
+[ -z "${LUKSD_BEFORE:-}" ] || printf ' %12s %8s %10s' before ratio "cpu before"
+echo
 for net in $NETS; do
 	for shape in $SHAPES; do
 		l=${best[luksd-$net-$shape]:-0} f=${best[file-$net-$shape]:-0} k=${best[luks-$net-$shape]:-}
-		printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s\n' "$net" "$shape" "$(value "$f" "$shape")" "$(value "$l" "$shape")" \
+		printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s' "$net" "$shape" "$(value "$f" "$shape")" "$(value "$l" "$shape")" \
 			"$(ratio "$l" "$f")" "${k:+$(value "$k" "$shape")}" "${k:+$(ratio "$l" "$k")}" \
 			"${cpu[file-$net-$shape]:-}" "${cpu[luksd-$net-$shape]:-}"
+		b=${best[before-$net-$shape]:-0}
+		[ -z "${LUKSD_BEFORE:-}" ] ||
+			printf ' %12s %8s %10s' "$(value "$b" "$shape")" "$(ratio "$b" "$f")" "${cpu[before-$net-$shape]:-}"
+		echo
 	done
 done
 echo "target: luksd serve >= 1.0x nbdkit file on every shape, >= 2x nbdkit luks"
 for net in $NETS; do
 	echo "luksd peak RSS ($net): $(($(awk '/^VmHWM:/ { print $2 }' "/proc/${luksd_pid[$net]}/status") / 1024)) MiB  (target < 100)"
+	[ -z "${LUKSD_BEFORE:-}" ] ||
+		echo "before peak RSS ($net): $(($(awk '/^VmHWM:/ { print $2 }' "/proc/${pid[before-$net]}/status") / 1024)) MiB"
 done

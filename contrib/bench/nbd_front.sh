@@ -10,6 +10,9 @@
 # Target (issue #13): luksd in front >= 0.8x the client reading nbdkit
 # directly. luksd also encrypts (XTS) what nbdkit only copies: on a small
 # shared machine the CPU is the limit.
+# LUKSD_BEFORE=PATH (another build of luksd, e.g. of main) serves the same
+# exports beside it and adds its runs to each round, for a before/after
+# in one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -38,11 +41,17 @@ backing[unix]="nbd+unix:///?socket=$work/nbdkit.sock"
 backing[tcp]="nbd://127.0.0.1:$port/"
 peer[unix]="nbd+unix:///?socket=$work/nbdkit.sock"
 peer[tcp]="nbd://127.0.0.1:$port/"
+servers=(luksd)
+[ -z "${LUKSD_BEFORE:-}" ] || servers+=(before)
 for t in unix tcp; do
-	"$LUKSD" serve --socket "$work/luksd-$t.sock" --key-file "$work/pass" "${backing[$t]}" \
-		</dev/null >/dev/null 2>"$work/luksd-$t.log" &
-	pids+=($!)
-	wait_for '[ -S "$work/luksd-$t.sock" ]' "luksd serve ($t)"
+	for s in "${servers[@]}"; do
+		bin=$LUKSD
+		[ "$s" = luksd ] || bin=$LUKSD_BEFORE
+		"$bin" serve --socket "$work/$s-$t.sock" --key-file "$work/pass" "${backing[$t]}" \
+			</dev/null >/dev/null 2>"$work/$s-$t.log" &
+		pids+=($!)
+		wait_for '[ -S "$work/$s-$t.sock" ]' "$s serve ($t)"
+	done
 done
 
 # fio_run URI RW BS WRITE: KiB/s of one fio run (libnbd). The size stays
@@ -62,7 +71,9 @@ for _ in $(seq "$ROUNDS"); do
 		for w in "${workloads[@]}"; do
 			IFS=: read -r k rw bs wr <<<"$w"
 			keep "peer-$t-$k" "$(fio_run "${peer[$t]}" "$rw" "$bs" "$wr")"
-			keep "luksd-$t-$k" "$(fio_run "nbd+unix:///?socket=$work/luksd-$t.sock" "$rw" "$bs" "$wr")"
+			for s in "${servers[@]}"; do
+				keep "$s-$t-$k" "$(fio_run "nbd+unix:///?socket=$work/$s-$t.sock" "$rw" "$bs" "$wr")"
+			done
 		done
 	done
 done
@@ -73,12 +84,17 @@ mib() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }
 echo
 echo "fio nbd engine, iodepth 32, ${SIZE_MIB} MiB on tmpfs, best of $ROUNDS runs of ${RUNTIME}s, $(nproc) CPUs"
 echo "peer: fio -> nbdkit file; luksd: fio -> luksd serve (unix socket) -> nbdkit file"
-printf '%-10s %-14s %14s %14s %8s\n' backing workload "nbdkit MiB/s" "luksd MiB/s" ratio
+printf '%-10s %-14s %14s %14s %8s' backing workload "nbdkit MiB/s" "luksd MiB/s" ratio
+[ -z "${LUKSD_BEFORE:-}" ] || printf ' %14s %8s' "before MiB/s" ratio
+echo
 for t in unix tcp; do
 	for w in seqread:"1M seq read" seqwrite:"1M seq write" randread:"4k rand read"; do
 		k=${w%%:*}
-		printf '%-10s %-14s %14s %14s %8s\n' "$t" "${w#*:}" "$(mib "${best[peer-$t-$k]}")" "$(mib "${best[luksd-$t-$k]}")" \
+		printf '%-10s %-14s %14s %14s %8s' "$t" "${w#*:}" "$(mib "${best[peer-$t-$k]}")" "$(mib "${best[luksd-$t-$k]}")" \
 			"$(ratio "${best[luksd-$t-$k]}" "${best[peer-$t-$k]}")"
+		[ -z "${LUKSD_BEFORE:-}" ] ||
+			printf ' %14s %8s' "$(mib "${best[before-$t-$k]}")" "$(ratio "${best[before-$t-$k]}" "${best[peer-$t-$k]}")"
+		echo
 	done
 done
 echo "(target: luksd in front >= 0.8x the client reading nbdkit directly)"
