@@ -33,6 +33,11 @@ type handler struct {
 	readOnly bool
 	logf     func(format string, args ...any) // nil: failures are not logged
 	failures atomic.Uint64
+
+	// broken: a request's handling panicked; writes fail (panic.go)
+	broken      atomic.Bool
+	panics      atomic.Uint64
+	stackLogged atomic.Bool
 }
 
 func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(string, ...any)) *handler {
@@ -46,8 +51,10 @@ func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(str
 
 // serve carries out the request desc describes and returns what is
 // committed to the kernel: the byte count for reads and writes, 0 for the
-// range operations, or a negative errno.
-func (h *handler) serve(desc ioDesc, data payload) int32 {
+// range operations, or a negative errno. A panic in the handling is
+// completed with EIO (panic.go).
+func (h *handler) serve(desc ioDesc, data payload) (res int32) {
+	defer h.recoverRequest(desc, &res)
 	off := int64(desc.startSector) << 9
 	n := int64(desc.nrSectors) << 9
 	op := desc.opFlags & 0xff
@@ -68,6 +75,9 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 	case opWrite:
 		if h.readOnly {
 			return -int32(syscall.EROFS)
+		}
+		if h.broken.Load() {
+			return -int32(syscall.EIO)
 		}
 		buf := data.buffer(int(n))
 		defer data.release(buf)
@@ -93,6 +103,9 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 		if h.trim == nil {
 			return -int32(syscall.EOPNOTSUPP)
 		}
+		if h.broken.Load() {
+			return -int32(syscall.EIO)
+		}
 		if err := h.trim.Trim(off, n); err != nil && !notSupported(err) {
 			// A discard the backend cannot carry out is a hint ignored,
 			// as the NBD server ignores it.
@@ -102,6 +115,9 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 	case opWriteZeroes:
 		if h.readOnly {
 			return -int32(syscall.EROFS)
+		}
+		if h.broken.Load() {
+			return -int32(syscall.EIO)
 		}
 		if err := h.writeZeroes(off, n); err != nil {
 			return h.failed(op, off, n, err)
