@@ -30,6 +30,7 @@ type handler struct {
 	trim     blockdev.Trimmer    // nil: discards are not served
 	zero     blockdev.ZeroWriter // nil: write zeroes are emulated
 	fua      blockdev.FUAWriter  // nil: the kernel follows FUA writes with a flush
+	scratch  blockdev.ScratchWriter
 	readOnly bool
 	logf     func(format string, args ...any) // nil: failures are not logged
 	failures atomic.Uint64
@@ -43,6 +44,7 @@ type handler struct {
 func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(string, ...any)) *handler {
 	caps, ops := blockdev.OpsOf(dev)
 	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly || caps.ReadOnly, zero: ops.Zero, fua: ops.FUA, logf: logf}
+	h.scratch, _ = dev.(blockdev.ScratchWriter)
 	if allowDiscards && !h.readOnly {
 		h.trim = ops.Trim
 	}
@@ -85,6 +87,13 @@ func (h *handler) serve(desc ioDesc, data payload) (res int32) {
 			return h.failed(op, off, n, err)
 		}
 		write := h.dev.WriteAt
+		if h.scratch != nil {
+			// buf is the request's own (a pooled buffer, or the tag's
+			// in copy mode, which the kernel copied the data into and
+			// does not read back): the crypt layer may encrypt it in
+			// place instead of copying it first.
+			write = h.scratch.WriteAtScratch
+		}
 		if desc.opFlags&ioFlagFUA != 0 && h.fua != nil {
 			// Durable by itself: a flush here would also fail for
 			// writes to other ranges that a failed flush lost.
