@@ -28,17 +28,31 @@ read 1M 4'
 # (all CPUs; iowait counts as idle).
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
 
+# daemon_ticks prints the luksd daemon's user and system CPU time so far
+# (clock ticks) and its context switches, or zeroes without a daemon.
+daemon_ticks() {
+	_p=
+	for _d in $(pidof luksd 2>/dev/null); do
+		grep -q __daemon "/proc/$_d/cmdline" 2>/dev/null && _p=$_d
+	done
+	[ -n "$_p" ] && [ -r "/proc/$_p/stat" ] || { echo 0 0 0; return; }
+	echo "$(cut -d' ' -f14,15 "/proc/$_p/stat") $(awk '/ctxt_switches/ { n += $2 } END { print n + 0 }' "/proc/$_p/status")"
+}
+
 # run_jobs DEV ENGINE runs every job on DEV; $SCRATCH/bw gets
-# "ENGINE rw bs depth KiB/s busy-ticks total-ticks" lines: how much of the
-# VM's CPU time the job kept busy (fio, the kernel and luksd together)
-# tells a CPU-bound engine from one that waits.
+# "ENGINE rw bs depth KiB/s busy-ticks total-ticks daemon-user-ticks
+# daemon-system-ticks daemon-context-switches" lines: how much of the VM's
+# CPU time the job kept busy (fio, the kernel and luksd together) tells a
+# CPU-bound engine from one that waits; the daemon's share, where its time
+# goes.
 run_jobs() {
 	echo "$JOBS" | while read -r rw bs depth; do
-		t0=$(cpu_ticks)
+		t0=$(cpu_ticks) d0=$(daemon_ticks)
 		bw=$(fio_bw "$1" "$rw" "$bs" "$depth" "$SECS") || { echo "fio $rw $bs on $1 failed" >"$SCRATCH/why"; exit 1; }
-		t1=$(cpu_ticks)
+		t1=$(cpu_ticks) d1=$(daemon_ticks)
 		[ "${bw:-0}" -gt 0 ] || { echo "fio $rw $bs on $1 moved no data" >"$SCRATCH/why"; exit 1; }
-		echo "$2 $rw $bs $depth $bw $t0 $t1" | awk '{ print $1, $2, $3, $4, $5, $8 - $6, $9 - $7 }' >>"$SCRATCH/bw"
+		echo "$2 $rw $bs $depth $bw $t0 $t1 $d0 $d1" |
+			awk '{ print $1, $2, $3, $4, $5, $8 - $6, $9 - $7, $13 - $10, $14 - $11, $15 - $12 }' >>"$SCRATCH/bw"
 	done
 }
 
@@ -57,17 +71,23 @@ round_luksd() {
 
 # report LABEL: per job, every round's MiB/s of both engines, the ratio of
 # the best runs, and for each engine's best run the share of the VM's CPU
-# time that was busy and the busy CPU time per MiB moved.
+# time that was busy and the busy CPU time per MiB moved; for luksd's, the
+# daemon's own CPU time per MiB and its context switches per request.
 report() {
 	echo "$JOBS" | while read -r rw bs depth; do
 		note "$VMTEST_SCENARIO $1: $rw $bs qd$depth: $(awk -v rw="$rw" -v bs="$bs" -v fe="$FRONTEND" -v secs="$SECS" -v hz=100 '
 			$2 == rw && $3 == bs {
 				r[$1] = r[$1] sprintf(" %.1f", $5 / 1024)
-				if ($5 > b[$1]) { b[$1] = $5; busy[$1] = $6 / $7; ms[$1] = $6 * 1000 / hz / ($5 / 1024 * secs) }
+				if ($5 > b[$1]) {
+					b[$1] = $5; mib = $5 / 1024 * secs; busy[$1] = $6 / $7; ms[$1] = $6 * 1000 / hz / mib
+					kib = $3 ~ /M$/ ? $3 * 1024 : $3 + 0
+					if ($1 == "luksd") { du = $8 * 1000 / hz / mib; ds = $9 * 1000 / hz / mib; cs = $10 / (mib * 1024 / kib) }
+				}
 			}
 			END {
 				printf "dm-crypt%s MiB/s, luksd %s%s MiB/s, best/best ratio %.2f", r["dm"], fe, r["luksd"], b["luksd"] / b["dm"]
-				printf "; CPU busy %.0f%% and %.1f ms per MiB on dm-crypt, %.0f%% and %.1f ms on luksd", busy["dm"] * 100, ms["dm"], busy["luksd"] * 100, ms["luksd"]
+				printf "; VM CPU busy %.0f%%, %.1f ms per MiB on dm-crypt; %.0f%%, %.1f ms on luksd,", busy["dm"] * 100, ms["dm"], busy["luksd"] * 100, ms["luksd"]
+				printf " of which the daemon %.1f ms user, %.1f ms system, %.1f context switches per request", du, ds, cs
 			}' "$SCRATCH/bw")"
 	done
 }
