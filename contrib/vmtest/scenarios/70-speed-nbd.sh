@@ -29,14 +29,15 @@ read 1M 4'
 cpu_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat; }
 
 # daemon_ticks prints the luksd daemon's user and system CPU time so far
-# (clock ticks) and its context switches, or zeroes without a daemon.
+# (clock ticks) and the context switches of all its threads, or zeroes
+# without a daemon.
 daemon_ticks() {
 	_p=
 	for _d in $(pidof luksd 2>/dev/null); do
 		grep -q __daemon "/proc/$_d/cmdline" 2>/dev/null && _p=$_d
 	done
 	[ -n "$_p" ] && [ -r "/proc/$_p/stat" ] || { echo 0 0 0; return; }
-	echo "$(cut -d' ' -f14,15 "/proc/$_p/stat") $(awk '/ctxt_switches/ { n += $2 } END { print n + 0 }' "/proc/$_p/status")"
+	echo "$(cut -d' ' -f14,15 "/proc/$_p/stat") $(cat "/proc/$_p"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }')"
 }
 
 # run_jobs DEV ENGINE runs every job on DEV; $SCRATCH/bw gets
