@@ -98,6 +98,7 @@ type Server struct {
 	budget    *semaphore    // payload bytes in flight over all connections
 	reserve   int64         // of budget, for connections with nothing in flight
 	ioErrors  atomic.Uint64 // requests the backend failed, for the log
+	panics    panicState    // requests whose handling panicked (server_panic.go)
 }
 
 // NewServer returns a server for dev.

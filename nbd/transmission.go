@@ -301,6 +301,7 @@ func (ss *session) run(req request, n int64, fn func()) {
 		defer ss.wg.Done()
 		defer ss.release(n)
 		defer stop()
+		defer ss.recoverRequest(req)
 		fn()
 	}
 	select {
@@ -345,6 +346,9 @@ func (ss *session) doRead(req request) {
 }
 
 func (ss *session) doWrite(req request, buf []byte) uint32 {
+	if code := ss.refuseAfterPanic(); code != 0 {
+		return code
+	}
 	if fw := ss.srv.fua; fw != nil && req.flags&cmdFlagFUA != 0 {
 		// Durable by itself: a whole-device flush would also fail for
 		// writes to other ranges that a failed flush lost.
@@ -372,6 +376,9 @@ func (ss *session) doFlush(req request) uint32 {
 }
 
 func (ss *session) doTrim(req request) uint32 {
+	if code := ss.refuseAfterPanic(); code != 0 {
+		return code
+	}
 	t := ss.srv.trim
 	if t == nil {
 		return errInval
@@ -391,6 +398,9 @@ func (ss *session) doTrim(req request) uint32 {
 // them (zero plaintext is not zero ciphertext), so NBD_CMD_FLAG_NO_HOLE
 // holds whether or not the client set it.
 func (ss *session) doWriteZeroes(req request) uint32 {
+	if code := ss.refuseAfterPanic(); code != 0 {
+		return code
+	}
 	off, n := int64(req.offset), int64(req.length)
 	if z := ss.srv.zero; z != nil {
 		err := z.WriteZeroes(off, n)

@@ -30,14 +30,21 @@ type handler struct {
 	trim     blockdev.Trimmer    // nil: discards are not served
 	zero     blockdev.ZeroWriter // nil: write zeroes are emulated
 	fua      blockdev.FUAWriter  // nil: the kernel follows FUA writes with a flush
+	scratch  blockdev.ScratchWriter
 	readOnly bool
 	logf     func(format string, args ...any) // nil: failures are not logged
 	failures atomic.Uint64
+
+	// broken: a request's handling panicked; writes fail (panic.go)
+	broken      atomic.Bool
+	panics      atomic.Uint64
+	stackLogged atomic.Bool
 }
 
 func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(string, ...any)) *handler {
 	caps, ops := blockdev.OpsOf(dev)
 	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly || caps.ReadOnly, zero: ops.Zero, fua: ops.FUA, logf: logf}
+	h.scratch, _ = dev.(blockdev.ScratchWriter)
 	if allowDiscards && !h.readOnly {
 		h.trim = ops.Trim
 	}
@@ -46,8 +53,10 @@ func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(str
 
 // serve carries out the request desc describes and returns what is
 // committed to the kernel: the byte count for reads and writes, 0 for the
-// range operations, or a negative errno.
-func (h *handler) serve(desc ioDesc, data payload) int32 {
+// range operations, or a negative errno. A panic in the handling is
+// completed with EIO (panic.go).
+func (h *handler) serve(desc ioDesc, data payload) (res int32) {
+	defer h.recoverRequest(desc, &res)
 	off := int64(desc.startSector) << 9
 	n := int64(desc.nrSectors) << 9
 	op := desc.opFlags & 0xff
@@ -69,12 +78,22 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 		if h.readOnly {
 			return -int32(syscall.EROFS)
 		}
+		if h.broken.Load() {
+			return -int32(syscall.EIO)
+		}
 		buf := data.buffer(int(n))
 		defer data.release(buf)
 		if err := data.load(buf); err != nil {
 			return h.failed(op, off, n, err)
 		}
 		write := h.dev.WriteAt
+		if h.scratch != nil {
+			// buf is the request's own (a pooled buffer, or the tag's
+			// in copy mode, which the kernel copied the data into and
+			// does not read back): the crypt layer may encrypt it in
+			// place instead of copying it first.
+			write = h.scratch.WriteAtScratch
+		}
 		if desc.opFlags&ioFlagFUA != 0 && h.fua != nil {
 			// Durable by itself: a flush here would also fail for
 			// writes to other ranges that a failed flush lost.
@@ -93,6 +112,9 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 		if h.trim == nil {
 			return -int32(syscall.EOPNOTSUPP)
 		}
+		if h.broken.Load() {
+			return -int32(syscall.EIO)
+		}
 		if err := h.trim.Trim(off, n); err != nil && !notSupported(err) {
 			// A discard the backend cannot carry out is a hint ignored,
 			// as the NBD server ignores it.
@@ -102,6 +124,9 @@ func (h *handler) serve(desc ioDesc, data payload) int32 {
 	case opWriteZeroes:
 		if h.readOnly {
 			return -int32(syscall.EROFS)
+		}
+		if h.broken.Load() {
+			return -int32(syscall.EIO)
 		}
 		if err := h.writeZeroes(off, n); err != nil {
 			return h.failed(op, off, n, err)

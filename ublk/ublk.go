@@ -31,7 +31,7 @@ type Options struct {
 	ID            int // device number to ask for (/dev/ublkbID), or -1 for any
 	Queues        int // hardware queues; 0 = one per CPU
 	Depth         int // requests in flight per queue; 0 = 128
-	MaxIOBytes    int // largest request; 0 = 512 KiB
+	MaxIOBytes    int // largest request; 0 = 1 MiB
 	BlockSize     int // logical block size; 0 = the device's BlockSize, else 512
 	ReadOnly      bool
 	AllowDiscards bool // serve DISCARD (and WRITE_ZEROES) when the device can Trim
@@ -58,9 +58,15 @@ type Options struct {
 	Control string
 }
 
+// defaultMaxIOBytes is the largest request by default. 1 MiB requests
+// (against 512 KiB) took a 1 MiB sequential read 5-9% and a write 2%
+// closer to dm-crypt's speed in the VM (issue 17), at the same speed for
+// 4 KiB requests: every request costs a fetch, a commit and, on a worker,
+// a hand-off, and the crypt layer spreads a large one over the cores
+// itself.
 const (
 	defaultDepth      = 128
-	defaultMaxIOBytes = 512 << 10
+	defaultMaxIOBytes = 1 << 20
 )
 
 // Device is one ublk device served from a blockdev.Device.

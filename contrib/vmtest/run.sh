@@ -17,7 +17,9 @@
 # contrib/vmtest/out), VMTEST_TIMEOUT (whole VM, seconds, default 3600),
 # VMTEST_SCENARIO_TIMEOUT (each scenario, default 300), VMTEST_VERBOSE=1
 # (scenario output on the console), VMTEST_LUKSD (a prebuilt luksd to test
-# instead of building one), VMTEST_MEM (MiB, default 1536), VMTEST_SMP (2).
+# instead of building one), VMTEST_MEM (MiB, default 1536), VMTEST_SMP (2),
+# VMTEST_SPEED_SECONDS and VMTEST_SPEED_ROUNDS (the speed scenarios),
+# VMTEST_QEMU_ARGS (more qemu arguments, e.g. "-icount shift=3,sleep=on").
 set -euo pipefail
 export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
 
@@ -131,6 +133,7 @@ printf '%s\n' "${plan[@]}" >"$share/plan"
 	echo "VMTEST_VERBOSE=${VMTEST_VERBOSE:-0}"
 	echo "VMTEST_STANDIN=${VMTEST_STANDIN:-0}"
 	[ -z "${VMTEST_SPEED_SECONDS:-}" ] || echo "VMTEST_SPEED_SECONDS=$VMTEST_SPEED_SECONDS"
+	[ -z "${VMTEST_SPEED_ROUNDS:-}" ] || echo "VMTEST_SPEED_ROUNDS=$VMTEST_SPEED_ROUNDS"
 } >"$share/config"
 
 # SeaweedFS's weed (static, 160 MB: too big for the initramfs) for the S3
@@ -152,7 +155,7 @@ timeout -k 10 "${VMTEST_TIMEOUT:-3600}" qemu-system-x86_64 \
 	-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init" \
 	-device virtio-rng-pci \
 	-virtfs "local,path=$share,mount_tag=vmtest,security_model=none,id=vmtest" \
-	</dev/null 2>&1 | tee "$share/console.log" || rc=$?
+	${VMTEST_QEMU_ARGS:-} </dev/null 2>&1 | tee "$share/console.log" || rc=$?
 t2=$(date +%s)
 [ "${PIPESTATUS[0]}" = 0 ] || rc=${PIPESTATUS[0]}
 rm -rf "$share/bin"
