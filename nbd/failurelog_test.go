@@ -2,28 +2,21 @@ package nbd
 
 import (
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // Backend failures are logged with the request and the cause, the first
 // ten of them and then one in a thousand; client mistakes are not logged.
 func TestBackendFailuresLogged(t *testing.T) {
-	var mu sync.Mutex
-	var lines []string
-	logf := func(f string, a ...any) {
-		mu.Lock()
-		lines = append(lines, fmt.Sprintf(f, a...))
-		mu.Unlock()
-	}
+	var log testtool.LogLines
 	dev := devtest.NewErring(devtest.NewMem(1 << 20))
 	dev.Fail(devtest.OpRead, errors.New("injected read failure"))
 	dev.Fail(devtest.OpWrite, errors.New("injected write failure"))
-	sock, _ := serveMem(t, dev, Config{Logf: logf})
+	sock, _ := serveMem(t, dev, Config{Logf: log.Logf})
 	c := dialGo(t, sock, "")
 	if _, code := c.read(t, 1<<20, 1); code != errInval {
 		t.Fatalf("read past the end: %d", code)
@@ -36,8 +29,7 @@ func TestBackendFailuresLogged(t *testing.T) {
 	if code := c.write(t, 8192, []byte("x"), 0); code != errIO {
 		t.Fatalf("failing write: error %d, want EIO", code)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	lines := log.Lines()
 	var failures []string
 	for _, l := range lines {
 		if strings.Contains(l, "failed") {

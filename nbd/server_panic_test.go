@@ -2,12 +2,11 @@ package nbd
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // A panic in one request's handling answers that request with EIO, logs
@@ -15,17 +14,11 @@ import (
 // writes, trims and write zeroes get EIO and change nothing, while reads
 // and flushes go on. The server keeps serving the connection.
 func TestRequestPanicFailsExport(t *testing.T) {
-	var mu sync.Mutex
-	var lines []string
-	logf := func(f string, a ...any) {
-		mu.Lock()
-		lines = append(lines, fmt.Sprintf(f, a...))
-		mu.Unlock()
-	}
+	var logged testtool.LogLines
 	mem := devtest.NewMem(1 << 20)
 	dev := devtest.NewPanicking(mem)
 	dev.PanicOn(devtest.FaultWrite, 65536, 4096)
-	sock, srv := serveMem(t, dev, Config{Logf: logf})
+	sock, srv := serveMem(t, dev, Config{Logf: logged.Logf})
 	c := dialGo(t, sock, "")
 	if code := c.write(t, 0, []byte("before"), 0); code != 0 {
 		t.Fatalf("write before the panic: %d", code)
@@ -52,9 +45,7 @@ func TestRequestPanicFailsExport(t *testing.T) {
 	if code := dialGo(t, sock, "").write(t, 8192, []byte("x"), 0); code != errIO {
 		t.Fatalf("write on a new connection: error %d, want EIO", code)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	log := strings.Join(lines, "\n")
+	log := logged.String()
 	if want := "nbd: write of 4 bytes at 65536 panicked (1 so far): devtest: injected panic in write"; !strings.Contains(log, want) {
 		t.Errorf("log lacks %q:\n%s", want, log)
 	}

@@ -1,9 +1,7 @@
 package ublk
 
 import (
-	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -13,24 +11,6 @@ import (
 	"github.com/luksd/luksd/blockdev/devtest"
 	"github.com/luksd/luksd/internal/testtool"
 )
-
-// logLines collects log lines.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logf(f string, a ...any) {
-	l.mu.Lock()
-	l.lines = append(l.lines, fmt.Sprintf(f, a...))
-	l.mu.Unlock()
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
 
 // copyModeQueue is a queue without a ring, in copy mode, whose requests
 // are served by its methods as the queue thread and workers serve them.
@@ -53,12 +33,12 @@ func copyModeQueue(t *testing.T, h *handler, depth int) *queue {
 // reads and flushes are served.
 func TestQueueRequestPanic(t *testing.T) {
 	eio := -int32(syscall.EIO)
-	var log logLines
+	var log testtool.LogLines
 	mem := devtest.NewMem(1 << 20)
 	dev := devtest.NewPanicking(mem)
 	dev.PanicOn(devtest.FaultWrite, 65536, 4096)
 	dev.PanicOn(devtest.FaultRead, 8192, 512)
-	h := newHandler(devtest.NewDiscard(dev, blockdev.Caps{Trim: true, WriteZeroes: true}), false, true, log.logf)
+	h := newHandler(devtest.NewDiscard(dev, blockdev.Caps{Trim: true, WriteZeroes: true}), false, true, log.Logf)
 	q := copyModeQueue(t, h, 4)
 
 	copy(q.bufs[0], "before")

@@ -40,13 +40,18 @@ func NewFaulty(dev blockdev.Device) *Faulty { return &Faulty{dev: dev} }
 // negative length reaches to the end of the device. Flushes fail whatever
 // the range.
 func (f *Faulty) Fail(op FaultOp, off, length int64) {
-	end := off + length
-	if length < 0 {
-		end = 1<<63 - 1
-	}
 	f.mu.Lock()
-	f.armed[op] = append(f.armed[op], faultRange{off, end})
+	f.armed[op] = append(f.armed[op], rangeOf(off, length))
 	f.mu.Unlock()
+}
+
+// rangeOf is [off, off+length), to the end of any device when length is
+// negative.
+func rangeOf(off, length int64) faultRange {
+	if length < 0 {
+		return faultRange{off, 1<<63 - 1}
+	}
+	return faultRange{off, off + length}
 }
 
 // FailAll makes every read, write and flush fail.

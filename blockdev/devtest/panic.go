@@ -24,12 +24,8 @@ func NewPanicking(dev blockdev.Device) *Panicking { return &Panicking{Device: de
 // PanicOn makes requests of kind op over [off, off+length) panic; a
 // negative length reaches to the end. Flushes panic whatever the range.
 func (p *Panicking) PanicOn(op FaultOp, off, length int64) {
-	end := off + length
-	if length < 0 {
-		end = 1<<63 - 1
-	}
 	p.mu.Lock()
-	p.armed[op] = append(p.armed[op], faultRange{off, end})
+	p.armed[op] = append(p.armed[op], rangeOf(off, length))
 	p.mu.Unlock()
 }
 
