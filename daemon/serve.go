@@ -105,6 +105,7 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	if err != nil {
 		return errorf(ErrBusy, "Cannot listen: %v.", err)
 	}
+	sc.setExport(where)
 
 	// The data path recycles its payload buffers; a soft heap limit keeps
 	// the little garbage it makes from doubling the heap between

@@ -45,7 +45,7 @@ func startServeControl(spec Spec, dev *dmcrypt.Device) (*serveControl, error) {
 	s := &serveControl{name: name, lock: lock, ctl: ctl, online: newOnlineJob(dev, spec),
 		closes: make(chan net.Conn), done: make(chan struct{})}
 	seg, o := spec.Segment, spec.Options
-	s.st = State{Name: name, PID: os.Getpid(), Frontend: "nbd-server", Image: spec.Location, Header: spec.Header,
+	s.st = State{Name: name, PID: os.Getpid(), Frontend: exportFrontendName, Image: spec.Location, Header: spec.Header,
 		Type: spec.Type, UUID: spec.UUID, Cipher: seg.Cipher, KeySize: seg.KeySize, KeySlot: spec.KeySlot,
 		SectorSize: seg.SectorSize, Offset: seg.Offset, Size: dev.Size(), ReadOnly: o.ReadOnly,
 		AllowDiscards: o.AllowDiscards, Reencryption: spec.reencryptionStatus(),
@@ -84,6 +84,15 @@ func (s *serveControl) forwardCloses(reqs <-chan closeRequest) {
 			return
 		}
 	}
+}
+
+// setExport records where the export listens, as a named serve's
+// status shows it.
+func (s *serveControl) setExport(where string) {
+	if s == nil {
+		return
+	}
+	s.online.saveState(func(st *State) { st.Device = where })
 }
 
 // closeRequests are the control connections that ask to close (nil
