@@ -253,16 +253,7 @@ func TestReencryptionLockAcrossTools(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lockFile := filepath.Join("/run/cryptsetup", "LN_LUKS2-reencryption-"+uuid)
-	for i := 0; ; i++ {
-		if exec.Command("flock", "-xn", lockFile, "true").Run() != nil {
-			break // taken
-		}
-		if i == 500 {
-			t.Fatal("luksd reencrypt never took the reencryption lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitLocked(t, filepath.Join("/run/cryptsetup", "LN_LUKS2-reencryption-"+uuid), "luksd reencrypt")
 	r := w.cs(nil, append([]string{"reencrypt", "--resume-only", "-d", key, img}, flags...)...)
 	if r.code != exitBusy || !strings.Contains(r.stderr, "Reencryption process is already running.") {
 		t.Errorf("cryptsetup reencrypt beside luksd's: exit %d: %s", r.code, r.stderr)
@@ -278,13 +269,30 @@ func TestReencryptionLockAcrossTools(t *testing.T) {
 	img2, _ := reencImage(w, "lock2.img", c, key, 20<<20)
 	runTool(t, nil, testtool.Luksd(t), append([]string{"reencrypt", "--init-only", "-d", key, img2}, flags...)...).ok(t)
 	uuid2 := strings.TrimSpace(w.cs(nil, "luksUUID", img2).ok(t).stdout)
-	holder := exec.Command("flock", "-xn", filepath.Join("/run/cryptsetup", "LN_LUKS2-reencryption-"+uuid2), "sleep", "30")
+	lock2 := filepath.Join("/run/cryptsetup", "LN_LUKS2-reencryption-"+uuid2)
+	holder := exec.Command("flock", "-xn", lock2, "sleep", "120")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { holder.Process.Kill(); holder.Wait() }()
-	time.Sleep(200 * time.Millisecond)
+	waitLocked(t, lock2, "flock")
 	luksd(t, nil, append([]string{"reencrypt", "--resume-only", "-d", key, img2}, flags...)...).expect(t, exitBusy, "Reencryption process is already running.")
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	luksd(t, nil, "serve", "--socket", w.path("sock"), "-d", key, img2).expect(t, exitBusy, "Reencryption in-progress. Cannot activate device.")
+}
+
+// waitLocked waits until something holds an exclusive flock on path; who
+// names it in the failure. The bound is generous: on a loaded machine a
+// process takes seconds to start.
+func waitLocked(t *testing.T, path, who string) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if exec.Command("flock", "-xn", path, "true").Run() != nil {
+			return // taken
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never took the lock %s", who, path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
