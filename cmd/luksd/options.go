@@ -232,8 +232,8 @@ var unsupported = map[string]map[string]string{
 		"disable-veracrypt": "",
 	},
 	"luksAddKey": {"new-token-id": ""},
-	// Reencrypting part of a device, and a new header's areas (encrypt).
-	"reencrypt": {"device-size": "", "luks2-keyslots-size": "", "luks2-metadata-size": ""},
+	// Reencrypting part of a device.
+	"reencrypt": {"device-size": ""},
 }
 
 // Every other option of cryptsetup's table that a verb does not define is
