@@ -17,6 +17,7 @@ import (
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/internal/testtool"
 	"github.com/luksd/luksd/keyring"
+	"golang.org/x/sys/unix"
 )
 
 // A volume whose reencryption was killed part-way (by luksd or by
@@ -281,18 +282,42 @@ func TestReencryptionLockAcrossTools(t *testing.T) {
 	luksd(t, nil, "serve", "--socket", w.path("sock"), "-d", key, img2).expect(t, exitBusy, "Reencryption in-progress. Cannot activate device.")
 }
 
-// waitLocked waits until something holds an exclusive flock on path; who
-// names it in the failure. The bound is generous: on a loaded machine a
-// process takes seconds to start.
+// waitLocked waits until something holds an flock on path; who names it
+// in the failure. It reads /proc/locks rather than trying the lock, which
+// would make a non-blocking locker that tries at the same moment fail
+// (cryptsetup's and luksd's reencryption lock is LOCK_NB). The bound is
+// generous: on a loaded machine a process takes seconds to start.
 func waitLocked(t *testing.T, path, who string) {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		if exec.Command("flock", "-xn", path, "true").Run() != nil {
-			return // taken
+		if flockHeld(t, path) {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s never took the lock %s", who, path)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// flockHeld reports whether /proc/locks lists an flock on path's inode.
+func flockHeld(t *testing.T, path string) bool {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false // not created yet
+	}
+	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(locks), "\n") {
+		// "1: FLOCK  ADVISORY  WRITE 1234 00:1f:5678 0 EOF"
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == id {
+			return true
+		}
+	}
+	return false
 }
