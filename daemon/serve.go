@@ -3,7 +3,6 @@ package daemon
 import (
 	"crypto/tls"
 	"fmt"
-	"log"
 	"net"
 	"os"
 	"os/signal"
@@ -13,6 +12,7 @@ import (
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/nbd"
+	"golang.org/x/sys/unix"
 )
 
 // ServeOptions say where Serve listens.
@@ -71,8 +71,14 @@ const serveMemoryLimit = 80 << 20
 
 // Serve opens spec's volume with key (which it wipes once the crypt layer
 // has its own copy) and serves its plaintext as an NBD export, in the
-// foreground, until SIGINT or SIGTERM; then it flushes. It logs to
-// standard error. A listener it cannot open is ErrBusy.
+// foreground, until SIGINT, SIGTERM or a close; then it flushes. It logs
+// to standard error. A listener it cannot open is ErrBusy.
+//
+// Every export is a volume with a name, a state file and a control socket
+// (serve_named.go): --name, or serve-PID. So luksd finds it by its image
+// (status, the in-use checks) and hands it online jobs (`luksd reencrypt
+// IMAGE`). Only where the run directory cannot be written does an unnamed
+// export run without them (serveUnnamed).
 func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	if opts.tlsConfig == nil {
 		if err := opts.Prepare(); err != nil {
@@ -80,21 +86,37 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 			return err
 		}
 	}
-	if opts.Name != "" {
-		spec.Name = opts.Name
-		return serveNamed(spec, key, opts)
+	if opts.Name == "" {
+		if err := runDirWritable(); err != nil {
+			Log.Printf("no name, state or control socket (%s): status, close and online reencryption cannot reach this export", oneLine(err))
+			return serveUnnamed(spec, key, opts)
+		}
+		opts.Name = fmt.Sprintf("serve-%d", os.Getpid())
 	}
+	spec.Name = opts.Name
+	return serveNamed(spec, key, opts)
+}
+
+// runDirWritable says why a volume's state cannot be kept under RunDir.
+func runDirWritable() error {
+	if err := os.MkdirAll(RunDir(), 0o755); err != nil {
+		return err
+	}
+	if err := unix.Access(RunDir(), unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("%s: %w", RunDir(), err)
+	}
+	return nil
+}
+
+// serveUnnamed serves spec's volume with no state and no control socket,
+// until SIGINT or SIGTERM.
+func serveUnnamed(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	dev, _, _, err := openCrypt(spec, key)
 	key.Wipe()
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
-	sc, err := startServeControl(spec, dev)
-	if err != nil {
-		Log.Printf("no control socket (no online reencryption): %s", oneLine(err))
-	}
-	defer sc.stop()
 
 	// From here on a signal stops the server cleanly (socket removed).
 	sigs := make(chan os.Signal, 1)
@@ -105,49 +127,50 @@ func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	if err != nil {
 		return errorf(ErrBusy, "Cannot listen: %v.", err)
 	}
-	sc.setExport(where)
-
-	// The data path recycles its payload buffers; a soft heap limit keeps
-	// the little garbage it makes from doubling the heap between
-	// collections (GOMEMLIMIT overrides it).
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(serveMemoryLimit)
-	}
-	ro := spec.Options.ReadOnly
-	logger := log.New(os.Stderr, "luksd: ", log.LstdFlags)
-	srv := newExportServer(dev, opts, ro, logger.Printf)
+	setServeMemoryLimit()
+	srv := newExportServer(dev, opts, spec.Options.ReadOnly, Log.Printf)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
-	mode := "read-write"
-	if ro {
-		mode = "read-only"
-	}
-	path := spec.Location
-	logger.Printf("serving %s (%d bytes, %s, %d-byte sectors, %s) on %s%s", path, dev.Size(), spec.Segment.Cipher, dev.BlockSize(), mode, where, opts.TLS.describe())
+	logServing(spec, dev, where, opts)
 
-	var closer net.Conn
 	select {
 	case sig := <-sigs:
-		logger.Printf("%v: stopping", sig)
+		Log.Printf("%v: stopping", sig)
 		srv.Close()
 		<-served
-	case closer = <-sc.closeRequests():
-		logger.Printf("close requested: stopping")
-		srv.Close()
-		<-served
-		defer func() { fmt.Fprintln(closer, ctlOK); closer.Close() }()
 	case err := <-served:
 		srv.Close()
-		sc.stop()
 		dev.Flush()
 		return fmt.Errorf("serving: %w", err)
 	}
-	sc.stop() // an online job pauses before the last flush
 	if err := dev.Flush(); err != nil {
-		return fmt.Errorf("flushing %s: %w", path, err)
+		return fmt.Errorf("flushing %s: %w", spec.Location, err)
 	}
-	logger.Printf("flushed %s, exiting", path)
+	Log.Printf("flushed %s, exiting", spec.Location)
 	return nil
+}
+
+// setServeMemoryLimit sets a soft heap limit unless GOMEMLIMIT does: the
+// data path recycles its payload buffers, and the limit keeps the little
+// garbage it makes from doubling the heap between collections.
+func setServeMemoryLimit() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(serveMemoryLimit)
+	}
+}
+
+// logServing says what an export serves, and where.
+func logServing(spec Spec, dev blockdev.Device, where string, opts ServeOptions) {
+	mode := "read-write"
+	if spec.Options.ReadOnly {
+		mode = "read-only"
+	}
+	prefix := ""
+	if spec.Name != "" {
+		prefix = spec.Name + ": "
+	}
+	Log.Printf("%sserving %s (%d bytes, %s, %d-byte sectors, %s) on %s%s", prefix, spec.Location, dev.Size(),
+		spec.Segment.Cipher, spec.blockSize(), mode, where, opts.TLS.describe())
 }
 
 // newExportServer is the NBD server of dev that opts describe.

@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"os"
-	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/luksd/luksd/blockdev"
@@ -11,38 +9,39 @@ import (
 	"github.com/luksd/luksd/nbd"
 )
 
-// A serve given a name (serve --name NAME) runs as open's volumes run:
+// An export (serve --name NAME, or serve-PID) runs as open's volumes run:
 // its state and control socket under RunDir()/NAME, so that status,
-// close, resize, luksSuspend and luksResume find it by that name. Its
+// close, resize, luksSuspend, luksResume and online reencryption find it
+// by that name. Its
 // "frontend" is the NBD export itself (exportFrontend) and it has no
 // /dev/mapper name. It stays in the foreground and logs to standard
 // error, as an unnamed serve.
 
-// exportFrontendName is a named serve's frontend in its state file.
+// exportFrontendName is an export's frontend in its state file.
 const exportFrontendName = "serve"
 
 // serveNamed runs spec's volume as the NBD export opts describe, under
 // spec.Name, until it is closed.
 func serveNamed(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 	defer key.Wipe()
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(serveMemoryLimit)
-	}
+	setServeMemoryLimit()
+	fe := &exportFrontend{opts: opts}
 	return runDaemon(daemonConfig{
-		Frontend: &exportFrontend{opts: opts},
+		Frontend: fe,
 		Attach:   frontend.Options{Name: spec.Name, ReadOnly: spec.Options.ReadOnly, BlockSize: spec.blockSize()},
 		State:    spec.state(),
 		Open:     spec.opener(key),
 		Mapping:  mappingNone,
-		Ready: func(where string) {
-			Log.Printf("%s: serving %s on %s%s", spec.Name, spec.Location, where, opts.TLS.describe())
-		},
+		Ready:    func(where string) { logServing(spec, fe.dev, where, opts) },
 	})
 }
 
 // exportFrontend serves a volume on the listener ServeOptions name. It is
 // not registered: open cannot pick it.
-type exportFrontend struct{ opts ServeOptions }
+type exportFrontend struct {
+	opts ServeOptions
+	dev  blockdev.Device // what Attach serves
+}
 
 func (f *exportFrontend) Name() string                                    { return exportFrontendName }
 func (f *exportFrontend) Caps() frontend.Caps                             { return frontend.Caps{} }
@@ -55,6 +54,7 @@ func (f *exportFrontend) Attach(dev blockdev.Device, o frontend.Options) (fronte
 	if err != nil {
 		return nil, errorf(ErrBusy, "Cannot listen: %v.", err)
 	}
+	f.dev = dev
 	a := &exportAttachment{
 		srv:   newExportServer(dev, f.opts, o.ReadOnly, o.Logf),
 		where: where,

@@ -39,7 +39,7 @@ func startTCPServe(t *testing.T, args ...string) *tcpServe {
 	}
 	go func() { p.cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() { p.cmd.Process.Kill(); <-p.exited })
-	re := regexp.MustCompile(`on nbd://(127\.0\.0\.1:\d+)/`)
+	re := regexp.MustCompile(`serving .* on nbd://(127\.0\.0\.1:\d+)/`)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if m := re.FindStringSubmatch(p.logged()); m != nil {
 			p.addr = m[1]
@@ -85,7 +85,7 @@ func TestServeTLS(t *testing.T) {
 		t.Errorf("luksd serve after SIGTERM: %v", p.cmd.ProcessState)
 	}
 	log := p.logged()
-	for _, want := range []string{"CN=writer,O=luksd tests", "CN=reader", "TLS, which the server requires", "didn't provide a certificate", "exiting"} {
+	for _, want := range []string{"CN=writer,O=luksd tests", "CN=reader", "TLS, which the server requires", "didn't provide a certificate", ": closed"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log lacks %q:\n%s", want, log)
 		}

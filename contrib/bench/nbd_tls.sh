@@ -47,7 +47,7 @@ start_luksd() {
 	pids+=($!)
 	addr=
 	for _ in $(seq 100); do
-		addr=$(grep -o 'on nbd://[0-9.:]*' "$work/$name.log" | sed 's|on nbd://||' || true)
+		addr=$(grep -o 'on nbd://[0-9.:]*' "$work/$name.log" | sed 's|on nbd://||' | head -n1 || true)
 		[ -n "$addr" ] && break
 		sleep 0.1
 	done
