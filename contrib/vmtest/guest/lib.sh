@@ -404,6 +404,18 @@ require_luksd() {
 	exit 1
 }
 
+# side_by_side_setup is the start of a scenario that runs luksd and
+# dm-crypt on the same volume: it needs luksd, makes the key file $key,
+# and the mount points $mnt (luksd's) and $csmnt (dm-crypt's).
+side_by_side_setup() {
+	require_luksd
+	key=$SCRATCH/key
+	mkkey "$key"
+	mnt=/mnt/vol
+	csmnt=/mnt/cs
+	mkdir -p "$mnt" "$csmnt"
+}
+
 # The suite checks luksd's block devices themselves: its opens ask for a
 # /dev/mapper/NAME symlink, which leaves /dev/nbdN or /dev/ublkbN usable (a
 # dm mapping, luksd's default, holds it). A script first on PATH that

@@ -15,13 +15,7 @@
 # refresh` give the same new size.
 # requires: luksd-open-nbd luksd-open-ublk
 . /vmtest/guest/lib.sh
-require_luksd
-
-key=$SCRATCH/key
-mkkey "$key"
-mnt=/mnt/vol
-csmnt=/mnt/cs
-mkdir -p "$mnt" "$csmnt"
+side_by_side_setup
 
 # same_size WHAT: /dev/mapper/vol and /dev/mapper/vmt have the same size,
 # and so do the status lines.

@@ -13,13 +13,7 @@
 # --allow-discards is refused in one line.
 # requires: luksd-open-nbd luksd-open-ublk
 . /vmtest/guest/lib.sh
-require_luksd
-
-key=$SCRATCH/key
-mkkey "$key"
-mnt=/mnt/vol
-csmnt=/mnt/cs
-mkdir -p "$mnt" "$csmnt"
+side_by_side_setup
 
 # trims WHAT WANT: fstrim on both mounts after a 32 MiB file was written
 # and deleted on each. WANT=ok: both succeed and luksd's image gives at

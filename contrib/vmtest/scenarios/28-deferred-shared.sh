@@ -8,13 +8,7 @@
 # what luksd writes through both mappings, dm-crypt's pair reads.
 # requires: luksd-open-nbd
 . /vmtest/guest/lib.sh
-require_luksd
-
-key=$SCRATCH/key
-mkkey "$key"
-mnt=/mnt/vol
-csmnt=/mnt/cs
-mkdir -p "$mnt" "$csmnt"
+side_by_side_setup
 
 # gone_within TOOL NAME: TOOL status NAME says inactive within 10 s (no
 # udev in the VM: dm's node may stay behind a deferred removal).
