@@ -1,6 +1,7 @@
 package dmcrypt
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,6 +89,13 @@ func (d *Device) cryptChunk(c []byte, at int64, encrypt bool, fill func(chunk []
 // the other. With stall (pieces that wait on the backend), pieces not
 // started after stallDelay get helpers of their own. It returns the
 // first error and starts no piece after it.
+//
+// A piece that panics, on whichever goroutine, stops the others from
+// starting, and once every piece in progress is done, each panics on the
+// caller's goroutine (HelperPanic): the frontends recover a panic in a
+// request there and fail that request with EIO, where a panic on a
+// helper goroutine would end the daemon, and no helper still touches the
+// request's buffers when the caller unwinds.
 func (d *Device) each(n int, stall bool, fn func(i int) error) error {
 	if n == 1 {
 		return fn(0)
@@ -98,8 +106,15 @@ func (d *Device) each(n int, stall bool, fn func(i int) error) error {
 		firstErr error
 		failed   atomic.Bool
 		wg       sync.WaitGroup
+		panicked atomic.Pointer[HelperPanic]
 	)
 	work := func() {
+		defer func() {
+			if v := recover(); v != nil {
+				panicked.CompareAndSwap(nil, &HelperPanic{Value: v})
+				failed.Store(true)
+			}
+		}()
 		for !failed.Load() {
 			i := int(next.Add(1) - 1)
 			if i >= n {
@@ -120,6 +135,7 @@ func (d *Device) each(n int, stall bool, fn func(i int) error) error {
 	if !stall {
 		work()
 		wg.Wait()
+		repanic(panicked.Load())
 		return firstErr
 	}
 	// The timer holds a count of wg, so that its helpers are added while
@@ -141,7 +157,21 @@ func (d *Device) each(n int, stall bool, fn func(i int) error) error {
 		wg.Done()
 	}
 	wg.Wait()
+	repanic(panicked.Load())
 	return firstErr
+}
+
+// HelperPanic is the value each panics with on the caller's goroutine
+// when a piece of a request panicked.
+type HelperPanic struct{ Value any }
+
+func (p *HelperPanic) String() string { return fmt.Sprintf("%v (in a piece of the request)", p.Value) }
+
+// repanic panics with p unless it is nil.
+func repanic(p *HelperPanic) {
+	if p != nil {
+		panic(p)
+	}
 }
 
 // reserveHelpers takes up to want helper goroutines from the device's

@@ -2,6 +2,9 @@ package dmcrypt
 
 import (
 	"bytes"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,5 +57,42 @@ func TestStalledBackendGetsAllPiecesAtOnce(t *testing.T) {
 				t.Fatalf("%d helper goroutines still counted", n)
 			}
 		})
+	}
+}
+
+// TestPieceThatPanicsReachesTheCaller: a panic in a piece of a request,
+// on any goroutine, must come back to the request's own goroutine (where
+// the NBD and ublk frontends turn it into EIO for that request) after
+// every other piece has stopped. On a helper goroutine it used to end the
+// process.
+func TestPieceThatPanicsReachesTheCaller(t *testing.T) {
+	d, _, _ := newTestDevice(t, 1<<20, DeviceOptions{SectorSize: 4096})
+	d.procs = 4
+	for _, stall := range []bool{false, true} {
+		var running, started atomic.Int32
+		got := func() (v any) {
+			defer func() { v = recover() }()
+			d.each(16, stall, func(i int) error {
+				running.Add(1)
+				defer running.Add(-1)
+				started.Add(1)
+				time.Sleep(time.Millisecond)
+				panic("piece " + strconv.Itoa(i))
+			})
+			return nil
+		}()
+		p, ok := got.(*HelperPanic)
+		if !ok {
+			t.Fatalf("stall %v: each panicked with %#v, want a *HelperPanic", stall, got)
+		}
+		if s, _ := p.Value.(string); !strings.HasPrefix(s, "piece ") {
+			t.Fatalf("stall %v: the panic's value is %#v", stall, p.Value)
+		}
+		if n := running.Load(); n != 0 {
+			t.Fatalf("stall %v: %d pieces still running after each panicked", stall, n)
+		}
+		if n := started.Load(); n > int32(d.procs+1) { // each starts at most procs+1 goroutines
+			t.Errorf("stall %v: %d pieces started after the first panic (at most one per goroutine)", stall, n)
+		}
 	}
 }
