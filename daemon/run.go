@@ -293,8 +293,15 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 	// Set while a stop signal or a deferred close waits for release.
 	var wait releaseWait
 	defer wait.stop()
+	failCheck := newFailCheck(att)
+	defer failCheck.stop()
 	for {
 		select {
+		case <-failCheck.c:
+			if failCheck.failed() {
+				Log.Printf("%s: a request's handling failed: writes fail with EIO until the volume is opened again; status shows it", name)
+				markFailed(st, vol)
+			}
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				Log.Printf("%s: hangup: %s", name, reopenLog())
@@ -347,6 +354,57 @@ func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol
 			}
 			return nil, werr
 		}
+	}
+}
+
+// failPoll is how often the daemon asks its frontend whether a request's
+// handling failed (frontend.Failer), to record it for status.
+var failPoll = time.Second
+
+// failCheck ticks every failPoll until the frontend has failed; its c is
+// nil for a frontend that cannot fail.
+type failCheck struct {
+	f frontend.Failer
+	t *time.Ticker
+	c <-chan time.Time
+}
+
+func newFailCheck(att frontend.Attachment) *failCheck {
+	f, ok := att.(frontend.Failer)
+	if !ok {
+		return &failCheck{}
+	}
+	t := time.NewTicker(failPoll)
+	return &failCheck{f: f, t: t, c: t.C}
+}
+
+// failed reports whether the frontend has failed, once: then it stops
+// ticking.
+func (fc *failCheck) failed() bool {
+	if !fc.f.Failed() {
+		return false
+	}
+	fc.stop()
+	return true
+}
+
+func (fc *failCheck) stop() {
+	if fc.t != nil {
+		fc.t.Stop()
+		fc.t, fc.c = nil, nil
+	}
+}
+
+// markFailed records in the state file that the volume failed, under the
+// lock that guards the state.
+func markFailed(st *State, vol opened) {
+	if vol.online != nil {
+		vol.online.saveState(func(st *State) { st.Failed = true })
+		return
+	}
+	st.Failed = true
+	if err := writeState(st); err != nil {
+		Log.Printf("%s: %s", st.Name, oneLine(err))
 	}
 }
 

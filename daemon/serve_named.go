@@ -81,6 +81,7 @@ type exportAttachment struct {
 
 func (a *exportAttachment) DevicePath() string       { return a.where }
 func (a *exportAttachment) State() map[string]string { return nil }
+func (a *exportAttachment) Failed() bool             { return a.srv.Failed() }
 
 func (a *exportAttachment) Wait() error {
 	<-a.done

@@ -64,6 +64,7 @@ type State struct {
 	Size          int64 // bytes of plaintext
 	Skipped       int64 // IV offset in 512-byte sectors (plain --skip)
 	Suspended     bool  // luksSuspend: I/O stopped, key wiped
+	Failed        bool  // a request's handling panicked: writes fail (frontend.Failer)
 	ReadOnly      bool
 	AllowDiscards bool
 	Reencryption  string // "in-progress" while mapped in reencryption segments, else ""
@@ -80,7 +81,7 @@ type State struct {
 
 // stateKeys are the fixed keys, in file order.
 var stateKeys = []string{"name", "device", "mapper", "mapper-kind", "frontend", "pid", "image", "header", "type", "uuid",
-	"cipher", "key-size", "key-slot", "sector-size", "offset", "size", "skipped", "suspended", "mode", "discards",
+	"cipher", "key-size", "key-slot", "sector-size", "offset", "size", "skipped", "suspended", "failed", "mode", "discards",
 	"reencryption", "reencrypt-running", "reencrypt-done", "reencrypt-total", "io-flusher", "memory-locked", "claim", "started"}
 
 func (s *State) fields() map[string]string {
@@ -93,7 +94,7 @@ func (s *State) fields() map[string]string {
 		"image": s.Image, "header": s.Header, "type": s.Type, "uuid": s.UUID, "cipher": s.Cipher,
 		"key-size": strconv.Itoa(s.KeySize), "key-slot": strconv.Itoa(s.KeySlot),
 		"sector-size": strconv.Itoa(s.SectorSize), "offset": strconv.FormatInt(s.Offset, 10),
-		"size": strconv.FormatInt(s.Size, 10), "skipped": strconv.FormatInt(s.Skipped, 10), "suspended": strconv.FormatBool(s.Suspended), "mode": mode, "discards": strconv.FormatBool(s.AllowDiscards),
+		"size": strconv.FormatInt(s.Size, 10), "skipped": strconv.FormatInt(s.Skipped, 10), "suspended": strconv.FormatBool(s.Suspended), "failed": strconv.FormatBool(s.Failed), "mode": mode, "discards": strconv.FormatBool(s.AllowDiscards),
 		"reencryption": s.Reencryption, "reencrypt-running": strconv.FormatBool(s.ReencryptRunning),
 		"reencrypt-done": strconv.FormatInt(s.ReencryptDone, 10), "reencrypt-total": strconv.FormatInt(s.ReencryptTotal, 10),
 		"io-flusher": strconv.FormatBool(s.IOFlusher), "memory-locked": strconv.FormatBool(s.MemoryLocked),
@@ -169,7 +170,7 @@ func (s *State) set(k, v string) error {
 	ints := map[string]*int{"pid": &s.PID, "key-size": &s.KeySize, "key-slot": &s.KeySlot, "sector-size": &s.SectorSize}
 	int64s := map[string]*int64{"offset": &s.Offset, "size": &s.Size, "skipped": &s.Skipped,
 		"reencrypt-done": &s.ReencryptDone, "reencrypt-total": &s.ReencryptTotal}
-	bools := map[string]*bool{"reencrypt-running": &s.ReencryptRunning, "suspended": &s.Suspended, "discards": &s.AllowDiscards, "io-flusher": &s.IOFlusher, "memory-locked": &s.MemoryLocked}
+	bools := map[string]*bool{"reencrypt-running": &s.ReencryptRunning, "suspended": &s.Suspended, "failed": &s.Failed, "discards": &s.AllowDiscards, "io-flusher": &s.IOFlusher, "memory-locked": &s.MemoryLocked}
 	switch {
 	case strs[k] != nil:
 		*strs[k] = v

@@ -95,6 +95,10 @@ func writeStatus(w io.Writer, path string, s *daemon.State, inUse bool) error {
 	if s.Reencryption != "" {
 		writeReencryptProgress(bw, s) // reencrypt_online.go
 	}
+	if s.Failed {
+		// luksd's own line: dm-crypt has no such state.
+		fmt.Fprintf(bw, "  failed:  a request's handling panicked; writes fail with EIO until the volume is closed and opened again\n")
+	}
 	if s.Claim != "" {
 		// The kernel shows dm-crypt's claim under /sys/block/*/holders;
 		// luksd's is a process's, so status names it.

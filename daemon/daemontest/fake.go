@@ -63,6 +63,7 @@ type Attachment struct {
 	sizes     []int64 // what Resize was told (resize.go)
 	resizeErr error   // what Resize fails with
 	discards  []bool  // what SetDiscards was told (discards.go)
+	failed    atomic.Bool
 }
 
 func (a *Attachment) DevicePath() string { return "/nonexistent/fake-" + a.Opts.Name }

@@ -78,6 +78,14 @@ type Attachment interface {
 	State() map[string]string
 }
 
+// Failer is an Attachment that can fail: a panic while it handled a
+// request (nbd/server_panic.go, ublk/panic.go) failed that request, and
+// the device refuses writes from then on. The daemon records it for
+// status.
+type Failer interface {
+	Failed() bool
+}
+
 var (
 	mu         sync.RWMutex
 	registered = map[string]Frontend{}

@@ -103,6 +103,7 @@ type nbdAttachment struct {
 
 func (n *nbdAttachment) DevicePath() string { return n.a.DevicePath() }
 func (n *nbdAttachment) Wait() error        { return n.a.Wait() }
+func (n *nbdAttachment) Failed() bool       { return n.srv.Failed() }
 
 // Detach writes the kernel's dirty pages through, disconnects /dev/nbdN,
 // ends the server's sessions and flushes the volume.

@@ -106,6 +106,7 @@ type ublkAttachment struct{ d *ublk.Device }
 func (a *ublkAttachment) DevicePath() string { return a.d.Path() }
 func (a *ublkAttachment) Wait() error        { return a.d.Wait() }
 func (a *ublkAttachment) Detach() error      { return a.d.Stop() }
+func (a *ublkAttachment) Failed() bool       { return a.d.Failed() }
 
 func (a *ublkAttachment) State() map[string]string {
 	return map[string]string{ublkStateKey: strconv.Itoa(a.d.ID())}
