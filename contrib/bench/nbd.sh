@@ -90,23 +90,31 @@ done
 # cputicks PID: the process's CPU time (user + system) in clock ticks.
 cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
-# run URI RW PID: prints "KiB/s IOPS server-µs-per-request" of one fio run
-# of shape RW against the server PID. The server's CPU time per request
-# is the measure a loaded machine disturbs least.
+# switches PID: the context switches of the process's live threads so far
+# (luksd's live as long as it does; nbdkit's end with each connection).
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'; }
+
+# run URI RW PID: prints "KiB/s IOPS server-µs-per-request
+# server-context-switches-per-request" of one fio run of shape RW against
+# the server PID. The server's CPU time per request is the measure a
+# loaded machine disturbs least; its context switches per request say how
+# much of that time goes to waking threads.
 run() {
-	local bs=4k depth=32 rw=$2 field=8 t0 t1
+	local bs=4k depth=32 rw=$2 field=8 t0 t1 s0 s1
 	case $rw in read | write) bs=1M depth=8 ;; esac
 	case $rw in *write) field=49 ;; esac
+	s0=$(switches "$3")
 	t0=$(cputicks "$3")
 	fio --name=bench --ioengine=nbd --uri="$1" --rw="$rw" --bs="$bs" \
 		--iodepth="$depth" --size="${SIZE_MIB}M" --time_based --runtime="$RUNTIME" --ramp_time=1 \
 		--output-format=terse --terse-version=3 >"$work/fio.out"
 	t1=$(cputicks "$3")
-	awk -F';' -v f="$field" -v ticks=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v rt="$RUNTIME" '$1 == 3 {
-		ios = $f * (rt + 1); printf "%d %d %.1f\n", $(f - 1), $f, (ios > 0 ? ticks * 1e6 / hz / ios : 0) }' "$work/fio.out"
+	s1=$(switches "$3")
+	awk -F';' -v f="$field" -v ticks=$((t1 - t0)) -v cs=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" -v rt="$RUNTIME" '$1 == 3 {
+		ios = $f * (rt + 1); printf "%d %d %.1f %.2f\n", $(f - 1), $f, (ios > 0 ? ticks * 1e6 / hz / ios : 0), (ios > 0 ? cs / ios : 0) }' "$work/fio.out"
 }
 
-declare -A best cpu
+declare -A best cpu csw
 for shape in $SHAPES; do
 	for net in $NETS; do
 		servers=(luksd file ${LUKSD_BEFORE:+before})
@@ -114,12 +122,12 @@ for shape in $SHAPES; do
 		for _ in $(seq "$ROUNDS"); do
 			servers=("${servers[@]:1}" "${servers[0]}")
 			for s in "${servers[@]}"; do
-				read -r kib iops us < <(run "${uri[$s-$net]}" "$shape" "${pid[$s-$net]}")
+				read -r kib iops us sw < <(run "${uri[$s-$net]}" "$shape" "${pid[$s-$net]}")
 				v=$kib
 				case $shape in rand*) v=$iops ;; esac
 				[ "$v" -gt "${best[$s-$net-$shape]:-0}" ] && best[$s-$net-$shape]=$v
 				awk -v u="$us" -v b="${cpu[$s-$net-$shape]:-}" 'BEGIN { exit !(b == "" || u < b) }' &&
-					cpu[$s-$net-$shape]=$us
+					cpu[$s-$net-$shape]=$us csw[$s-$net-$shape]=$sw
 			done
 		done
 	done
@@ -133,20 +141,22 @@ value() {
 echo
 echo "fio nbd engine, ${SIZE_MIB} MiB on tmpfs, best of $ROUNDS interleaved runs of ${RUNTIME}s, $(nproc) CPUs"
 echo "1M read/write: MiB/s at iodepth 8; 4k randread/randwrite: IOPS at iodepth 32"
-echo "cpu: the server's CPU time per request (user + system, best run), microseconds"
-printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s' net shape "nbdkit file" "luksd serve" ratio "nbdkit luks" vs-luks \
-	"cpu file" "cpu luksd"
-[ -z "${LUKSD_BEFORE:-}" ] || printf ' %12s %8s %10s' before ratio "cpu before"
+echo "cpu: the server's CPU time per request (user + system, best run), microseconds;"
+echo "cs: luksd's context switches per request in that run (nbdkit's threads end with"
+echo "their connection, taking their counts with them)"
+printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s %8s' net shape "nbdkit file" "luksd serve" ratio "nbdkit luks" vs-luks \
+	"cpu file" "cpu luksd" "cs luksd"
+[ -z "${LUKSD_BEFORE:-}" ] || printf ' %12s %8s %10s %9s' before ratio "cpu before" "cs before"
 echo
 for net in $NETS; do
 	for shape in $SHAPES; do
 		l=${best[luksd-$net-$shape]:-0} f=${best[file-$net-$shape]:-0} k=${best[luks-$net-$shape]:-}
-		printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s' "$net" "$shape" "$(value "$f" "$shape")" "$(value "$l" "$shape")" \
+		printf '%-5s %-10s %12s %12s %8s %12s %8s %9s %9s %8s' "$net" "$shape" "$(value "$f" "$shape")" "$(value "$l" "$shape")" \
 			"$(ratio "$l" "$f")" "${k:+$(value "$k" "$shape")}" "${k:+$(ratio "$l" "$k")}" \
-			"${cpu[file-$net-$shape]:-}" "${cpu[luksd-$net-$shape]:-}"
+			"${cpu[file-$net-$shape]:-}" "${cpu[luksd-$net-$shape]:-}" "${csw[luksd-$net-$shape]:-}"
 		b=${best[before-$net-$shape]:-0}
 		[ -z "${LUKSD_BEFORE:-}" ] ||
-			printf ' %12s %8s %10s' "$(value "$b" "$shape")" "$(ratio "$b" "$f")" "${cpu[before-$net-$shape]:-}"
+			printf ' %12s %8s %10s %9s' "$(value "$b" "$shape")" "$(ratio "$b" "$f")" "${cpu[before-$net-$shape]:-}" "${csw[before-$net-$shape]:-}"
 		echo
 	done
 done
