@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,7 +54,8 @@ type Client struct {
 type ClientOptions struct {
 	ReadOnly bool // refuse writes even when the export takes them
 	// Connections is how many connections to open when the server
-	// offers multi-conn (default 4); without it the client opens one.
+	// offers multi-conn (default: one per core, 2 to 4); without it the
+	// client opens one.
 	Connections int
 	// GiveUp is how long a request waits for a server that is away
 	// before it fails with EIO (default one minute).
@@ -64,11 +66,10 @@ type ClientOptions struct {
 }
 
 const (
-	defaultConnections = 4
-	defaultGiveUp      = time.Minute
-	clientIOTimeout    = 30 * time.Second
-	redialFirstWait    = 20 * time.Millisecond
-	redialMaxWait      = 2 * time.Second
+	defaultGiveUp   = time.Minute
+	clientIOTimeout = 30 * time.Second
+	redialFirstWait = 20 * time.Millisecond
+	redialMaxWait   = 2 * time.Second
 )
 
 func init() {
@@ -82,6 +83,14 @@ func init() {
 	}
 }
 
+// defaultConnections is how many connections a client opens to a server
+// that offers multi-conn: one per core, from 2 to 4. Each has a goroutine
+// reading its replies; more connections than cores spread the replies
+// thinner (fewer per system call and per wakeup) and add no parallelism:
+// on 2 cores, 4 KiB random reads over 4 connections to nbdkit cost the
+// client 40% more CPU than over 2.
+func defaultConnections() int { return min(4, max(2, runtime.GOMAXPROCS(0))) }
+
 // Dial connects to the export an NBD URI names.
 func Dial(uri string, opts ClientOptions) (*Client, error) {
 	t, err := ParseURI(uri)
@@ -89,7 +98,7 @@ func Dial(uri string, opts ClientOptions) (*Client, error) {
 		return nil, err
 	}
 	if opts.Connections <= 0 {
-		opts.Connections = defaultConnections
+		opts.Connections = defaultConnections()
 	}
 	if opts.GiveUp <= 0 {
 		opts.GiveUp = defaultGiveUp

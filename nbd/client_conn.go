@@ -20,17 +20,23 @@ import (
 // in flight fails with a *connLostError and the connection is done.
 type clientConn struct {
 	c    net.Conn
+	w    io.Writer // c, or for TLS a writer that fills whole records
 	r    *bufio.Reader
 	info exportInfo
 	// ioTimeout bounds how long a request waits for its reply: a server
 	// that stops answering loses the connection.
 	ioTimeout time.Duration
 
-	wmu sync.Mutex // one request on the wire at a time
+	wmu     sync.Mutex
+	writing bool        // a caller is writing requests; others queue
+	queue   []*call     // requests waiting for the writer
+	spare   []*call     // the previous batch's slice, reused
+	iov     net.Buffers // the writer's scratch list of pieces
 
 	mu      sync.Mutex
 	pending map[uint64]*call
 	cookie  uint64
+	armedAt time.Time     // when the read deadline was last pushed on
 	err     error         // why the connection is done, nil while alive
 	dead    chan struct{} // closed when the connection is done
 
@@ -43,13 +49,18 @@ type clientConn struct {
 
 // call is one request waiting for its reply.
 type call struct {
-	typ    uint16
-	offset uint64
-	length uint32
-	buf    []byte // a read's destination
-	got    uint64 // bytes of a structured read answered so far
-	err    error
-	done   chan struct{}
+	typ     uint16
+	offset  uint64
+	length  uint32
+	buf     []byte // a read's destination
+	got     uint64 // bytes of a structured read answered so far
+	err     error
+	done    chan struct{}
+	header  [requestHeaderLen]byte
+	payload []byte // a write's data
+	// sent is made when the request is queued behind another caller's
+	// write; the writer signals it when it no longer reads the request.
+	sent chan struct{}
 }
 
 // connLostError fails the requests in flight on a connection that failed:
@@ -87,7 +98,7 @@ func wireErrno(code uint32) syscall.Errno {
 }
 
 func newClientConn(c net.Conn, r *bufio.Reader, info exportInfo, ioTimeout time.Duration) *clientConn {
-	cc := &clientConn{c: c, r: r, info: info, ioTimeout: ioTimeout,
+	cc := &clientConn{c: c, w: replyWriter(c), r: r, info: info, ioTimeout: ioTimeout,
 		pending: map[uint64]*call{}, dead: make(chan struct{})}
 	c.SetDeadline(time.Time{}) // the handshake's deadline ends here
 	go cc.readLoop()
@@ -97,7 +108,7 @@ func newClientConn(c net.Conn, r *bufio.Reader, info exportInfo, ioTimeout time.
 // roundTrip sends one request and waits for its reply. payload is a
 // write's data; buf receives a read's.
 func (cc *clientConn) roundTrip(typ, flags uint16, offset uint64, length uint32, payload, buf []byte) error {
-	cl := &call{typ: typ, offset: offset, length: length, buf: buf, done: make(chan struct{})}
+	cl := &call{typ: typ, offset: offset, length: length, buf: buf, payload: payload, done: make(chan struct{})}
 	cc.mu.Lock()
 	if cc.err != nil {
 		cc.mu.Unlock()
@@ -106,34 +117,114 @@ func (cc *clientConn) roundTrip(typ, flags uint16, offset uint64, length uint32,
 	cc.cookie++
 	cookie := cc.cookie
 	cc.pending[cookie] = cl
-	// Under mu, so that the reader cannot clear it for an idle connection
-	// after this request was counted.
-	cc.c.SetReadDeadline(time.Now().Add(cc.ioTimeout))
+	if len(cc.pending) == 1 {
+		// Idle until now: the server has IOTimeout to answer. (Under mu,
+		// so that the reader cannot clear it after this request counted.)
+		cc.armDeadline(time.Now())
+	}
 	cc.mu.Unlock()
 
-	var h [requestHeaderLen]byte
+	h := cl.header[:]
 	binary.BigEndian.PutUint32(h[0:], magicRequest)
 	binary.BigEndian.PutUint16(h[4:], flags)
 	binary.BigEndian.PutUint16(h[6:], typ)
 	binary.BigEndian.PutUint64(h[8:], cookie)
 	binary.BigEndian.PutUint64(h[16:], offset)
 	binary.BigEndian.PutUint32(h[24:], length)
-	bufs := net.Buffers{h[:]}
-	if len(payload) > 0 {
-		bufs = append(bufs, payload)
+	queued := cc.send(cl)
+	<-cl.done
+	err := cl.err
+	if queued && len(payload) > 0 {
+		// The caller may reuse the payload only once the writer let go
+		// of it: a connection may be lost, or a server answer, before
+		// the payload was all written.
+		<-cl.sent
 	}
+	if err == nil && (typ == cmdWrite || typ == cmdTrim || typ == cmdWriteZeroes) && flags&cmdFlagFUA == 0 {
+		cc.acked.Add(1)
+	}
+	return err
+}
+
+// send puts cl's request on the wire, combined with others': the first
+// caller to find no write under way becomes the writer and, after its own
+// request, writes every request queued meanwhile in one writev, so that
+// many requests in flight cost few system calls. It reports whether cl was
+// queued, in which case the writer signals cl.sent when it is done with it.
+// After a failed write the connection is done and queued requests are
+// dropped unwritten (their callers see the connection lost).
+func (cc *clientConn) send(cl *call) (queued bool) {
 	cc.wmu.Lock()
-	cc.c.SetWriteDeadline(time.Now().Add(cc.ioTimeout))
-	_, err := bufs.WriteTo(cc.c)
+	if cc.writing {
+		cl.sent = make(chan struct{}, 1)
+		cc.queue = append(cc.queue, cl)
+		cc.wmu.Unlock()
+		return true
+	}
+	cc.writing = true
 	cc.wmu.Unlock()
+
+	bufs := appendRequest(cc.iov[:0], cl)
+	var batch []*call
+	for {
+		cc.write(bufs)
+		for _, q := range batch {
+			q.sent <- struct{}{}
+		}
+		cc.wmu.Lock()
+		if len(cc.queue) == 0 {
+			cc.writing = false
+			clear(bufs[:cap(bufs)])
+			cc.iov = bufs[:0]
+			cc.wmu.Unlock()
+			return false
+		}
+		batch, cc.queue, cc.spare = cc.queue, cc.spare[:0], batch[:0]
+		cc.wmu.Unlock()
+		bufs = bufs[:0]
+		for _, q := range batch {
+			bufs = appendRequest(bufs, q)
+		}
+	}
+}
+
+// appendRequest adds a request's header and payload to bufs.
+func appendRequest(bufs net.Buffers, cl *call) net.Buffers {
+	bufs = append(bufs, cl.header[:])
+	if len(cl.payload) > 0 {
+		bufs = append(bufs, cl.payload)
+	}
+	return bufs
+}
+
+// write writes bufs unless the connection is done; a failed write ends it.
+func (cc *clientConn) write(bufs net.Buffers) {
+	cc.mu.Lock()
+	err := cc.err
+	cc.mu.Unlock()
+	if err != nil {
+		return
+	}
+	cc.c.SetWriteDeadline(time.Now().Add(cc.ioTimeout))
+	if bw, ok := cc.w.(buffersWriter); ok {
+		_, err = bw.WriteBuffers(&bufs) // TLS: see tls_writer.go
+	} else {
+		_, err = bufs.WriteTo(cc.w)
+	}
 	if err != nil {
 		cc.fail(fmt.Errorf("sending a request: %w", err))
 	}
-	<-cl.done
-	if cl.err == nil && (typ == cmdWrite || typ == cmdTrim || typ == cmdWriteZeroes) && flags&cmdFlagFUA == 0 {
-		cc.acked.Add(1)
-	}
-	return cl.err
+}
+
+// deadlineSlack is how far the read deadline may lag behind the last
+// reply: it is pushed on at most once per slack, not for every reply.
+func (cc *clientConn) deadlineSlack() time.Duration { return cc.ioTimeout / 8 }
+
+// armDeadline gives the server until IOTimeout (and at most the slack
+// more) after now to send its next reply. cc.mu is held.
+func (cc *clientConn) armDeadline(now time.Time) {
+	cc.armedAt = now
+	cc.c.SetReadDeadline(now.Add(cc.ioTimeout + cc.deadlineSlack()))
 }
 
 // fail ends the connection: the reader goroutine, woken by the closed
@@ -166,8 +257,10 @@ func (cc *clientConn) close() {
 	binary.BigEndian.PutUint32(h[0:], magicRequest)
 	binary.BigEndian.PutUint16(h[6:], cmdDisc)
 	cc.wmu.Lock()
-	cc.c.SetWriteDeadline(time.Now().Add(time.Second))
-	cc.c.Write(h[:])
+	if !cc.writing { // else a writer is stuck: just hang up
+		cc.c.SetWriteDeadline(time.Now().Add(time.Second))
+		cc.c.Write(h[:])
+	}
 	cc.wmu.Unlock()
 	cc.fail(net.ErrClosed)
 }
@@ -225,6 +318,8 @@ func (cc *clientConn) finish(cookie uint64, cl *call) {
 	delete(cc.pending, cookie)
 	if len(cc.pending) == 0 {
 		cc.c.SetReadDeadline(time.Time{}) // idle: no reply is late
+	} else if now := time.Now(); now.Sub(cc.armedAt) > cc.deadlineSlack() {
+		cc.armDeadline(now) // a reply came: the others have IOTimeout again
 	}
 	cc.mu.Unlock()
 	close(cl.done)

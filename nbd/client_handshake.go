@@ -28,6 +28,11 @@ const (
 	defaultMaxBlock  = 32 << 20
 )
 
+// clientReadBuffer is the size of a connection's read buffer: many small
+// replies arrive in one system call, while a large read's data goes from
+// the socket straight into its buffer (all but what the buffer held).
+const clientReadBuffer = 64 << 10
+
 // errServerProtocol marks a server that broke the protocol (garbage,
 // impossible replies): the connection cannot be trusted and redialling
 // will not help.
@@ -44,7 +49,7 @@ func protocolError(format string, args ...any) error {
 // returns the connection to use from then on (TLS after STARTTLS).
 func clientHandshake(c net.Conn, export string, tlsCfg *tls.Config) (net.Conn, *bufio.Reader, exportInfo, error) {
 	var info exportInfo
-	r := bufio.NewReader(c)
+	r := bufio.NewReaderSize(c, clientReadBuffer)
 	var greet [18]byte
 	if _, err := io.ReadFull(r, greet[:]); err != nil {
 		return nil, nil, info, fmt.Errorf("reading the server's greeting: %w", err)
@@ -68,7 +73,7 @@ func clientHandshake(c net.Conn, export string, tlsCfg *tls.Config) (net.Conn, *
 		if err != nil {
 			return nil, nil, info, err
 		}
-		c, r = tc, bufio.NewReader(tc)
+		c, r = tc, bufio.NewReaderSize(tc, clientReadBuffer)
 	}
 	typ, _, err := clientOption(c, r, optStructuredReply, nil)
 	if err != nil {
@@ -91,7 +96,9 @@ func clientStartTLS(c net.Conn, r *bufio.Reader, cfg *tls.Config) (*tls.Conn, er
 	if r.Buffered() > 0 {
 		return nil, protocolError("plaintext bytes after the STARTTLS reply")
 	}
-	tc := tls.Client(c, cfg)
+	// Requests are sealed into full records and corked into large
+	// socket writes, as the server's replies are (tls_writer.go).
+	tc := tls.Client(&corkedConn{Conn: c}, cfg)
 	if err := tc.Handshake(); err != nil {
 		return nil, fmt.Errorf("TLS handshake with the NBD server: %w", err)
 	}

@@ -250,8 +250,8 @@ func TestClientNbdkitMultiConn(t *testing.T) {
 	uri, _ := nbdkitUnix(t, "--filter=log", "--filter=multi-conn", "file", file,
 		"logfile="+logFile, "multi-conn-mode=plugin")
 	c := dialT(t, uri, ClientOptions{})
-	if c.Multi() != defaultConnections {
-		t.Fatalf("%d connections to a server offering multi-conn, want %d", c.Multi(), defaultConnections)
+	if c.Multi() != defaultConnections() {
+		t.Fatalf("%d connections to a server offering multi-conn, want %d", c.Multi(), defaultConnections())
 	}
 	checkRoundTrip(t, c, file)
 	log, _ := os.ReadFile(logFile)
@@ -263,8 +263,8 @@ func TestClientNbdkitMultiConn(t *testing.T) {
 			}
 		}
 	}
-	if len(conns) != defaultConnections {
-		t.Fatalf("requests went over %d connections (%v), want %d", len(conns), conns, defaultConnections)
+	if len(conns) != defaultConnections() {
+		t.Fatalf("requests went over %d connections (%v), want %d", len(conns), conns, defaultConnections())
 	}
 
 	uri1, _ := nbdkitUnix(t, "--filter=multi-conn", "file", file, "multi-conn-mode=disable")

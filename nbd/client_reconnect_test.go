@@ -30,7 +30,7 @@ func testReconnect(t *testing.T, multiConn string, kill bool) {
 	file := servedFile(t)
 	uri, srv := nbdkitUnix(t, "--filter=multi-conn", "file", file, "multi-conn-mode="+multiConn)
 	c := dialT(t, uri, ClientOptions{GiveUp: 30 * time.Second, IOTimeout: 10 * time.Second})
-	if want := map[string]int{"disable": 1, "plugin": defaultConnections}[multiConn]; c.Multi() != want {
+	if want := map[string]int{"disable": 1, "plugin": defaultConnections()}[multiConn]; c.Multi() != want {
 		t.Fatalf("%d connections, want %d", c.Multi(), want)
 	}
 	want, _ := os.ReadFile(file)

@@ -7,7 +7,8 @@ import (
 	"sync"
 )
 
-// Replies through TLS. crypto/tls seals each Write into records of at
+// Replies through TLS (and a client's requests: the same holds for a
+// 1 MiB write). crypto/tls seals each Write into records of at
 // most 16 KiB and sends every record with its own write to the socket,
 // and net.Buffers falls back to one Write per buffer on a *tls.Conn: a
 // 1 MiB read reply was a 16-byte record for its header, then 64 records
@@ -93,8 +94,9 @@ type tlsReplyWriter struct {
 	scratch []byte // one record's plaintext: small pieces and a payload's head
 }
 
-// replyWriter is what a session writes its replies to: c itself, or for
-// a TLS connection over a corkedConn, a tlsReplyWriter.
+// replyWriter is what a session writes its replies (and a client its
+// requests) to: c itself, or for a TLS connection over a corkedConn, a
+// tlsReplyWriter.
 func replyWriter(c net.Conn) io.Writer {
 	if tc, ok := c.(*tls.Conn); ok {
 		if raw, ok := tc.NetConn().(*corkedConn); ok {

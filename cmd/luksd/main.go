@@ -146,7 +146,9 @@ func run(args []string) int {
 		fmt.Println("No action taken. Invoked with --test-args option.")
 		return exitOK
 	}
+	stopProfile := startProfile()
 	err = app.Run(line.args)
+	stopProfile()
 	code := report(err)
 	if (verboseFlag || line.verbose) && !isUsageError(err) {
 		// cryptsetup -v ends every command with its status on stdout.
