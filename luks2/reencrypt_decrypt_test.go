@@ -3,11 +3,14 @@ package luks2
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/luksd/luksd/blockdev/devtest"
 	"github.com/luksd/luksd/dmcrypt"
 	"github.com/luksd/luksd/internal/testtool"
 )
@@ -121,5 +124,108 @@ func TestDecryptShiftLikeCryptsetup(t *testing.T) {
 				t.Fatalf("%d: %s holds other data (from byte %d)", c.size, d, firstDifference(got, plain))
 			}
 		}
+	}
+}
+
+// part is a window of a device: the header file and the data device of a
+// power-cut trial share one recorder, so their writes are cut in order.
+type part struct {
+	Device
+	base, size int64
+}
+
+func (p part) ReadAt(b []byte, off int64) (int, error)  { return p.Device.ReadAt(b, p.base+off) }
+func (p part) WriteAt(b []byte, off int64) (int, error) { return p.Device.WriteAt(b, p.base+off) }
+
+// Every state a power cut may leave during luksd's decryption, from the
+// header export on, is resumed to the plaintext by luksd, and every
+// sixth one in decryption by cryptsetup too; before the metadata
+// marks the decryption, the ciphertext is where the header says.
+func TestDecryptShiftPowerCuts(t *testing.T) {
+	img, key, plain := luksImage(t, 4<<20+512<<10, "--luks2-keyslots-size", "256k", "--key-size", "256")
+	data, err := os.ReadFile(img)
+	mustNil(t, err)
+	h, f := readHdr(t, img)
+	f.Close()
+	seg, err := h.Segment()
+	mustNil(t, err)
+	shift, hsize, dsize := seg.Offset, h.DecryptExportSize(), int64(len(data))
+	before := append(make([]byte, hsize), data...)
+	rec := devtest.NewRecorder(devtest.MemOf(before))
+	hdr, dat := part{rec, 0, hsize}, part{rec, hsize, dsize}
+	mustNil(t, h.DecryptInit(dat, hdr, dsize, []byte("pw"), -1, DecryptParams{BlockSize: 4096}))
+	h, err = Read(hdr, hsize)
+	mustNil(t, err)
+	mustNil(t, h.Reencrypt(hdr, dsize, []byte("pw"), -1, ReencryptRun{Data: dat}))
+	seen := map[[32]byte]bool{}
+	resumed, theirs := 0, 0
+	rec.PowerCuts(before, 4, func(cut string, img []byte) {
+		sum := sha256.Sum256(img)
+		if seen[sum] {
+			return
+		}
+		seen[sum] = true
+		mem := devtest.MemOf(img)
+		hdr, dat := part{mem, 0, hsize}, part{mem, hsize, dsize}
+		h, err := Read(hdr, hsize)
+		switch {
+		case err != nil:
+			// The export was cut: the data device is untouched.
+			if !bytes.Equal(img[hsize:], data) {
+				t.Fatalf("%s: no header exported and the data device changed", cut)
+			}
+			return
+		case !h.InReencryption():
+			if v2, _ := h.v2(); v2.meta.segments[0].typ == "linear" {
+				checkPlain(t, cut, dat, plain)
+				return
+			}
+			// Exported, not marked: the ciphertext is untouched after
+			// the old data offset.
+			if !bytes.Equal(img[hsize+shift:], data[shift:]) {
+				t.Fatalf("%s: not marked and the ciphertext is damaged", cut)
+			}
+			return
+		}
+		mustNil(t, h.Repair(hdr))
+		v2, _ := h.v2()
+		// cryptsetup 2.6.1 decrypts the moved part a second time when
+		// the last hotzone is committed and the end is not: luksd only.
+		if len(seen)%6 == 0 && lastCrypt(activeSegments(v2.meta.root)) >= 0 {
+			theirs++
+			dir := t.TempDir()
+			hf, df := filepath.Join(dir, "hdr"), filepath.Join(dir, "data")
+			mustNil(t, os.WriteFile(hf, img[:hsize], 0o600))
+			mustNil(t, os.WriteFile(df, img[hsize:], 0o600))
+			cryptsetup(t, "repair", "-q", "-d", key, "--header", hf, df)
+			// A repair that recovers the last hotzone ends the decryption.
+			if strings.Contains(cryptsetup(t, "luksDump", hf), "online-reencrypt") {
+				cryptsetup(t, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, "--header", hf, df)
+			}
+			got, _ := os.ReadFile(df)
+			if !bytes.Equal(got[:len(plain)], plain) {
+				t.Fatalf("%s: cryptsetup's resume leaves other data from byte %d", cut, firstDifference(got, plain))
+			}
+		}
+		if err := h.Reencrypt(hdr, dsize, []byte("pw"), -1, ReencryptRun{Data: dat}); err != nil {
+			t.Fatalf("%s: resume: %v", cut, err)
+		}
+		resumed++
+		checkPlain(t, cut, dat, plain)
+	})
+	if resumed == 0 || theirs == 0 {
+		t.Fatal("no power-cut image was in decryption")
+	}
+	t.Logf("%d distinct power-cut images, %d in decryption resumed, %d of them by cryptsetup too", len(seen), resumed, theirs)
+}
+
+// checkPlain fails unless data starts with plain.
+func checkPlain(t *testing.T, what string, data DataDevice, plain []byte) {
+	t.Helper()
+	got := make([]byte, len(plain))
+	_, err := data.ReadAt(got, 0)
+	mustNil(t, err)
+	if !bytes.Equal(got, plain) {
+		t.Fatalf("%s: plaintext differs from byte %d", what, firstDifference(got, plain))
 	}
 }
