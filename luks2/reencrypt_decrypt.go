@@ -46,9 +46,15 @@ const defaultMovedSize = 20 << 20
 // decryption with a data shift (LUKS2_DECRYPT_DATASHIFT_REQ_VERSION).
 const decryptShiftVersion = 3
 
-// ErrMovedTooLarge: the moved part does not fit the resilience area or
-// is larger than the shift.
-var ErrMovedTooLarge = errors.New("moved segment too large")
+var (
+	// ErrMovedTooLarge: the moved part does not fit the resilience area
+	// (cryptsetup's "Moved segment too large. ...").
+	ErrMovedTooLarge = errors.New("moved segment too large")
+	// ErrMovedOverShift: the moved part asked for is larger than the
+	// shift ("Moved segment size can not be greater than data shift
+	// value.").
+	ErrMovedOverShift = errors.New("moved segment size can not be greater than data shift value")
+)
 
 // DecryptExportSize is the size of the header NEWFILE gets: both binary
 // headers, the JSON areas and the keyslots area.
@@ -158,7 +164,7 @@ func (h *header) decryptShiftMetadata(dev Device, devSize int64, passphrase []by
 	block := max(p.BlockSize, old.sectorSize, 512)
 	moved := uint64(p.MovedSize)
 	if moved > shift {
-		return nil, nil, 0, fmt.Errorf("%w: moved segment size can not be greater than data shift value", ErrMovedTooLarge)
+		return nil, nil, 0, ErrMovedOverShift
 	}
 	if moved == 0 {
 		moved = min(shift, defaultMovedSize)
@@ -200,7 +206,7 @@ func (h *header) decryptShiftMetadata(dev Device, devSize int64, passphrase []by
 	}
 	area.set("shift_size", jUint64Str(shift))
 	if moved > room {
-		return fail(fmt.Errorf("%w: requested size %d, available space for: %d", ErrMovedTooLarge, moved, room))
+		return fail(fmt.Errorf("%w. Requested size %d, available space for: %d", ErrMovedTooLarge, moved, room))
 	}
 	root := h.meta.root.clone()
 	root.get("keyslots").set(strconv.Itoa(reSlot), obj("area", area, "type", jString("reencrypt"), "key_size", jInt(1),
