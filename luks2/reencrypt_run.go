@@ -26,14 +26,17 @@ type reencryptJob struct {
 	old, new dmcrypt.SectorCipher
 }
 
-func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) error {
+// newReencryptJob reads the reencryption's state into a job over dev
+// (devSize bytes of header and data) run as run says: the data through
+// dev and commits as they are unless run says otherwise.
+func (h *header) newReencryptJob(dev Device, devSize int64, run ReencryptRun) (*reencryptJob, error) {
 	st, err := h.reencryptState()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	j := &reencryptJob{h: h, dev: dev, st: st, run: run}
 	if j.total, err = st.dataSize(devSize); err != nil {
-		return err
+		return nil, err
 	}
 	if j.run.Data == nil {
 		j.run.Data = dev
@@ -41,6 +44,15 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	if j.run.Commit == nil {
 		j.run.Commit = func(write func() error) error { return write() }
 	}
+	return j, nil
+}
+
+func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) error {
+	j, err := h.newReencryptJob(dev, devSize, run)
+	if err != nil {
+		return err
+	}
+	st := j.st
 	if len(st.oldDigest.keyslots) == 0 && st.hot == nil && st.done >= j.total {
 		// cryptsetup killed while it finished: every byte is in the new
 		// cipher and the old keyslots are gone, but the metadata is not
