@@ -92,6 +92,32 @@ func onlineUnderWriters(t *testing.T, oldSS, newSS int) {
 	if _, err := d.ReadAt(got, 0); err != nil || !bytes.Equal(got, model) {
 		t.Fatalf("reading the reencrypted volume: %v, equal %v", err, bytes.Equal(got, model))
 	}
+	// Ended, the volume is one segment in the new key: it suspends and
+	// resumes with that key.
+	if err := d.Suspend(); !errors.Is(err, ErrSegmented) {
+		t.Fatalf("Suspend before End: %v", err)
+	}
+	if err := r.End(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Suspend(); err != nil {
+		t.Fatalf("Suspend after End: %v", err)
+	}
+	if err := d.Resume(newCipher(t, "aes-cbc-essiv:sha256", newKey)); err != nil {
+		t.Fatal(err)
+	}
+	clear(got)
+	if _, err := d.ReadAt(got, 0); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("reading after suspend and resume: %v, equal %v", err, bytes.Equal(got, model))
+	}
+	if _, err := d.WriteAt(model[:block], 0); err != nil {
+		t.Fatal(err)
+	}
+	m.ReadAt(raw[:block], dataOff)
+	newC.Decrypt(raw[:block], 0, newSS)
+	if !bytes.Equal(raw[:block], model[:block]) {
+		t.Fatal("a write after End is not in the new cipher")
+	}
 }
 
 // A hotzone whose rewrite failed is not served: its sectors may be in

@@ -114,6 +114,16 @@ func TestReencryptOnlineUnderWriters(t *testing.T) {
 			if s := luksd(t, nil, "status", "online").ok(t).stdout; strings.Contains(s, "reencryption") || !strings.Contains(s, "cipher:  "+c.newCipher) {
 				t.Errorf("status after the reencryption:\n%s", s)
 			}
+			// Suspended and resumed with the new key, without a reopen.
+			luksd(t, nil, "luksSuspend", "online").expect(t, 0, "")
+			luksd(t, nil, "luksResume", "--key-file", keyFile, "online").expect(t, 0, "")
+			clear(got)
+			if _, err := dev.ReadAt(got, 0); err != nil {
+				t.Fatal(err)
+			}
+			if i := firstDiff(got, model); i >= 0 {
+				t.Fatalf("after luksSuspend and luksResume the volume differs from byte %d", i)
+			}
 			stopVolume(t, "online", done)
 			w.checkData(img, keyFile, c, model)
 		})
