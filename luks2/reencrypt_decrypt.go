@@ -633,27 +633,7 @@ func (j *decryptJob) finish(active []*node) error {
 	if len(active) != 1 || active[0].get("type").str != "linear" {
 		return errors.New("decryption ended with segments left")
 	}
-	root := j.h.meta.root.clone()
-	segs := jObject()
-	segs.set("0", linearSegment(0, 0))
-	root.set("segments", segs)
-	var areas []interval
-	keyslots := root.get("keyslots")
-	for _, id := range append([]int{j.slot}, j.digest.keyslots...) {
-		if k := j.h.meta.keyslots[id]; k != nil {
-			areas = append(areas, interval{k.areaOffset, k.areaSize})
-		}
-		keyslots.del(strconv.Itoa(id))
-	}
-	digests := root.get("digests")
-	digests.del(strconv.Itoa(j.digest.id))
-	if d := j.h.meta.keyslotDigest(j.slot); d != nil {
-		digests.del(strconv.Itoa(d.id))
-	}
-	for _, d := range digests.vals {
-		d.set("segments", jArray())
-	}
-	removeRequirement(root, reencryptFlag)
+	root, areas := j.h.finishedRoot(linearSegment(0, 0), j.slot, j.digest)
 	return j.run.Commit(func() error {
 		if err := randomArea(j.run.Data, j.total, j.shift); err != nil {
 			return fmt.Errorf("failed to wipe unused data device area: %w", err)

@@ -402,31 +402,9 @@ func onPieces(n, piece int, fn func(lo, hi int)) {
 // wipes the areas no keyslot names any more.
 func (j *reencryptJob) finish() error {
 	st := j.st
-	root := j.h.meta.root.clone()
-	segs := jObject()
-	segs.set("0", segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize))
-	root.set("segments", segs)
-	gone := append([]int{st.slot}, st.oldDigest.keyslots...)
-	var areas []interval
-	keyslots := root.get("keyslots")
-	for _, s := range gone {
-		if k := j.h.meta.keyslots[s]; k != nil {
-			areas = append(areas, interval{k.areaOffset, k.areaSize})
-		}
-		keyslots.del(strconv.Itoa(s))
-	}
-	digests := root.get("digests")
-	digests.del(strconv.Itoa(st.oldDigest.id))
-	if d := j.h.meta.keyslotDigest(st.slot); d != nil {
-		digests.del(strconv.Itoa(d.id))
-	}
-	digests.get(strconv.Itoa(st.newDigest.id)).set("segments", idsNode([]int{0}))
-	for _, d := range digests.vals {
-		if d != digests.get(strconv.Itoa(st.newDigest.id)) {
-			d.set("segments", jArray())
-		}
-	}
-	removeRequirement(root, func(r string) bool { return reencryptFlag(r) })
+	root, areas := j.h.finishedRoot(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize),
+		st.slot, st.oldDigest)
+	root.get("digests").get(strconv.Itoa(st.newDigest.id)).set("segments", idsNode([]int{0}))
 	err := j.run.Commit(func() error {
 		if err := j.h.replace(j.dev, root); err != nil {
 			return err
@@ -439,6 +417,35 @@ func (j *reencryptJob) finish() error {
 		return flush(j.dev)
 	})
 	return err
+}
+
+// finishedRoot is the metadata at the end of a reencryption: seg the one
+// segment; the reencrypt keyslot reSlot and the old key's keyslots gone
+// with their digests; no digest bound to a segment; no reencryption
+// requirement. It returns the areas of the keyslots gone, to wipe.
+func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []interval) {
+	root := h.meta.root.clone()
+	segs := jObject()
+	segs.set("0", seg)
+	root.set("segments", segs)
+	var areas []interval
+	keyslots := root.get("keyslots")
+	for _, id := range append([]int{reSlot}, old.keyslots...) {
+		if k := h.meta.keyslots[id]; k != nil {
+			areas = append(areas, interval{k.areaOffset, k.areaSize})
+		}
+		keyslots.del(strconv.Itoa(id))
+	}
+	digests := root.get("digests")
+	digests.del(strconv.Itoa(old.id))
+	if d := h.meta.keyslotDigest(reSlot); d != nil {
+		digests.del(strconv.Itoa(d.id))
+	}
+	for _, d := range digests.vals {
+		d.set("segments", jArray())
+	}
+	removeRequirement(root, reencryptFlag)
+	return root, areas
 }
 
 // removeRequirement drops the mandatory requirements drop matches, and the
