@@ -435,6 +435,7 @@ func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []inte
 			areas = append(areas, interval{k.areaOffset, k.areaSize})
 		}
 		keyslots.del(strconv.Itoa(id))
+		unassignTokens(root, id)
 	}
 	digests := root.get("digests")
 	digests.del(strconv.Itoa(old.id))
@@ -446,6 +447,29 @@ func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []inte
 	}
 	removeRequirement(root, reencryptFlag)
 	return root, areas
+}
+
+// unassignTokens removes keyslot from the tokens' keyslot lists, as
+// cryptsetup does when it destroys a keyslot (the tokens stay).
+func unassignTokens(root *node, keyslot int) {
+	tokens := root.get("tokens")
+	if tokens == nil {
+		return
+	}
+	id := strconv.Itoa(keyslot)
+	for _, t := range tokens.vals {
+		ks := t.get("keyslots")
+		if ks == nil || ks.kind != kindArray {
+			continue
+		}
+		kept := ks.vals[:0]
+		for _, v := range ks.vals {
+			if v.str != id {
+				kept = append(kept, v)
+			}
+		}
+		ks.vals = kept
+	}
 }
 
 // removeRequirement drops the mandatory requirements drop matches, and the
