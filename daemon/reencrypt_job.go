@@ -61,6 +61,13 @@ func (o *onlineJob) finished(job *ReencryptJob, err error) {
 	case job.reen != nil && job.reen.Done() >= o.dev.Size():
 		Log.Printf("%s: online reencryption finished", name)
 		f := o.final
+		// The volume is one segment again, in the new key: luksSuspend
+		// and luksResume work as after an open.
+		if err := job.reen.End(); err != nil {
+			Log.Printf("%s: %s", name, oneLine(err))
+		} else if o.keys != nil {
+			o.keys.rekey(f, job.NewKey)
+		}
 		o.saveState(func(st *State) {
 			st.Reencryption, st.ReencryptRunning, st.ReencryptDone, st.ReencryptTotal = "", false, 0, 0
 			st.Cipher, st.KeySize, st.SectorSize = f.Cipher, len(job.NewKey), f.SectorSize

@@ -47,6 +47,15 @@ func newKeyControl(dev *dmcrypt.Device, seg Segment, key []byte) (*keyControl, e
 	return k, nil
 }
 
+// rekey makes key, for segment seg, the one resume and check take: the
+// volume's key after an online reencryption ended.
+func (k *keyControl) rekey(seg Segment, key []byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.check = k.sum(key)
+	k.newCipher = func(key []byte) (dmcrypt.SectorCipher, error) { return sectorCipher(seg, key) }
+}
+
 func (k *keyControl) sum(key []byte) []byte {
 	m := hmac.New(sha256.New, k.salt[:])
 	m.Write(key)

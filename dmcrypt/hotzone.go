@@ -96,6 +96,37 @@ func (d *Device) BeginReencryption(old, new ReencryptSegment, done int64) (*Reen
 	return r, nil
 }
 
+// End makes the new segment of a finished reencryption (all of the data
+// in the new cipher) the Device's one segment: its cipher and sector
+// size, no parts, so the Device suspends and resumes (with the new key)
+// as one that was opened so. It waits for the requests under way.
+func (r *Reencryption) End() error {
+	d := r.d
+	d.suspendMu.Lock()
+	defer d.suspendMu.Unlock()
+	switch {
+	case d.online.Load() != r:
+		return errors.New("the reencryption no longer maps the device")
+	case r.Done() < d.size.Load():
+		return errors.New("the reencryption has not finished")
+	case d.gate.shut.Load():
+		return ErrSuspended
+	}
+	d.gate.close()
+	previous := d.cipher
+	d.cipher, d.sectorSize, d.ivOffset = r.new.cipher, r.new.sectorSize, r.new.ivOffset
+	d.parts = nil
+	d.online.Store(nil)
+	d.gate.open()
+	r.new.closed.Store(true) // its cipher is the Device's now
+	r.old.closed.Store(true)
+	r.old.cipher.Wipe()
+	if previous != nil {
+		previous.Wipe()
+	}
+	return nil
+}
+
 // Done is the boundary: the bytes of plaintext in the new cipher.
 func (r *Reencryption) Done() int64 {
 	r.mu.Lock()

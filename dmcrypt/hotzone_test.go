@@ -2,11 +2,10 @@ package dmcrypt
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/luksd/luksd/blockdev/devtest"
@@ -52,14 +51,15 @@ func onlineUnderWriters(t *testing.T, oldSS, newSS int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stop atomic.Bool
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for k := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- hammerBlocks(d, model, k, 4, block, &stop)
+			errs <- devtest.Hammer(ctx, d, model, k, 4, block, uint64(k))
 		}()
 	}
 	oldC, newC := newCipher(t, "aes-xts-plain64", oldKey), newCipher(t, "aes-cbc-essiv:sha256", newKey)
@@ -74,7 +74,7 @@ func onlineUnderWriters(t *testing.T, oldSS, newSS int) {
 		m.WriteAt(b, dataOff+done)
 		r.Advance(done + n)
 	}
-	stop.Store(true)
+	stop()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -92,34 +92,32 @@ func onlineUnderWriters(t *testing.T, oldSS, newSS int) {
 	if _, err := d.ReadAt(got, 0); err != nil || !bytes.Equal(got, model) {
 		t.Fatalf("reading the reencrypted volume: %v, equal %v", err, bytes.Equal(got, model))
 	}
-}
-
-// hammerBlocks writes random pieces of its own blocks of d (every nth of
-// size bytes, from the kth) until stop, reading each block back at once
-// and keeping model up to date.
-func hammerBlocks(d *Device, model []byte, k, n, size int, stop *atomic.Bool) error {
-	rng := mrand.New(mrand.NewPCG(uint64(k), 7))
-	got := make([]byte, size)
-	blocks := len(model) / size
-	for !stop.Load() {
-		b := k + n*rng.IntN(blocks/n)
-		lo, hi := rng.IntN(size/2), size/2+rng.IntN(size/2)+1
-		data := make([]byte, hi-lo)
-		for i := range data {
-			data[i] = byte(rng.Uint32())
-		}
-		if _, err := d.WriteAt(data, int64(b*size+lo)); err != nil {
-			return err
-		}
-		copy(model[b*size+lo:], data)
-		if _, err := d.ReadAt(got, int64(b*size)); err != nil {
-			return err
-		}
-		if !bytes.Equal(got, model[b*size:(b+1)*size]) {
-			return fmt.Errorf("block %d reads back wrong right after its write", b)
-		}
+	// Ended, the volume is one segment in the new key: it suspends and
+	// resumes with that key.
+	if err := d.Suspend(); !errors.Is(err, ErrSegmented) {
+		t.Fatalf("Suspend before End: %v", err)
 	}
-	return nil
+	if err := r.End(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Suspend(); err != nil {
+		t.Fatalf("Suspend after End: %v", err)
+	}
+	if err := d.Resume(newCipher(t, "aes-cbc-essiv:sha256", newKey)); err != nil {
+		t.Fatal(err)
+	}
+	clear(got)
+	if _, err := d.ReadAt(got, 0); err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("reading after suspend and resume: %v, equal %v", err, bytes.Equal(got, model))
+	}
+	if _, err := d.WriteAt(model[:block], 0); err != nil {
+		t.Fatal(err)
+	}
+	m.ReadAt(raw[:block], dataOff)
+	newC.Decrypt(raw[:block], 0, newSS)
+	if !bytes.Equal(raw[:block], model[:block]) {
+		t.Fatal("a write after End is not in the new cipher")
+	}
 }
 
 // A hotzone whose rewrite failed is not served: its sectors may be in

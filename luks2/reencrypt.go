@@ -112,5 +112,8 @@ func (h *Header) Reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	if isEncryptShift(v2.meta.root) {
 		return v2.encryptShift(dev, devSize, passphrase, slot, r)
 	}
+	if isDecryptShift(v2.meta.root) {
+		return v2.decryptShift(dev, devSize, passphrase, slot, r)
+	}
 	return v2.reencrypt(dev, devSize, passphrase, slot, r)
 }

@@ -74,6 +74,7 @@ func (h *header) reencryptInit(dev Device, devSize int64, passphrases map[int][]
 		made = append(made, ks)
 		newIDs = append(newIDs, ks.id)
 		keyslots.set(strconv.Itoa(ks.id), ks.node(p.KeySize))
+		assignTokens(root, s, ks.id)
 	}
 	reSlot, err := h.freeSlotExcept(taken)
 	if err != nil {
@@ -123,6 +124,35 @@ func (h *header) reencryptInit(dev Device, devSize int64, passphrases map[int][]
 		}
 		return nil
 	})
+}
+
+// assignTokens assigns keyslot to each token keyslot from is assigned to,
+// in token order, as cryptsetup reencrypt's assign_tokens does for the
+// keyslot it makes from another.
+func assignTokens(root *node, from, to int) {
+	tokens := root.get("tokens")
+	if tokens == nil {
+		return
+	}
+	ids := make([]int, 0, len(tokens.keys))
+	for _, k := range tokens.keys {
+		if id, err := strconv.Atoi(k); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		ks := tokens.get(strconv.Itoa(id)).get("keyslots")
+		if ks == nil || ks.kind != kindArray {
+			continue
+		}
+		for _, v := range ks.vals {
+			if v.str == strconv.Itoa(from) {
+				ks.push(jString(strconv.Itoa(to)))
+				break
+			}
+		}
+	}
 }
 
 // reencryptDefaults fills p from the data segment and checks it.

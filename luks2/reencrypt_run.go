@@ -26,14 +26,17 @@ type reencryptJob struct {
 	old, new dmcrypt.SectorCipher
 }
 
-func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) error {
+// newReencryptJob reads the reencryption's state into a job over dev
+// (devSize bytes of header and data) run as run says: the data through
+// dev and commits as they are unless run says otherwise.
+func (h *header) newReencryptJob(dev Device, devSize int64, run ReencryptRun) (*reencryptJob, error) {
 	st, err := h.reencryptState()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	j := &reencryptJob{h: h, dev: dev, st: st, run: run}
 	if j.total, err = st.dataSize(devSize); err != nil {
-		return err
+		return nil, err
 	}
 	if j.run.Data == nil {
 		j.run.Data = dev
@@ -41,6 +44,15 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	if j.run.Commit == nil {
 		j.run.Commit = func(write func() error) error { return write() }
 	}
+	return j, nil
+}
+
+func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) error {
+	j, err := h.newReencryptJob(dev, devSize, run)
+	if err != nil {
+		return err
+	}
+	st := j.st
 	if len(st.oldDigest.keyslots) == 0 && st.hot == nil && st.done >= j.total {
 		// cryptsetup killed while it finished: every byte is in the new
 		// cipher and the old keyslots are gone, but the metadata is not
@@ -390,31 +402,9 @@ func onPieces(n, piece int, fn func(lo, hi int)) {
 // wipes the areas no keyslot names any more.
 func (j *reencryptJob) finish() error {
 	st := j.st
-	root := j.h.meta.root.clone()
-	segs := jObject()
-	segs.set("0", segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize))
-	root.set("segments", segs)
-	gone := append([]int{st.slot}, st.oldDigest.keyslots...)
-	var areas []interval
-	keyslots := root.get("keyslots")
-	for _, s := range gone {
-		if k := j.h.meta.keyslots[s]; k != nil {
-			areas = append(areas, interval{k.areaOffset, k.areaSize})
-		}
-		keyslots.del(strconv.Itoa(s))
-	}
-	digests := root.get("digests")
-	digests.del(strconv.Itoa(st.oldDigest.id))
-	if d := j.h.meta.keyslotDigest(st.slot); d != nil {
-		digests.del(strconv.Itoa(d.id))
-	}
-	digests.get(strconv.Itoa(st.newDigest.id)).set("segments", idsNode([]int{0}))
-	for _, d := range digests.vals {
-		if d != digests.get(strconv.Itoa(st.newDigest.id)) {
-			d.set("segments", jArray())
-		}
-	}
-	removeRequirement(root, func(r string) bool { return reencryptFlag(r) })
+	root, areas := j.h.finishedRoot(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize),
+		st.slot, st.oldDigest)
+	root.get("digests").get(strconv.Itoa(st.newDigest.id)).set("segments", idsNode([]int{0}))
 	err := j.run.Commit(func() error {
 		if err := j.h.replace(j.dev, root); err != nil {
 			return err
@@ -427,6 +417,59 @@ func (j *reencryptJob) finish() error {
 		return flush(j.dev)
 	})
 	return err
+}
+
+// finishedRoot is the metadata at the end of a reencryption: seg the one
+// segment; the reencrypt keyslot reSlot and the old key's keyslots gone
+// with their digests; no digest bound to a segment; no reencryption
+// requirement. It returns the areas of the keyslots gone, to wipe.
+func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []interval) {
+	root := h.meta.root.clone()
+	segs := jObject()
+	segs.set("0", seg)
+	root.set("segments", segs)
+	var areas []interval
+	keyslots := root.get("keyslots")
+	for _, id := range append([]int{reSlot}, old.keyslots...) {
+		if k := h.meta.keyslots[id]; k != nil {
+			areas = append(areas, interval{k.areaOffset, k.areaSize})
+		}
+		keyslots.del(strconv.Itoa(id))
+		unassignTokens(root, id)
+	}
+	digests := root.get("digests")
+	digests.del(strconv.Itoa(old.id))
+	if d := h.meta.keyslotDigest(reSlot); d != nil {
+		digests.del(strconv.Itoa(d.id))
+	}
+	for _, d := range digests.vals {
+		d.set("segments", jArray())
+	}
+	removeRequirement(root, reencryptFlag)
+	return root, areas
+}
+
+// unassignTokens removes keyslot from the tokens' keyslot lists, as
+// cryptsetup does when it destroys a keyslot (the tokens stay).
+func unassignTokens(root *node, keyslot int) {
+	tokens := root.get("tokens")
+	if tokens == nil {
+		return
+	}
+	id := strconv.Itoa(keyslot)
+	for _, t := range tokens.vals {
+		ks := t.get("keyslots")
+		if ks == nil || ks.kind != kindArray {
+			continue
+		}
+		kept := ks.vals[:0]
+		for _, v := range ks.vals {
+			if v.str != id {
+				kept = append(kept, v)
+			}
+		}
+		ks.vals = kept
+	}
 }
 
 // removeRequirement drops the mandatory requirements drop matches, and the

@@ -48,16 +48,12 @@ func (h *Header) ReencryptWithKeys(dev Device, devSize int64, oldVK, newVK []byt
 	if !ok || !h.InReencryption() {
 		return ErrNotInReencryption
 	}
-	st, err := v2.reencryptState()
+	if r.Data == nil || r.Commit == nil {
+		return fmt.Errorf("online reencryption needs a data device and a commit")
+	}
+	j, err := v2.newReencryptJob(dev, devSize, r)
 	if err != nil {
 		return err
-	}
-	j := &reencryptJob{h: v2, dev: dev, st: st, run: r}
-	if j.total, err = st.dataSize(devSize); err != nil {
-		return err
-	}
-	if j.run.Data == nil || j.run.Commit == nil {
-		return fmt.Errorf("online reencryption needs a data device and a commit")
 	}
 	return j.runWithKeys(oldVK, newVK)
 }

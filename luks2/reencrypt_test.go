@@ -108,6 +108,12 @@ func TestReencryptMetadataLikeCryptsetup(t *testing.T) {
 		img, key := reencImage(t, c.format...)
 		cryptsetup(t, "luksAddKey", "-q", "--pbkdf", "argon2id", "--pbkdf-force-iterations", "4",
 			"--pbkdf-memory", "32", "--key-file", key, img, key)
+		// Tokens of the keyslot kept follow it to its new keyslot.
+		tok := filepath.Join(t.TempDir(), "token.json")
+		for _, a := range [][]string{{"0", `"0","1"`}, {"3", `"1"`}, {"5", `"0"`}} {
+			mustNil(t, os.WriteFile(tok, []byte(`{"type":"luksd-test","keyslots":[`+a[1]+`]}`), 0o600))
+			cryptsetup(t, "token", "import", "--json-file", tok, "--token-id", a[0], img)
+		}
 		mine := copyImage(t, img)
 		cryptsetup(t, append([]string{"reencrypt", "-q", "--force-offline-reencrypt", "--init-only", "--key-file", key, "-S", "1", img}, c.flags...)...)
 		h, f := readHdr(t, mine)

@@ -50,14 +50,13 @@ func reencrypt(c *cli.Context) error {
 	if encryptsPlainDevice(c, dev) {
 		return reencryptEncrypt(c, dev)
 	}
+	if c.Bool("decrypt") || c.IsSet("header") {
+		return reencryptWithHeader(c, dev) // reencrypt_decrypt.go
+	}
 	if st, err := activeVolume(dev); err != nil {
 		return err
 	} else if st != nil {
 		return reencryptOnline(c, st) // reencrypt_online.go
-	}
-	if c.IsSet("header") {
-		// The data would have to go through the data device, not the header.
-		return exitf(exitParams, "Option --header is not supported by luksd reencrypt.")
 	}
 	// Offline: nothing may have the device open (luksd open or serve, a
 	// mount, dm-crypt); the claim lasts the whole run.
@@ -109,7 +108,7 @@ func reencrypt(c *cli.Context) error {
 		}
 	}
 	defer pass.Wipe()
-	return runReencrypt(c, h, f, hp, pass.Bytes())
+	return runReencrypt(c, h, f, hp, pass.Bytes(), f.File, f.Size)
 }
 
 // reencryptInit asks for the passphrase of each keyslot kept (-S, or all
@@ -177,8 +176,9 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	return last, nil
 }
 
-// runReencrypt runs the marked reencryption to its end or a signal.
-func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, pass []byte) error {
+// runReencrypt runs the marked reencryption (header f) of the data on
+// data (size bytes) to its end or a signal.
+func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, pass []byte, data luks2.DataDevice, size int64) error {
 	var stop atomic.Bool
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -192,12 +192,12 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		HotzoneSize: c.Int64("hotzone-size"),
 		Resilience:  c.String("resilience"),
 		Hash:        c.String("resilience-hash"),
-		Data:        f.File,
+		Data:        data,
 		Commit:      func(write func() error) error { return f.Edit(write) },
 		Stop:        stop.Load,
 		Progress:    reencryptProgress(c),
 	}
-	err := h.Reencrypt(f, f.Size, pass, c.Int("key-slot"), run)
+	err := h.Reencrypt(f, size, pass, c.Int("key-slot"), run)
 	switch {
 	case err == nil:
 		return nil

@@ -166,5 +166,5 @@ func reencryptEncrypt(c *cli.Context, dev string) error {
 	if c.Bool("force-offline-reencrypt") && !c.Bool("batch-mode") {
 		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
 	}
-	return runReencrypt(c, h, f, dev, pass.Bytes())
+	return runReencrypt(c, h, f, dev, pass.Bytes(), f.File, f.Size)
 }

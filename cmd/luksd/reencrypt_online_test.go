@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/devtest"
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/internal/testtool"
 	"github.com/luksd/luksd/keyring"
@@ -62,39 +62,6 @@ func openSpec(t *testing.T, img string, pass []byte, name, fe string) (daemon.Sp
 	return v.spec(name, daemon.Options{Frontend: fe}), k
 }
 
-// hammer writes random data to its own blocks of dev (every nth of
-// blockSize bytes, from the kth) until ctx ends, reading each back at
-// once; it records what it wrote in model and reports the first
-// mismatch or failure.
-func hammer(ctx context.Context, dev blockdev.Device, model []byte, k, n, blockSize int, seed uint64) error {
-	rng := mrand.New(mrand.NewPCG(seed, 1))
-	blocks := len(model) / blockSize
-	got := make([]byte, blockSize)
-	for ctx.Err() == nil {
-		b := k + n*rng.IntN((blocks-k+n-1)/n)
-		if b >= blocks {
-			continue
-		}
-		// A piece of the block, unaligned at times (read-modify-write).
-		lo := rng.IntN(blockSize / 2)
-		hi := blockSize/2 + rng.IntN(blockSize/2) + 1
-		off := int64(b*blockSize + lo)
-		data := make([]byte, hi-lo)
-		rand.Read(data)
-		if _, err := dev.WriteAt(data, off); err != nil {
-			return fmt.Errorf("write at %d: %w", off, err)
-		}
-		copy(model[b*blockSize+lo:], data)
-		if _, err := dev.ReadAt(got, int64(b*blockSize)); err != nil {
-			return fmt.Errorf("read at %d: %w", b*blockSize, err)
-		}
-		if !bytes.Equal(got, model[b*blockSize:(b+1)*blockSize]) {
-			return fmt.Errorf("block %d reads back wrong right after its write", b)
-		}
-	}
-	return nil
-}
-
 // A volume open in a daemon is reencrypted online by `luksd reencrypt
 // NAME` while writers hammer it, the hotzone included: every write lands
 // (read back at once and at the end), and the result is the new cipher
@@ -120,7 +87,7 @@ func TestReencryptOnlineUnderWriters(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					errs <- hammer(ctx, dev, model, k, writers, 8192, uint64(k))
+					errs <- devtest.Hammer(ctx, dev, model, k, writers, 8192, uint64(k))
 				}()
 			}
 			r := luksd(t, nil, append([]string{"reencrypt", "-q", "--progress-json", "--hotzone-size", "262144", "-d", keyFile, "online"}, c.reencrypt...)...)
@@ -146,6 +113,16 @@ func TestReencryptOnlineUnderWriters(t *testing.T) {
 			}
 			if s := luksd(t, nil, "status", "online").ok(t).stdout; strings.Contains(s, "reencryption") || !strings.Contains(s, "cipher:  "+c.newCipher) {
 				t.Errorf("status after the reencryption:\n%s", s)
+			}
+			// Suspended and resumed with the new key, without a reopen.
+			luksd(t, nil, "luksSuspend", "online").expect(t, 0, "")
+			luksd(t, nil, "luksResume", "--key-file", keyFile, "online").expect(t, 0, "")
+			clear(got)
+			if _, err := dev.ReadAt(got, 0); err != nil {
+				t.Fatal(err)
+			}
+			if i := firstDiff(got, model); i >= 0 {
+				t.Fatalf("after luksSuspend and luksResume the volume differs from byte %d", i)
 			}
 			stopVolume(t, "online", done)
 			w.checkData(img, keyFile, c, model)
