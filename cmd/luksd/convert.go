@@ -56,7 +56,9 @@ func convert(c *cli.Context) error {
 		return exitf(exitParams, "Device is already LUKS%d type.", to)
 	}
 	if !confirm(c, fmt.Sprintf("This operation will convert %s to LUKS%d format.\n", hp, to)) {
-		return errAborted(exitPermission, "Operation aborted, device was NOT converted.")
+		// cryptsetup's message ends with a newline of its own.
+		fmt.Fprint(os.Stderr, "Operation aborted, device was NOT converted.\n\n")
+		return errAborted(exitPermission, "")
 	}
 	return d.edit(func() error {
 		_, err := h.Convert(d, d.Size, to, luks2.ConvertOptions{InUse: volumeActive})

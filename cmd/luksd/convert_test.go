@@ -236,3 +236,35 @@ func TestConvertRefusalsLikeCryptsetup(t *testing.T) {
 		t.Errorf("a LUKS1 header with luksmeta data was converted or changed (luksd exit %d)", ld.code)
 	}
 }
+
+// TestConvertAsksLikeCryptsetup: on a terminal, without -q, convert asks
+// as cryptsetup does; anything but YES leaves the device as it was (exit
+// 2), YES converts it. Screens are compared with cryptsetup's.
+func TestConvertAsksLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	seed := w.image("seed.img")
+	w.cs(nil, append(luks1Forced(), seed, key)...).ok(t)
+	orig, _ := os.ReadFile(seed)
+	for _, answer := range []string{"no", "YES"} {
+		var screens [2]string
+		var codes [2]int
+		var imgs [2][]byte
+		for i, prog := range []string{w.cryptsetup, testtool.Luksd(t)} {
+			img := w.path(fmt.Sprintf("ask-%d.img", i))
+			os.WriteFile(img, orig, 0o600)
+			s := startProgOnTTY(t, prog, "convert", img, "--type", "luks2")
+			s.answer(sureSuffix, 1, answer)
+			codes[i], screens[i] = s.wait()
+			screens[i] = strings.ReplaceAll(screens[i], img, "IMG")
+			imgs[i], _ = os.ReadFile(img)
+		}
+		if codes[0] != codes[1] || screens[0] != screens[1] {
+			t.Errorf("answer %s: cryptsetup exit %d %q, luksd exit %d %q", answer, codes[0], screens[0], codes[1], screens[1])
+		}
+		sameConversion(t, "answer "+answer, imgs[0], imgs[1])
+		if answer == "no" && !bytes.Equal(imgs[1], orig) {
+			t.Error("a declined conversion changed the image")
+		}
+	}
+}
