@@ -145,7 +145,6 @@ var optionAliases = map[string]string{
 // otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
 // not have: a script that uses one learns why it failed.
 var otherActions = []string{
-	"repair",
 	"tcryptDump", "bitlkDump", "fvault2Dump", "loopaesOpen", "tcryptOpen", "bitlkOpen", "fvault2Open",
 }
 
@@ -196,6 +195,7 @@ var verbArgs = map[string]struct {
 	"resize":            {1, "<name>"},
 	"reencrypt":         {1, "<device>"},
 	"convert":           {1, "<device>"},
+	"repair":            {1, "<device>"},
 }
 
 // refusesOptions reports whether action is one of cryptsetup's, whose
