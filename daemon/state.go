@@ -343,6 +343,17 @@ func UserOf(path string) string {
 	return ""
 }
 
+// ActiveByUUID returns the name of an active volume whose LUKS header has
+// UUID uuid (any case), or "".
+func ActiveByUUID(uuid string) string {
+	for _, s := range activeStates() {
+		if s.UUID != "" && strings.EqualFold(s.UUID, uuid) {
+			return s.Name
+		}
+	}
+	return ""
+}
+
 // activeStates returns the states of the active volumes.
 func activeStates() []*State {
 	var all []*State

@@ -79,27 +79,7 @@ func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 	if _, err := dev.ReadAt(raw, 0); err != nil {
 		return nil, fmt.Errorf("%w: reading LUKS1 header: %v", ErrNotLUKS, err)
 	}
-	h := &luks1Header{
-		cipherName:    cString(raw[8:40]),
-		cipherMode:    cString(raw[40:72]),
-		hashSpec:      cString(raw[72:104]),
-		payloadOffset: binary.BigEndian.Uint32(raw[104:]),
-		keyBytes:      binary.BigEndian.Uint32(raw[108:]),
-		mkDigestIter:  binary.BigEndian.Uint32(raw[164:]),
-		uuidText:      cString(raw[168:208]),
-	}
-	copy(h.raw[:], raw)
-	copy(h.mkDigest[:], raw[112:132])
-	copy(h.mkDigestSalt[:], raw[132:164])
-	for i := range h.slots {
-		b := raw[luks1KeyblockBase+i*luks1KeyblockSize:]
-		s := &h.slots[i]
-		s.active = binary.BigEndian.Uint32(b)
-		s.iterations = binary.BigEndian.Uint32(b[4:])
-		copy(s.salt[:], b[8:40])
-		s.offset = binary.BigEndian.Uint32(b[40:])
-		s.stripes = binary.BigEndian.Uint32(b[44:])
-	}
+	h := decodeLUKS1(raw)
 	if h.keyBytes == 0 || h.keyBytes > 256 {
 		return nil, fmt.Errorf("LUKS1 header has an invalid key size %d", h.keyBytes)
 	}
@@ -133,6 +113,33 @@ func readLUKS1(dev io.ReaderAt, size int64) (*luks1Header, error) {
 		return nil, &LUKS1TooSmallError{Need: need}
 	}
 	return h, nil
+}
+
+// decodeLUKS1 decodes the fields of a raw LUKS1 header; nothing is
+// checked.
+func decodeLUKS1(raw []byte) *luks1Header {
+	h := &luks1Header{
+		cipherName:    cString(raw[8:40]),
+		cipherMode:    cString(raw[40:72]),
+		hashSpec:      cString(raw[72:104]),
+		payloadOffset: binary.BigEndian.Uint32(raw[104:]),
+		keyBytes:      binary.BigEndian.Uint32(raw[108:]),
+		mkDigestIter:  binary.BigEndian.Uint32(raw[164:]),
+		uuidText:      cString(raw[168:208]),
+	}
+	copy(h.raw[:], raw)
+	copy(h.mkDigest[:], raw[112:132])
+	copy(h.mkDigestSalt[:], raw[132:164])
+	for i := range h.slots {
+		b := raw[luks1KeyblockBase+i*luks1KeyblockSize:]
+		s := &h.slots[i]
+		s.active = binary.BigEndian.Uint32(b)
+		s.iterations = binary.BigEndian.Uint32(b[4:])
+		copy(s.salt[:], b[8:40])
+		s.offset = binary.BigEndian.Uint32(b[40:])
+		s.stripes = binary.BigEndian.Uint32(b[44:])
+	}
+	return h
 }
 
 // keyAreaEnd is the end of the last keyslot area in sectors.

@@ -97,7 +97,7 @@ func TestCLIErrorsAndExitCodes(t *testing.T) {
 	luksd(t, nil, "luksHeaderBackup", plain).expect(t, 1, "Option --header-backup-file is required.")
 
 	luksd(t, nil, "frobnicate", plain).expect(t, 1, "Unknown action.")
-	luksd(t, nil, "repair", plain).expect(t, 1, "Action repair is not supported by luksd.")
+	luksd(t, nil, "tcryptDump", plain).expect(t, 1, "Action tcryptDump is not supported by luksd.")
 	// What luksd cannot do, --test-args says too (cryptsetup would pass these).
 	luksd(t, nil, "--test-args", "open", "--type", "bitlk", "--test-passphrase", plain).expect(t, 1, "Device type bitlk is not supported by luksd")
 	luksd(t, nil, "--test-args", "open", "--type", "loopaes", "--offset", "8", plain, "n").expect(t, 1, "Device type loopaes is not supported by luksd")

@@ -145,7 +145,6 @@ var optionAliases = map[string]string{
 // otherActions are cryptsetup 2.6.1's actions (and old names) luksd does
 // not have: a script that uses one learns why it failed.
 var otherActions = []string{
-	"repair", "convert",
 	"tcryptDump", "bitlkDump", "fvault2Dump", "loopaesOpen", "tcryptOpen", "bitlkOpen", "fvault2Open",
 }
 
@@ -195,6 +194,8 @@ var verbArgs = map[string]struct {
 	"luksResume":        {1, "<device>"},
 	"resize":            {1, "<name>"},
 	"reencrypt":         {1, "<device>"},
+	"convert":           {1, "<device>"},
+	"repair":            {1, "<device>"},
 }
 
 // refusesOptions reports whether action is one of cryptsetup's, whose
