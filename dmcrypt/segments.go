@@ -3,6 +3,7 @@ package dmcrypt
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/luksd/luksd/blockdev"
 )
@@ -53,7 +54,11 @@ func NewSegmented(backend blockdev.Device, segs []Segment, opts DeviceOptions) (
 		return nil, errors.New("no data segment")
 	}
 	caps, ops := blockdev.OpsOf(backend)
-	d := &Device{backend: backend, readOnly: opts.ReadOnly || caps.ReadOnly, fua: ops.FUA, sectorSize: 512}
+	// procs and span as NewDevice sets them: an online reencryption
+	// that ends (Reencryption.End) leaves this Device one segment, which
+	// it then maps itself.
+	d := &Device{backend: backend, readOnly: opts.ReadOnly || caps.ReadOnly, fua: ops.FUA, sectorSize: 512,
+		procs: runtime.GOMAXPROCS(0), span: maxSpan}
 	for i, s := range segs {
 		if s.Size == 0 && i != len(segs)-1 {
 			wipe()
