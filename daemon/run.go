@@ -117,6 +117,10 @@ type daemonConfig struct {
 	// Ready is called once the kernel block device exists and the state
 	// file is written.
 	Ready func(devicePath string)
+	// CallerReports: the caller prints an error that ends the volume
+	// before Ready (serve, in the foreground), so runDaemon does not log
+	// it too: one line, not two.
+	CallerReports bool
 }
 
 // opened is the device a daemon serves, and what it knows of the data
@@ -143,10 +147,19 @@ func runDaemon(cfg daemonConfig) error {
 	if err != nil {
 		return err
 	}
+	activated, ready := false, cfg.Ready
+	cfg.Ready = func(p string) {
+		activated = true
+		if ready != nil {
+			ready(p)
+		}
+	}
 	requester, err := serveVolume(cfg)
 	releaseName(name, lock)
 	reply := ctlOK
 	switch {
+	case err != nil && !activated && cfg.CallerReports:
+		// Never activated: the caller prints err.
 	case errors.Is(err, blockdev.ErrLostWrites):
 		// The device took the last flush: what is lost was lost earlier,
 		// and every flush since has reported it.

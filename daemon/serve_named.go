@@ -33,6 +33,8 @@ func serveNamed(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 		Open:     spec.opener(key),
 		Mapping:  mappingNone,
 		Ready:    func(where string) { logServing(spec, fe.dev, where, opts) },
+		// Foreground: the command prints an error before it is serving.
+		CallerReports: true,
 	})
 }
 
