@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # kernel.sh fetches Debian's newest bookworm-backports Linux 6.12 kernel
 # package through a private apt configuration (the system's apt sources are
-# never touched), caches it in contrib/vmtest/cache/, and extracts vmlinuz and
-# the kernel modules with a depmod'ed modules.dep.
+# never touched), caches it outside the clone in $LUKSD_CACHE/vmtest (default
+# ~/.cache/luksd/vmtest, shared by every clone and worktree, as SeaweedFS's
+# build is), and extracts vmlinuz and the kernel modules with a depmod'ed
+# modules.dep.
 #
 # Output (stdout, one line each): KVER=<version> and KDIR=<extracted root>;
 # vmlinuz is $KDIR/boot/vmlinuz-$KVER, modules under $KDIR/lib/modules/$KVER.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
 
-here=$(cd "$(dirname "$0")" && pwd)
-cache=$here/cache
+cache=${LUKSD_CACHE:-$HOME/.cache/luksd}/vmtest
 apt=$cache/apt
 mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/sources.list.d" "$cache/debs"
 # one download or extraction at a time (runs with different VMTEST_OUT share the cache)
