@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/hex"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 func unhex(t *testing.T, s string) []byte {
@@ -103,9 +105,12 @@ var referenceVectors = []struct {
 	{Argon2id, 2, 16, 1, "password", "diffsalt", "bdf32b05ccc42eb15d58fd19b1f856b113da1e9a5874fdcc544308565aa8141c"},
 }
 
-// TestReferenceVectors checks the vectors of 64 KiB and less on every
+// TestReferenceVectors checks the vectors of 64 MiB and less on every
 // impl; TestReferenceVectorsLarge the others.
 func TestReferenceVectors(t *testing.T) {
+	if testtool.Race {
+		t.Skip("64 MiB derivations: run without -race (make unit does)")
+	}
 	checkReferenceVectors(t, 16)
 }
 
@@ -113,10 +118,15 @@ func TestReferenceVectors(t *testing.T) {
 // the 1 GiB one (the reference implementation's TEST_LARGE_RAM case) on the
 // fastest: the other paths are checked at 256 MiB and against
 // x/crypto/argon2. -short skips it, as contrib/crossarch.sh does under
-// qemu-user, where it takes minutes.
+// qemu-user, where it takes minutes. So does -race, where the generic
+// path's 256 MiB alone took over a minute: it has no concurrency to check,
+// and `make unit` runs it without the race detector.
 func TestReferenceVectorsLarge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("256 MiB and 1 GiB derivations; -short")
+	}
+	if testtool.Race {
+		t.Skip("256 MiB and 1 GiB derivations: run without -race (make unit does)")
 	}
 	checkReferenceVectors(t, 18)
 	p := params{mode: Argon2i, time: 2, memoryKiB: 1 << 20, threads: 1, keyLen: 32}

@@ -1,16 +1,18 @@
 #!/bin/sh
 # 72-speed-ublk-vs-nbd: luksd's two kernel frontends on the same volume in
 # the same VM: fio 4 KiB random read at iodepth 32 (time-based) through
-# /dev/nbdN and through /dev/ublkbN, alternating, three runs each; prints
-# the IOPS of every run, the ratio ublk/NBD of each pair of neighbouring
-# runs, their median, and the ratio of the best runs as INFO lines (the VM
-# shares its host, so single runs are noisy).
+# /dev/nbdN and through /dev/ublkbN, alternating, VMTEST_SPEED_ROUNDS runs
+# each (default 3; `make vmtest` runs one); prints the IOPS of every run,
+# the ratio ublk/NBD of each pair of neighbouring runs, their median, and
+# the ratio of the best runs as INFO lines (the VM shares its host, so
+# single runs are noisy).
 # The CPU is emulated, so only the ratio means anything; it is reported
 # (target: ublk at least 1.2x NBD), not judged: PASS = every run moved data.
 # requires: luksd-open-nbd luksd-open-ublk
 . /vmtest/guest/lib.sh
 require_luksd
 SECS=${VMTEST_SPEED_SECONDS:-6}
+ROUNDS=${VMTEST_SPEED_ROUNDS:-3}
 
 key=$SCRATCH/key
 mkkey "$key"
@@ -34,7 +36,7 @@ speed() {
 	dd if=/dev/urandom of=/dev/mapper/vmt bs=1M 2>/dev/null || true
 	cs_close vmt || because "cryptsetup close failed"
 	nbds= ublks= ratios= nbd=0 ublk=0
-	for _ in 1 2 3; do
+	for _ in $(seq "$ROUNDS"); do
 		n=$(iops nbd "$img") || exit 1
 		u=$(iops ublk "$img") || exit 1
 		nbds="$nbds $n" ublks="$ublks $u"
@@ -42,7 +44,7 @@ speed() {
 		[ "$n" -gt "$nbd" ] && nbd=$n
 		[ "$u" -gt "$ublk" ] && ublk=$u
 	done
-	median=$(echo $ratios | tr ' ' '\n' | sort -n | sed -n 2p)
+	median=$(echo $ratios | tr ' ' '\n' | sort -n | awk '{ r[NR] = $1 } END { print r[int((NR + 1) / 2)] }')
 	note "$VMTEST_SCENARIO $label: randread 4k qd32 IOPS: ublk$ublks, nbd$nbds; ublk/nbd per pair$ratios, median $median, best/best $(awk -v u="$ublk" -v n="$nbd" 'BEGIN { printf "%.2f", u / n }')"
 	rm -f "$img"
 }
