@@ -226,7 +226,7 @@ var compatCases = []compatCase{
 	{args: compatFormat("-q", "--keyslot-cipher", "foo-xts-plain64", "--keyslot-key-size", "256", "NEW", "{key}"), codeOnly: true},
 	{args: compatFormat("-q", "--type", "luks1", "--keyslot-cipher", "aes-xts-plain64", "--keyslot-key-size", "256", "NEW", "{key}"), stdout: true},
 	{args: []string{"luksAddKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--keyslot-cipher", "aes-cbc-plain64", "--keyslot-key-size", "128", "-d", "{key}", "COPY", "{key}"}, stdout: true},
-	{args: []string{"luksConvertKey", "-q", "--keyslot-cipher", "aes-xts-plain", "--keyslot-key-size", "1024", "-d", "{key}", "COPY"}, stdout: true},
+	{args: []string{"luksConvertKey", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", "--keyslot-cipher", "aes-xts-plain", "--keyslot-key-size", "1024", "-d", "{key}", "COPY"}, stdout: true},
 	// Unit suffixes on the size options.
 	{args: []string{"--test-args", "luksFormat", "--luks2-keyslots-size", "16m", "--luks2-metadata-size", "16k", "{img}"}, stdout: true},
 	{args: []string{"--test-args", "luksFormat", "--luks2-metadata-size", "15x", "{img}"}, stdout: true},
