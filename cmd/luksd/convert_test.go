@@ -110,26 +110,29 @@ func sameConversion(t *testing.T, what string, csImg, ldImg []byte) {
 func TestConvertLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	key := w.key("key", "pw")
-	for _, tc := range convertCases {
+	for i, tc := range convertCases {
 		seed := w.image("seed.img")
 		tc.seed.make(w, seed, key)
-		for _, extra := range [][]string{{"-q"}, {"-q", "-v"}} {
-			args := append([]string{"convert", "IMG", "--type", tc.to}, extra...)
-			cs, ld, csImg, ldImg := w.twinRun(seed, args...)
-			w.sameAs(fmt.Sprintf("%s: %v", tc.name, args), cs, ld)
-			sameConversion(t, tc.name, csImg, ldImg)
-			if cs.code != 0 || ld.code != 0 {
-				continue
-			}
-			conv := w.path("converted.img")
-			os.WriteFile(conv, ldImg, 0o600)
-			w.cs(nil, "open", "--test-passphrase", "-d", key, conv).ok(t)
-			w.luksd(nil, "open", "--test-passphrase", "-d", key, conv).ok(t)
-			if got := w.luksd(nil, "isLuks", "--type", tc.to, conv); got.code != 0 {
-				t.Errorf("%s: the result is no %s header", tc.name, tc.to)
-			}
+		// -v on every other case: its status line is the same on every
+		// layout, and each run costs two conversions and three opens.
+		args := []string{"convert", "IMG", "--type", tc.to, "-q"}
+		if i%2 == 1 {
+			args = append(args, "-v")
 		}
+		cs, ld, csImg, ldImg := w.twinRun(seed, args...)
 		os.Remove(seed)
+		w.sameAs(fmt.Sprintf("%s: %v", tc.name, args), cs, ld)
+		sameConversion(t, tc.name, csImg, ldImg)
+		if cs.code != 0 || ld.code != 0 {
+			continue
+		}
+		conv := w.path("converted.img")
+		os.WriteFile(conv, ldImg, 0o600)
+		w.cs(nil, "open", "--test-passphrase", "-d", key, conv).ok(t)
+		w.luksd(nil, "open", "--test-passphrase", "-d", key, conv).ok(t)
+		if got := w.luksd(nil, "isLuks", "--type", tc.to, conv); got.code != 0 {
+			t.Errorf("%s: the result is no %s header", tc.name, tc.to)
+		}
 	}
 }
 

@@ -106,13 +106,15 @@ func mdaImages(t *testing.T, w *workspace) ([]string, string) {
 func TestDamagedPrimaryLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	imgs, pass := mdaImages(t, w)
-	for _, img := range imgs {
+	for i, img := range imgs {
 		orig, err := os.ReadFile(img)
 		if err != nil {
 			t.Fatal(err)
 		}
 		hdrSize := int(binary.BigEndian.Uint64(orig[8:16]))
-		for _, damage := range []string{"zeros", "random"} {
+		// One kind of damage per image, taking turns: every metadata
+		// size is still damaged, and each kind meets several sizes.
+		for _, damage := range []string{[]string{"zeros", "random"}[i%2]} {
 			dmg := append([]byte(nil), orig...)
 			clear(dmg[:4096])
 			if damage == "random" {
