@@ -85,10 +85,15 @@ uri[luksd-tcp]="nbd://127.0.0.1:$luksd_tcp/"
 uri[file-tcp]="nbd://127.0.0.1:$nbdkit_tcp/"
 for p in "$luksd_tcp" "$nbdkit_tcp" ${before_tcp:-}; do
 	for _ in $(seq 100); do (: </dev/tcp/127.0.0.1/"$p") 2>/dev/null && break; sleep 0.1; done
+	(: </dev/tcp/127.0.0.1/"$p") 2>/dev/null || {
+		echo "nbd.sh: no server listens on 127.0.0.1:$p (port taken? run again)" >&2
+		cat "$work"/*.log >&2
+		exit 1
+	}
 done
 
 # cputicks PID: the process's CPU time (user + system) in clock ticks.
-cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+cputicks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 # switches PID: the context switches of the process's live threads so far
 # (luksd's live as long as it does; nbdkit's end with each connection).
@@ -98,16 +103,25 @@ switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n
 # server-context-switches-per-request" of one fio run of shape RW against
 # the server PID. The server's CPU time per request is the measure a
 # loaded machine disturbs least; its context switches per request say how
-# much of that time goes to waking threads.
+# much of that time goes to waking threads. A run that fails (fio's error,
+# a server gone) says so on stderr and counts as "0 0 0 0", so one failure
+# costs its cell of the matrix, not the whole matrix.
+failed=0
 run() {
 	local bs=4k depth=32 rw=$2 field=8 t0 t1 s0 s1
 	case $rw in read | write) bs=1M depth=8 ;; esac
 	case $rw in *write) field=49 ;; esac
+	kill -0 "$3" 2>/dev/null || { echo "nbd.sh: the server of $1 is gone" >&2; echo "0 0 0 0"; return; }
 	s0=$(switches "$3")
 	t0=$(cputicks "$3")
-	fio --name=bench --ioengine=nbd --uri="$1" --rw="$rw" --bs="$bs" \
+	if ! fio --name=bench --ioengine=nbd --uri="$1" --rw="$rw" --bs="$bs" \
 		--iodepth="$depth" --size="${SIZE_MIB}M" --time_based --runtime="$RUNTIME" --ramp_time=1 \
-		--output-format=terse --terse-version=3 >"$work/fio.out"
+		--output-format=terse --terse-version=3 >"$work/fio.out" 2>&1 || ! kill -0 "$3" 2>/dev/null; then
+		echo "nbd.sh: fio $rw against $1 failed:" >&2
+		tail -n 3 "$work/fio.out" >&2
+		echo "0 0 0 0"
+		return
+	fi
 	t1=$(cputicks "$3")
 	s1=$(switches "$3")
 	awk -F';' -v f="$field" -v ticks=$((t1 - t0)) -v cs=$((s1 - s0)) -v hz="$(getconf CLK_TCK)" -v rt="$RUNTIME" '$1 == 3 {
@@ -115,6 +129,7 @@ run() {
 }
 
 declare -A best cpu csw
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for shape in $SHAPES; do
 	for net in $NETS; do
 		servers=(luksd file ${LUKSD_BEFORE:+before})
@@ -122,7 +137,8 @@ for shape in $SHAPES; do
 		for _ in $(seq "$ROUNDS"); do
 			servers=("${servers[@]:1}" "${servers[0]}")
 			for s in "${servers[@]}"; do
-				read -r kib iops us sw < <(run "${uri[$s-$net]}" "$shape" "${pid[$s-$net]}")
+				read -r kib iops us sw < <(run "${uri[$s-$net]}" "$shape" "${pid[$s-$net]}") || kib=0 iops=0
+				[ "$kib$iops" != 00 ] || { failed=$((failed + 1)) && continue; }
 				v=$kib
 				case $shape in rand*) v=$iops ;; esac
 				[ "$v" -gt "${best[$s-$net-$shape]:-0}" ] && best[$s-$net-$shape]=$v
@@ -161,8 +177,11 @@ for net in $NETS; do
 	done
 done
 echo "target: luksd serve >= 1.0x nbdkit file on every shape, >= 2x nbdkit luks"
+[ "$failed" = 0 ] || echo "failed runs: $failed (see above; a cell of 0 had no run that worked)"
+echo "load average (1, 5, 15 min): $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 for net in $NETS; do
-	echo "luksd peak RSS ($net): $(($(awk '/^VmHWM:/ { print $2 }' "/proc/${luksd_pid[$net]}/status") / 1024)) MiB  (target < 100)"
+	echo "luksd peak RSS ($net): $(($(awk '/^VmHWM:/ { print $2 }' "/proc/${luksd_pid[$net]}/status" 2>/dev/null || echo 0) / 1024)) MiB  (target < 100)"
 	[ -z "${LUKSD_BEFORE:-}" ] ||
-		echo "before peak RSS ($net): $(($(awk '/^VmHWM:/ { print $2 }' "/proc/${pid[before-$net]}/status") / 1024)) MiB"
+		echo "before peak RSS ($net): $(($(awk '/^VmHWM:/ { print $2 }' "/proc/${pid[before-$net]}/status" 2>/dev/null || echo 0) / 1024)) MiB"
 done
+exit $((failed > 0))
