@@ -47,7 +47,8 @@ func TestConcurrentEditorsLoseNothing(t *testing.T) {
 		{{"cryptsetup", "add"}, {"cryptsetup", "add"}},
 	}
 	failedCleanly := 0
-	for trial := 0; trial < 56; trial++ {
+	const trials = 56
+	for trial := 0; trial < trials; trial++ {
 		pair := pairs[trial%len(pairs)]
 		img := w.image("race.img")
 		formatter := []string{"cryptsetup", "luksd"}[trial%2]
@@ -110,7 +111,7 @@ func TestConcurrentEditorsLoseNothing(t *testing.T) {
 		}
 		os.Remove(img)
 	}
-	t.Logf("%d of 200 edits failed cleanly beside the other", failedCleanly)
+	t.Logf("%d of %d edits failed cleanly beside the other", failedCleanly, 2*trials)
 }
 
 // lockTarget is what cryptsetup flocks for path: the image file, or
