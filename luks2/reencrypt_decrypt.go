@@ -634,22 +634,11 @@ func (j *decryptJob) finish(active []*node) error {
 		return errors.New("decryption ended with segments left")
 	}
 	root, areas := j.h.finishedRoot(linearSegment(0, 0), j.slot, j.digest)
-	return j.run.Commit(func() error {
+	return j.h.commitFinished(j.dev, j.run.Commit, root, areas, func() error {
 		if err := randomArea(j.run.Data, j.total, j.shift); err != nil {
 			return fmt.Errorf("failed to wipe unused data device area: %w", err)
 		}
-		if err := j.syncData(); err != nil {
-			return err
-		}
-		if err := j.h.replace(j.dev, root); err != nil {
-			return err
-		}
-		for _, a := range areas {
-			if err := wipeArea(j.dev, a.off, a.len); err != nil {
-				return err
-			}
-		}
-		return flush(j.dev)
+		return j.syncData()
 	})
 }
 

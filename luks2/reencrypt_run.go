@@ -53,7 +53,7 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 		return err
 	}
 	st := j.st
-	if len(st.oldDigest.keyslots) == 0 && st.hot == nil && st.done >= j.total {
+	if st.mode == "reencrypt" && len(st.oldKeyslots()) == 0 && st.hot == nil && st.done >= j.total {
 		// cryptsetup killed while it finished: every byte is in the new
 		// cipher and the old keyslots are gone, but the metadata is not
 		// cleaned up (cryptsetup 2.6.1 can neither open nor resume such
@@ -86,7 +86,7 @@ func (j *reencryptJob) runWithKeys(oldVK, newVK []byte) error {
 	if st.done > j.total {
 		st.done = j.total
 	}
-	if j.old, err = dmcrypt.New(st.oldSeg.cipher, oldVK); err != nil {
+	if j.old, err = segmentCipher(st.oldSeg, oldVK); err != nil {
 		return err
 	}
 	defer j.old.Wipe()
@@ -108,9 +108,12 @@ func (j *reencryptJob) runWithKeys(oldVK, newVK []byte) error {
 // reencryptKeys opens the old and the new volume key with passphrase, as
 // cryptsetup's LUKS2_keyslot_open_all_segments: one keyslot of each digest.
 func (h *header) reencryptKeys(dev Device, st *reencryptState, passphrase []byte, slot int) ([]byte, []byte, error) {
-	oldVK, err := h.openDigestKey(dev, st.oldDigest, passphrase, slot)
-	if err != nil {
-		return nil, nil, err
+	var oldVK []byte
+	if st.oldDigest != nil { // an encryption has no old key
+		var err error
+		if oldVK, err = h.openDigestKey(dev, st.oldDigest, passphrase, slot); err != nil {
+			return nil, nil, err
+		}
 	}
 	newVK, err := h.openDigestKey(dev, st.newDigest, passphrase, slot)
 	if err != nil {
@@ -405,24 +408,36 @@ func (j *reencryptJob) finish() error {
 	root, areas := j.h.finishedRoot(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize),
 		st.slot, st.oldDigest)
 	root.get("digests").get(strconv.Itoa(st.newDigest.id)).set("segments", idsNode([]int{0}))
-	err := j.run.Commit(func() error {
-		if err := j.h.replace(j.dev, root); err != nil {
-			return err
-		}
-		for _, a := range areas {
-			if err := wipeArea(j.dev, a.off, a.len); err != nil {
+	return j.h.commitFinished(j.dev, j.run.Commit, root, areas, nil)
+}
+
+// commitFinished writes root, the metadata at the end of a reencryption,
+// to dev and wipes areas (the keyslots gone), durably, in one commit;
+// before, when set, first makes the data side's last writes.
+func (h *header) commitFinished(dev Device, commit func(write func() error) error, root *node, areas []interval, before func() error) error {
+	return commit(func() error {
+		if before != nil {
+			if err := before(); err != nil {
 				return err
 			}
 		}
-		return flush(j.dev)
+		if err := h.replace(dev, root); err != nil {
+			return err
+		}
+		for _, a := range areas {
+			if err := wipeArea(dev, a.off, a.len); err != nil {
+				return err
+			}
+		}
+		return flush(dev)
 	})
-	return err
 }
 
 // finishedRoot is the metadata at the end of a reencryption: seg the one
 // segment; the reencrypt keyslot reSlot and the old key's keyslots gone
 // with their digests; no digest bound to a segment; no reencryption
-// requirement. It returns the areas of the keyslots gone, to wipe.
+// requirement. It returns the areas of the keyslots gone, to wipe. old
+// is nil for an encryption (no old key).
 func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []interval) {
 	root := h.meta.root.clone()
 	segs := jObject()
@@ -430,7 +445,11 @@ func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []inte
 	root.set("segments", segs)
 	var areas []interval
 	keyslots := root.get("keyslots")
-	for _, id := range append([]int{reSlot}, old.keyslots...) {
+	gone := []int{reSlot}
+	if old != nil {
+		gone = append(gone, old.keyslots...)
+	}
+	for _, id := range gone {
 		if k := h.meta.keyslots[id]; k != nil {
 			areas = append(areas, interval{k.areaOffset, k.areaSize})
 		}
@@ -438,7 +457,9 @@ func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []inte
 		unassignTokens(root, id)
 	}
 	digests := root.get("digests")
-	digests.del(strconv.Itoa(old.id))
+	if old != nil {
+		digests.del(strconv.Itoa(old.id))
+	}
 	if d := h.meta.keyslotDigest(reSlot); d != nil {
 		digests.del(strconv.Itoa(d.id))
 	}

@@ -60,6 +60,9 @@ func (h *header) stepSegments(st *reencryptState, done, length, total uint64, ho
 		if st.oldSeg.size != 0 {
 			size = st.oldSeg.size - at
 		}
+		if st.oldSeg.typ == "linear" {
+			return linearSegment(st.dataOffset+at, size)
+		}
 		return segmentNode(st.dataOffset+at, size, at/512, st.oldSeg.cipher, st.oldSeg.sectorSize)
 	}
 	if hot {
@@ -84,12 +87,26 @@ func (h *header) stepSegments(st *reencryptState, done, length, total uint64, ho
 			add(oldFrom(done), st.oldDigest)
 		}
 	}
-	add(segmentNode(st.dataOffset, st.oldSeg.size, 0, st.oldSeg.cipher, st.oldSeg.sectorSize, "backup-previous"), st.oldDigest)
-	add(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize, "backup-final"), st.newDigest)
+	if st.oldSeg.typ == "linear" {
+		add(linearSegment(st.dataOffset, st.oldSeg.size, "backup-previous"))
+	} else {
+		add(segmentNode(st.dataOffset, st.oldSeg.size, 0, st.oldSeg.cipher, st.oldSeg.sectorSize, "backup-previous"), st.oldDigest)
+	}
+	final := add(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize, "backup-final"), st.newDigest)
 	root.set("segments", segs)
 	digests := root.get("digests")
 	for _, d := range digests.vals {
 		d.set("segments", jArray())
+	}
+	if st.mode == "encrypt" {
+		// cryptsetup's reencrypt_assign_segments_simple: backup-final,
+		// then every crypt segment in order.
+		binds = []bind{{final, st.newDigest}}
+		for i, k := range segs.keys {
+			if segs.vals[i].get("type").str == "crypt" && k != strconv.Itoa(final) {
+				binds = append(binds, bind{i, st.newDigest})
+			}
+		}
 	}
 	for _, b := range binds {
 		digests.get(strconv.Itoa(b.d.id)).get("segments").push(jString(strconv.Itoa(b.seg)))

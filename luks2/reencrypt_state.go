@@ -3,11 +3,14 @@ package luks2
 import (
 	"fmt"
 	"slices"
+
+	"github.com/luksd/luksd/dmcrypt"
 )
 
 // reencryptState is the typed view of a header in reencryption.
 type reencryptState struct {
-	slot         int // the reencrypt keyslot
+	slot         int    // the reencrypt keyslot
+	mode         string // "reencrypt", or "encrypt" (the old segment linear, no old key)
 	resilience   string
 	hash         string // checksum
 	blockSize    int    // checksum: bytes hashed per checksum
@@ -37,8 +40,9 @@ func (h *header) reencryptState() (*reencryptState, error) {
 			st.slot = id
 		}
 	}
-	if mode, dir := ksNode.get("mode").str, ksNode.get("direction").str; mode != "reencrypt" || dir != "forward" {
-		return nil, fmt.Errorf("%w: %s %s (luksd resumes forward reencrypt mode only)", ErrReencryptUnsupported, mode, dir)
+	st.mode = ksNode.get("mode").str
+	if dir := ksNode.get("direction").str; st.mode != "reencrypt" && st.mode != "encrypt" || dir != "forward" {
+		return nil, fmt.Errorf("%w: %s %s (luksd resumes forward reencrypt and encrypt modes only)", ErrReencryptUnsupported, st.mode, dir)
 	}
 	area := ksNode.get("area")
 	st.resilience = area.get("type").str
@@ -68,15 +72,19 @@ func (h *header) reencryptState() (*reencryptState, error) {
 			return nil, fmt.Errorf("%w: moved segment", ErrReencryptUnsupported)
 		}
 	}
-	if st.oldSeg == nil || st.newSeg == nil || st.oldSeg.typ != "crypt" || st.newSeg.typ != "crypt" {
-		return nil, fmt.Errorf("%w: backup segments missing or not crypt", ErrReencryptUnsupported)
+	oldType := "crypt"
+	if st.mode == "encrypt" {
+		oldType = "linear"
+	}
+	if st.oldSeg == nil || st.newSeg == nil || st.oldSeg.typ != oldType || st.newSeg.typ != "crypt" {
+		return nil, fmt.Errorf("%w: backup segments missing or of the wrong type", ErrReencryptUnsupported)
 	}
 	if st.oldSeg.offset != st.newSeg.offset || st.oldSeg.ivTweak != 0 || st.newSeg.ivTweak != 0 {
 		return nil, fmt.Errorf("%w: data moved or IV tweak", ErrReencryptUnsupported)
 	}
 	st.dataOffset = st.oldSeg.offset
 	st.oldDigest, st.newDigest = m.segmentDigest(st.oldSeg.id), m.segmentDigest(st.newSeg.id)
-	if st.oldDigest == nil || st.newDigest == nil || st.oldDigest == st.newDigest {
+	if st.oldDigest == nil && st.mode != "encrypt" || st.newDigest == nil || st.oldDigest == st.newDigest {
 		return nil, fmt.Errorf("%w: backup segments' digests", ErrReencryptInvalid)
 	}
 	switch s0 := m.segments[0]; {
@@ -89,6 +97,30 @@ func (h *header) reencryptState() (*reencryptState, error) {
 		}
 	}
 	return st, nil
+}
+
+// oldKeyslots are the keyslots of the old volume key (none for an
+// encryption).
+func (st *reencryptState) oldKeyslots() []int {
+	if st.oldDigest == nil {
+		return nil
+	}
+	return st.oldDigest.keyslots
+}
+
+// linearCipher is the "cipher" of a linear (plaintext) segment.
+type linearCipher struct{}
+
+func (linearCipher) Encrypt([]byte, uint64, int) {}
+func (linearCipher) Decrypt([]byte, uint64, int) {}
+func (linearCipher) Wipe()                       {}
+
+// segmentCipher is the sector cipher of s with key vk.
+func segmentCipher(s *segment, vk []byte) (dmcrypt.SectorCipher, error) {
+	if s.typ == "linear" {
+		return linearCipher{}, nil
+	}
+	return dmcrypt.New(s.cipher, vk)
 }
 
 // dataSize is the size of the data the reencryption covers.
