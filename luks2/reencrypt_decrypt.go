@@ -502,27 +502,28 @@ func (j *decryptJob) loop() error {
 		}
 	}
 	j.progress(active)
-	for lastCrypt(active) >= 0 {
-		if j.run.Stop != nil && j.run.Stop() {
-			return nil
-		}
-		off, n := j.next(active)
-		hot := j.hotSegments(active, off, n)
-		b := buf[:n]
-		if _, err := j.run.Data.ReadAt(b, int64(j.source(off))); err != nil {
-			return fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
-		}
-		if err := j.protect(j.rootWith(hot), off, b); err != nil {
-			return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
-		}
-		if err := j.decrypt(b, off); err != nil {
-			return err
-		}
-		active = j.postSegments(hot)
-		if err := j.commit(j.rootWith(active)); err != nil {
-			return fmt.Errorf("failed to update metadata after current reencryption hotzone completed: %w", err)
-		}
-		j.progress(active)
+	var off uint64
+	var b []byte // the hotzone's ciphertext
+	active, done, err := hotzoneSteps{
+		run:  j.run,
+		left: func(active []*node) bool { return lastCrypt(active) >= 0 },
+		hot: func(active []*node) ([]*node, error) {
+			var n uint64
+			off, n = j.next(active)
+			b = buf[:n]
+			if _, err := j.run.Data.ReadAt(b, int64(j.source(off))); err != nil {
+				return nil, fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
+			}
+			return j.hotSegments(active, off, n), nil
+		},
+		protect:  func(hot []*node) error { return j.protect(j.rootWith(hot), off, b) },
+		rewrite:  func([]*node) error { return j.decrypt(b, off) },
+		post:     j.postSegments,
+		commit:   func(active []*node) error { return j.commit(j.rootWith(active)) },
+		progress: j.progress,
+	}.loop(active)
+	if err != nil || !done {
+		return err
 	}
 	return j.finish(active)
 }
