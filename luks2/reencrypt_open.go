@@ -67,6 +67,9 @@ func (h *header) openReencrypting(dev, data Device, devSize int64, passphrase []
 	if err != nil {
 		return nil, err
 	}
+	if st.backward {
+		return nil, fmt.Errorf("%w: activation during a decryption", ErrReencryptUnsupported)
+	}
 	for _, s := range []*segment{st.oldSeg, st.newSeg} {
 		if s.typ == "linear" {
 			continue

@@ -38,6 +38,7 @@ func (h *header) newReencryptJob(dev Device, devSize int64, run ReencryptRun) (*
 	if j.total, err = st.dataSize(devSize); err != nil {
 		return nil, err
 	}
+	st.settle(j.total)
 	if j.run.Data == nil {
 		j.run.Data = dev
 	}
@@ -90,7 +91,7 @@ func (j *reencryptJob) runWithKeys(oldVK, newVK []byte) error {
 		return err
 	}
 	defer j.old.Wipe()
-	if j.new, err = dmcrypt.New(st.newSeg.cipher, newVK); err != nil {
+	if j.new, err = segmentCipher(st.newSeg, newVK); err != nil {
 		return err
 	}
 	defer j.new.Wipe()
@@ -114,6 +115,9 @@ func (h *header) reencryptKeys(dev Device, st *reencryptState, passphrase []byte
 		if oldVK, err = h.openDigestKey(dev, st.oldDigest, passphrase, slot); err != nil {
 			return nil, nil, err
 		}
+	}
+	if st.newDigest == nil { // a decryption has no new key
+		return oldVK, nil, nil
 	}
 	newVK, err := h.openDigestKey(dev, st.newDigest, passphrase, slot)
 	if err != nil {
@@ -219,6 +223,15 @@ func (j *reencryptJob) changeResilience(oldVK, newVK []byte) error {
 	return nil
 }
 
+// at is the data offset of the next hotzone, n bytes, done bytes in:
+// forward from the start, backward from the end.
+func (j *reencryptJob) at(done, n uint64) uint64 {
+	if j.st.backward {
+		return j.total - done - n
+	}
+	return done
+}
+
 // hotzone is the length of the next step at done.
 func (j *reencryptJob) hotzone(done uint64) uint64 {
 	n := uint64(defaultHotzone)
@@ -254,10 +267,11 @@ func (j *reencryptJob) loop() error {
 			buf = make([]byte, n)
 		}
 		b := buf[:n]
-		held = j.hold(st.done, n)
-		if err := j.io(j.run.Data.ReadAt, b, st.done); err != nil {
+		at := j.at(st.done, n)
+		held = j.hold(at, n)
+		if err := j.io(j.run.Data.ReadAt, b, at); err != nil {
 			held(false)
-			return fmt.Errorf("failed to read hotzone area starting at %d: %w", st.done, err)
+			return fmt.Errorf("failed to read hotzone area starting at %d: %w", at, err)
 		}
 		if !none {
 			root := j.h.stepSegments(st, st.done, n, j.total, true)
@@ -266,10 +280,10 @@ func (j *reencryptJob) loop() error {
 				return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
 			}
 		}
-		j.rewrite(b, st.done)
-		if err := j.io(j.run.Data.WriteAt, b, st.done); err != nil {
+		j.rewrite(b, at)
+		if err := j.io(j.run.Data.WriteAt, b, at); err != nil {
 			held(false)
-			return fmt.Errorf("failed to write hotzone area starting at %d: %w", st.done, err)
+			return fmt.Errorf("failed to write hotzone area starting at %d: %w", at, err)
 		}
 		if !none {
 			if err := j.syncData(); err != nil {
@@ -405,6 +419,10 @@ func onPieces(n, piece int, fn func(lo, hi int)) {
 // wipes the areas no keyslot names any more.
 func (j *reencryptJob) finish() error {
 	st := j.st
+	if st.newDigest == nil { // a decryption: the data is plain, the header stays with no keys
+		root, areas := j.h.finishedRoot(linearSegment(st.dataOffset, st.newSeg.size), st.slot, st.oldDigest)
+		return j.h.commitFinished(j.dev, j.run.Commit, root, areas, nil)
+	}
 	root, areas := j.h.finishedRoot(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize),
 		st.slot, st.oldDigest)
 	root.get("digests").get(strconv.Itoa(st.newDigest.id)).set("segments", idsNode([]int{0}))

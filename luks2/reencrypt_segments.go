@@ -37,6 +37,9 @@ func withFlags(o *node, flags []string) *node {
 // step: the hotzone [done, done+length) while hot, else the data up to
 // done in the new cipher. total is the data size.
 func (h *header) stepSegments(st *reencryptState, done, length, total uint64, hot bool) *node {
+	if st.backward {
+		return h.backwardSegments(st, done, length, total, hot)
+	}
 	root := h.meta.root.clone()
 	segs := jObject()
 	type bind struct {
@@ -111,5 +114,48 @@ func (h *header) stepSegments(st *reencryptState, done, length, total uint64, ho
 	for _, b := range binds {
 		digests.get(strconv.Itoa(b.d.id)).get("segments").push(jString(strconv.Itoa(b.seg)))
 	}
+	return root
+}
+
+// backwardSegments are stepSegments for a decryption backward, as
+// cryptsetup's reencrypt_make_{hot,post}_segments_backward lay them out:
+// the data still encrypted at the front (its size fixed), the hotzone
+// (linear, only while it is written), the plaintext after it (linear,
+// dynamic when the data is), then the backups; the old key's digest is
+// bound to backup-previous, then the crypt segment.
+func (h *header) backwardSegments(st *reencryptState, done, length, total uint64, hot bool) *node {
+	root := h.meta.root.clone()
+	segs := jObject()
+	add := func(n *node) int {
+		id := len(segs.keys)
+		segs.set(strconv.Itoa(id), n)
+		return id
+	}
+	if !hot {
+		length = 0
+	}
+	front := total - done - length
+	var crypt []int
+	if front > 0 {
+		crypt = append(crypt, add(segmentNode(st.dataOffset, front, 0, st.oldSeg.cipher, st.oldSeg.sectorSize)))
+	}
+	if hot {
+		add(linearNode(st.dataOffset+front, length, "in-reencryption"))
+	}
+	if rest := front + length; rest < total {
+		size := uint64(0)
+		if st.oldSeg.size != 0 {
+			size = total - rest
+		}
+		add(linearSegment(st.dataOffset+rest, size))
+	}
+	prev := add(segmentNode(st.dataOffset, st.oldSeg.size, 0, st.oldSeg.cipher, st.oldSeg.sectorSize, "backup-previous"))
+	add(linearSegment(st.dataOffset, st.newSeg.size, "backup-final"))
+	root.set("segments", segs)
+	digests := root.get("digests")
+	for _, d := range digests.vals {
+		d.set("segments", jArray())
+	}
+	digests.get(strconv.Itoa(st.oldDigest.id)).set("segments", idsNode(append([]int{prev}, crypt...)))
 	return root
 }

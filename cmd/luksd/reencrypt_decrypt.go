@@ -58,7 +58,7 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 	}
 	if h.ReencryptMode() != "decrypt" {
 		if c.Bool("decrypt") && !h.InReencryption() {
-			return exitf(exitParams, "LUKS2 decryption of a volume with a detached header is not supported by luksd yet.")
+			return decryptDetachedInit(c, h, f, dev) // reencrypt_decrypt_header.go
 		}
 		return exitf(exitParams, "Option --header is not supported by luksd reencrypt.")
 	}
