@@ -38,6 +38,12 @@ func (h *header) newReencryptJob(dev Device, devSize int64, run ReencryptRun) (*
 	if j.total, err = st.dataSize(devSize); err != nil {
 		return nil, err
 	}
+	if n := uint64(run.DeviceSize); n > 0 {
+		if n > j.total || n%512 != 0 {
+			return nil, ErrIllegalDeviceSize
+		}
+		j.total, st.fixed = n, true
+	}
 	st.settle(j.total)
 	if j.run.Data == nil {
 		j.run.Data = dev

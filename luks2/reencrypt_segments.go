@@ -60,8 +60,8 @@ func (h *header) stepSegments(st *reencryptState, done, length, total uint64, ho
 	}
 	oldFrom := func(at uint64) *node {
 		size := uint64(0)
-		if st.oldSeg.size != 0 {
-			size = st.oldSeg.size - at
+		if st.oldSeg.size != 0 || st.fixed {
+			size = total - at
 		}
 		if st.oldSeg.typ == "linear" {
 			return linearSegment(st.dataOffset+at, size)
@@ -144,7 +144,7 @@ func (h *header) backwardSegments(st *reencryptState, done, length, total uint64
 	}
 	if rest := front + length; rest < total {
 		size := uint64(0)
-		if st.oldSeg.size != 0 {
+		if st.oldSeg.size != 0 || st.fixed {
 			size = total - rest
 		}
 		add(linearSegment(st.dataOffset+rest, size))

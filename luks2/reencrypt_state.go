@@ -13,6 +13,7 @@ type reencryptState struct {
 	mode         string // "reencrypt"; "encrypt" (the old segment linear, no old key); "decrypt" (the new one linear, no new key)
 	backward     bool   // decrypt: hotzones from the end of the data to its start
 	front        uint64 // backward: data still old before the hotzone (^0: all of it)
+	fixed        bool   // a run over part of the data (--device-size): the old part's size is fixed
 	resilience   string
 	hash         string // checksum
 	blockSize    int    // checksum: bytes hashed per checksum
