@@ -52,8 +52,11 @@ func TestDecryptDetachedResumesAcrossTools(t *testing.T) {
 		runTool(t, nil, c.first, init...).ok(t)
 		resume := append([]string{"reencrypt", "--resume-only", "--header", hdr, img}, flags...)
 		killedAt(t, strace, c.sync, c.n, c.first, resume...)
-		if dump := w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(t).stdout; !strings.Contains(dump, "in-reencryption") {
-			t.Fatalf("%s killed at %s #%d left no hotzone: %s", c.first, c.sync, c.n, dump)
+		// Part-way: a hotzone left as a rule (luksd's sync count can
+		// shift by one with its goroutines), else between two hotzones.
+		mid := w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(t).stdout
+		if !strings.Contains(mid, "online-reencrypt") || !strings.Contains(mid, `"type":"linear"`) {
+			t.Fatalf("%s killed at %s #%d is not part-way: %s", c.first, c.sync, c.n, mid)
 		}
 		r := runTool(t, nil, c.second, resume...)
 		if c.second == w.cryptsetup && strings.Contains(r.stderr, "Run repair first") {
