@@ -45,6 +45,10 @@ type ReencryptRun struct {
 	// for the rest of the run, as cryptsetup's reencrypt --resilience on
 	// resume does; "" keeps the recorded one.
 	Resilience, Hash string
+	// DeviceSize, when set, is the data (bytes from the data offset) the
+	// run covers, as cryptsetup's --device-size: the rest is left as it
+	// is and the old segment after the hotzone gets a fixed size.
+	DeviceSize int64
 	// Progress is called after each step with the bytes done and total.
 	Progress func(done, total int64)
 	// Stop is asked between steps; true ends the run with the metadata
@@ -74,6 +78,9 @@ var (
 	// ErrReencryptUnsupported: reencryption metadata luksd cannot resume
 	// (backward direction, encrypt or decrypt mode, datashift).
 	ErrReencryptUnsupported = fmt.Errorf("%w: reencryption mode", ErrUnsupported)
+	// ErrIllegalDeviceSize: a DeviceSize beyond the data ("Illegal device
+	// size requested in reencryption parameters.").
+	ErrIllegalDeviceSize = errors.New("illegal device size requested in reencryption parameters")
 	// ErrReencryptionInitialized: ReencryptInit on a volume already marked
 	// ("LUKS2 reencryption already initialized in metadata.").
 	ErrReencryptionInitialized = errors.New("LUKS2 reencryption already initialized in metadata")
@@ -108,6 +115,9 @@ func (h *Header) Reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	v2, ok := h.v2()
 	if !ok || !h.InReencryption() {
 		return ErrNotInReencryption
+	}
+	if r.DeviceSize > 0 && (isEncryptShift(v2.meta.root) || isDecryptShift(v2.meta.root)) {
+		return fmt.Errorf("%w: --device-size with a data shift", ErrUnsupported)
 	}
 	if isEncryptShift(v2.meta.root) {
 		return v2.encryptShift(dev, devSize, passphrase, slot, r)

@@ -310,28 +310,67 @@ func (j *shiftJob) loop() error {
 		return err
 	}
 	j.progress(active)
-	for remaining(active) > 0 {
-		if j.run.Stop != nil && j.run.Stop() {
-			return nil
-		}
-		off, n, err := j.next(active)
-		if err != nil {
-			return err
-		}
-		hot := j.hotSegments(active, off, n)
-		if err := j.commit(j.rootWith(hot)); err != nil {
-			return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
-		}
-		if err := j.encryptHotzone(hot, buf); err != nil {
-			return err
-		}
-		active = j.postSegments(hot)
-		if err := j.commit(j.rootWith(active)); err != nil {
-			return fmt.Errorf("failed to update metadata after current reencryption hotzone completed: %w", err)
-		}
-		j.progress(active)
+	active, done, err := hotzoneSteps{
+		run:  j.run,
+		left: func(active []*node) bool { return remaining(active) > 0 },
+		hot: func(active []*node) ([]*node, error) {
+			off, n, err := j.next(active)
+			if err != nil {
+				return nil, err
+			}
+			return j.hotSegments(active, off, n), nil
+		},
+		protect:  func(hot []*node) error { return j.commit(j.rootWith(hot)) },
+		rewrite:  func(hot []*node) error { return j.encryptHotzone(hot, buf) },
+		post:     j.postSegments,
+		commit:   func(active []*node) error { return j.commit(j.rootWith(active)) },
+		progress: j.progress,
+	}.loop(active)
+	if err != nil || !done {
+		return err
 	}
 	return j.finish(active)
+}
+
+// hotzoneSteps are the steps of a reencryption with a data shift, one
+// hotzone at a time: its segments (hot), its resilience data and hot
+// segments committed (protect), its data rewritten (rewrite), the segments
+// after it (post) committed (commit).
+type hotzoneSteps struct {
+	run      ReencryptRun
+	left     func(active []*node) bool
+	hot      func(active []*node) ([]*node, error)
+	protect  func(hot []*node) error
+	rewrite  func(hot []*node) error
+	post     func(hot []*node) []*node
+	commit   func(active []*node) error
+	progress func(active []*node)
+}
+
+// loop runs the steps from the data segments active until nothing is
+// left (done) or run.Stop asks; it returns the data segments.
+func (s hotzoneSteps) loop(active []*node) ([]*node, bool, error) {
+	for s.left(active) {
+		if s.run.Stop != nil && s.run.Stop() {
+			return active, false, nil
+		}
+		hot, err := s.hot(active)
+		if err != nil {
+			return nil, false, err
+		}
+		if err := s.protect(hot); err != nil {
+			return nil, false, fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
+		}
+		if err := s.rewrite(hot); err != nil {
+			return nil, false, err
+		}
+		active = s.post(hot)
+		if err := s.commit(active); err != nil {
+			return nil, false, fmt.Errorf("failed to update metadata after current reencryption hotzone completed: %w", err)
+		}
+		s.progress(active)
+	}
+	return active, true, nil
 }
 
 func (j *shiftJob) progress(active []*node) {

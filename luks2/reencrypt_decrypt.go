@@ -502,27 +502,28 @@ func (j *decryptJob) loop() error {
 		}
 	}
 	j.progress(active)
-	for lastCrypt(active) >= 0 {
-		if j.run.Stop != nil && j.run.Stop() {
-			return nil
-		}
-		off, n := j.next(active)
-		hot := j.hotSegments(active, off, n)
-		b := buf[:n]
-		if _, err := j.run.Data.ReadAt(b, int64(j.source(off))); err != nil {
-			return fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
-		}
-		if err := j.protect(j.rootWith(hot), off, b); err != nil {
-			return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
-		}
-		if err := j.decrypt(b, off); err != nil {
-			return err
-		}
-		active = j.postSegments(hot)
-		if err := j.commit(j.rootWith(active)); err != nil {
-			return fmt.Errorf("failed to update metadata after current reencryption hotzone completed: %w", err)
-		}
-		j.progress(active)
+	var off uint64
+	var b []byte // the hotzone's ciphertext
+	active, done, err := hotzoneSteps{
+		run:  j.run,
+		left: func(active []*node) bool { return lastCrypt(active) >= 0 },
+		hot: func(active []*node) ([]*node, error) {
+			var n uint64
+			off, n = j.next(active)
+			b = buf[:n]
+			if _, err := j.run.Data.ReadAt(b, int64(j.source(off))); err != nil {
+				return nil, fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
+			}
+			return j.hotSegments(active, off, n), nil
+		},
+		protect:  func(hot []*node) error { return j.protect(j.rootWith(hot), off, b) },
+		rewrite:  func([]*node) error { return j.decrypt(b, off) },
+		post:     j.postSegments,
+		commit:   func(active []*node) error { return j.commit(j.rootWith(active)) },
+		progress: j.progress,
+	}.loop(active)
+	if err != nil || !done {
+		return err
 	}
 	return j.finish(active)
 }
@@ -634,22 +635,11 @@ func (j *decryptJob) finish(active []*node) error {
 		return errors.New("decryption ended with segments left")
 	}
 	root, areas := j.h.finishedRoot(linearSegment(0, 0), j.slot, j.digest)
-	return j.run.Commit(func() error {
+	return j.h.commitFinished(j.dev, j.run.Commit, root, areas, func() error {
 		if err := randomArea(j.run.Data, j.total, j.shift); err != nil {
 			return fmt.Errorf("failed to wipe unused data device area: %w", err)
 		}
-		if err := j.syncData(); err != nil {
-			return err
-		}
-		if err := j.h.replace(j.dev, root); err != nil {
-			return err
-		}
-		for _, a := range areas {
-			if err := wipeArea(j.dev, a.off, a.len); err != nil {
-				return err
-			}
-		}
-		return flush(j.dev)
+		return j.syncData()
 	})
 }
 

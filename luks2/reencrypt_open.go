@@ -67,7 +67,13 @@ func (h *header) openReencrypting(dev, data Device, devSize int64, passphrase []
 	if err != nil {
 		return nil, err
 	}
+	if st.backward {
+		return nil, fmt.Errorf("%w: activation during a decryption", ErrReencryptUnsupported)
+	}
 	for _, s := range []*segment{st.oldSeg, st.newSeg} {
+		if s.typ == "linear" {
+			continue
+		}
 		if err := safeCipher(s.cipher); err != nil {
 			return nil, fmt.Errorf("%w: segment %d: %v", ErrUnsupported, s.id, err)
 		}
@@ -89,7 +95,7 @@ func (h *header) openReencrypting(dev, data Device, devSize int64, passphrase []
 	m := &ReencryptMapping{NewKey: newVK, Slot: newSlot}
 	m.Final = Segment{Offset: int64(st.dataOffset), Size: int64(st.newSeg.size), Cipher: st.newSeg.cipher,
 		SectorSize: st.newSeg.sectorSize, KeySize: len(newVK)}
-	if len(st.oldDigest.keyslots) == 0 && st.hot == nil && st.done >= j.total {
+	if st.mode == "reencrypt" && len(st.oldKeyslots()) == 0 && st.hot == nil && st.done >= j.total {
 		// cryptsetup killed while it finished (see reencrypt): all of
 		// the data is new; finish, as a resume would.
 		if err := j.finish(); err != nil {
@@ -99,10 +105,12 @@ func (h *header) openReencrypting(dev, data Device, devSize int64, passphrase []
 		m.Segments = []MappedSegment{{Segment: m.Final, New: true}}
 		return m, nil
 	}
-	oldVK, err := h.openDigestKey(dev, st.oldDigest, passphrase, slot)
-	if err != nil {
-		m.Wipe()
-		return nil, err
+	var oldVK []byte
+	if st.oldDigest != nil { // an encryption has no old key
+		if oldVK, err = h.openDigestKey(dev, st.oldDigest, passphrase, slot); err != nil {
+			m.Wipe()
+			return nil, err
+		}
 	}
 	m.OldKey = oldVK
 	if err := h.verifyReencryptDigest(st, oldVK, newVK); err != nil {
@@ -134,7 +142,7 @@ func (h *header) openReencrypting(dev, data Device, devSize int64, passphrase []
 // recoverWithKeys runs recover with the job's ciphers made from the keys.
 func (j *reencryptJob) recoverWithKeys(oldVK, newVK []byte) error {
 	var err error
-	if j.old, err = dmcrypt.New(j.st.oldSeg.cipher, oldVK); err != nil {
+	if j.old, err = segmentCipher(j.st.oldSeg, oldVK); err != nil {
 		return err
 	}
 	defer j.old.Wipe()
@@ -156,6 +164,9 @@ func (st *reencryptState) mappedSegments(total uint64, oldKeySize, newKeySize in
 	size := int64(0) // dynamic, as the old segment is
 	if st.oldSeg.size != 0 {
 		size = int64(total - st.done)
+	}
+	if st.oldSeg.typ == "linear" {
+		return append(segs, MappedSegment{Segment: Segment{Offset: int64(st.dataOffset + st.done), Size: size}, Linear: true})
 	}
 	segs = append(segs, MappedSegment{Segment: Segment{Offset: int64(st.dataOffset + st.done), Size: size,
 		Cipher: st.oldSeg.cipher, SectorSize: st.oldSeg.sectorSize, KeySize: oldKeySize}, IVTweak: st.done / 512})

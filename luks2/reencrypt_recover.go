@@ -13,7 +13,8 @@ func (j *reencryptJob) recover() error {
 	if n < 512 || st.done+n > j.total {
 		return fmt.Errorf("hotzone %d+%d is out of range", st.done, n)
 	}
-	at := int64(st.dataOffset + st.done)
+	hz := j.at(st.done, n)
+	at := int64(st.dataOffset + hz)
 	buf := make([]byte, n)
 	defer clear(buf)
 	switch st.resilience {
@@ -38,7 +39,7 @@ func (j *reencryptJob) recover() error {
 			if string(h.Sum(nil)) != string(sums[i*hs:(i+1)*hs]) {
 				continue
 			}
-			off := st.done + uint64(i*st.blockSize)
+			off := hz + uint64(i*st.blockSize)
 			j.old.Decrypt(blk, off/512, st.oldSeg.sectorSize)
 			j.new.Encrypt(blk, off/512, st.newSeg.sectorSize)
 			if _, err := j.run.Data.WriteAt(blk, int64(st.dataOffset+off)); err != nil {
@@ -52,7 +53,7 @@ func (j *reencryptJob) recover() error {
 		if _, err := j.dev.ReadAt(buf, int64(st.areaOffset)); err != nil {
 			return fmt.Errorf("failed to read journaled data: %w", err)
 		}
-		j.rewrite(buf, st.done)
+		j.rewrite(buf, hz)
 		if _, err := j.run.Data.WriteAt(buf, at); err != nil {
 			return fmt.Errorf("recovery write failed: %w", err)
 		}

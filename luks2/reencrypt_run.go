@@ -38,6 +38,13 @@ func (h *header) newReencryptJob(dev Device, devSize int64, run ReencryptRun) (*
 	if j.total, err = st.dataSize(devSize); err != nil {
 		return nil, err
 	}
+	if n := uint64(run.DeviceSize); n > 0 {
+		if n > j.total || n%512 != 0 {
+			return nil, ErrIllegalDeviceSize
+		}
+		j.total, st.fixed = n, true
+	}
+	st.settle(j.total)
 	if j.run.Data == nil {
 		j.run.Data = dev
 	}
@@ -53,7 +60,7 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 		return err
 	}
 	st := j.st
-	if len(st.oldDigest.keyslots) == 0 && st.hot == nil && st.done >= j.total {
+	if st.mode == "reencrypt" && len(st.oldKeyslots()) == 0 && st.hot == nil && st.done >= j.total {
 		// cryptsetup killed while it finished: every byte is in the new
 		// cipher and the old keyslots are gone, but the metadata is not
 		// cleaned up (cryptsetup 2.6.1 can neither open nor resume such
@@ -86,11 +93,11 @@ func (j *reencryptJob) runWithKeys(oldVK, newVK []byte) error {
 	if st.done > j.total {
 		st.done = j.total
 	}
-	if j.old, err = dmcrypt.New(st.oldSeg.cipher, oldVK); err != nil {
+	if j.old, err = segmentCipher(st.oldSeg, oldVK); err != nil {
 		return err
 	}
 	defer j.old.Wipe()
-	if j.new, err = dmcrypt.New(st.newSeg.cipher, newVK); err != nil {
+	if j.new, err = segmentCipher(st.newSeg, newVK); err != nil {
 		return err
 	}
 	defer j.new.Wipe()
@@ -108,9 +115,15 @@ func (j *reencryptJob) runWithKeys(oldVK, newVK []byte) error {
 // reencryptKeys opens the old and the new volume key with passphrase, as
 // cryptsetup's LUKS2_keyslot_open_all_segments: one keyslot of each digest.
 func (h *header) reencryptKeys(dev Device, st *reencryptState, passphrase []byte, slot int) ([]byte, []byte, error) {
-	oldVK, err := h.openDigestKey(dev, st.oldDigest, passphrase, slot)
-	if err != nil {
-		return nil, nil, err
+	var oldVK []byte
+	if st.oldDigest != nil { // an encryption has no old key
+		var err error
+		if oldVK, err = h.openDigestKey(dev, st.oldDigest, passphrase, slot); err != nil {
+			return nil, nil, err
+		}
+	}
+	if st.newDigest == nil { // a decryption has no new key
+		return oldVK, nil, nil
 	}
 	newVK, err := h.openDigestKey(dev, st.newDigest, passphrase, slot)
 	if err != nil {
@@ -216,6 +229,15 @@ func (j *reencryptJob) changeResilience(oldVK, newVK []byte) error {
 	return nil
 }
 
+// at is the data offset of the next hotzone, n bytes, done bytes in:
+// forward from the start, backward from the end.
+func (j *reencryptJob) at(done, n uint64) uint64 {
+	if j.st.backward {
+		return j.total - done - n
+	}
+	return done
+}
+
 // hotzone is the length of the next step at done.
 func (j *reencryptJob) hotzone(done uint64) uint64 {
 	n := uint64(defaultHotzone)
@@ -251,10 +273,11 @@ func (j *reencryptJob) loop() error {
 			buf = make([]byte, n)
 		}
 		b := buf[:n]
-		held = j.hold(st.done, n)
-		if err := j.io(j.run.Data.ReadAt, b, st.done); err != nil {
+		at := j.at(st.done, n)
+		held = j.hold(at, n)
+		if err := j.io(j.run.Data.ReadAt, b, at); err != nil {
 			held(false)
-			return fmt.Errorf("failed to read hotzone area starting at %d: %w", st.done, err)
+			return fmt.Errorf("failed to read hotzone area starting at %d: %w", at, err)
 		}
 		if !none {
 			root := j.h.stepSegments(st, st.done, n, j.total, true)
@@ -263,10 +286,10 @@ func (j *reencryptJob) loop() error {
 				return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
 			}
 		}
-		j.rewrite(b, st.done)
-		if err := j.io(j.run.Data.WriteAt, b, st.done); err != nil {
+		j.rewrite(b, at)
+		if err := j.io(j.run.Data.WriteAt, b, at); err != nil {
 			held(false)
-			return fmt.Errorf("failed to write hotzone area starting at %d: %w", st.done, err)
+			return fmt.Errorf("failed to write hotzone area starting at %d: %w", at, err)
 		}
 		if !none {
 			if err := j.syncData(); err != nil {
@@ -402,27 +425,43 @@ func onPieces(n, piece int, fn func(lo, hi int)) {
 // wipes the areas no keyslot names any more.
 func (j *reencryptJob) finish() error {
 	st := j.st
+	if st.newDigest == nil { // a decryption: the data is plain, the header stays with no keys
+		root, areas := j.h.finishedRoot(linearSegment(st.dataOffset, st.newSeg.size), st.slot, st.oldDigest)
+		return j.h.commitFinished(j.dev, j.run.Commit, root, areas, nil)
+	}
 	root, areas := j.h.finishedRoot(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize),
 		st.slot, st.oldDigest)
 	root.get("digests").get(strconv.Itoa(st.newDigest.id)).set("segments", idsNode([]int{0}))
-	err := j.run.Commit(func() error {
-		if err := j.h.replace(j.dev, root); err != nil {
-			return err
-		}
-		for _, a := range areas {
-			if err := wipeArea(j.dev, a.off, a.len); err != nil {
+	return j.h.commitFinished(j.dev, j.run.Commit, root, areas, nil)
+}
+
+// commitFinished writes root, the metadata at the end of a reencryption,
+// to dev and wipes areas (the keyslots gone), durably, in one commit;
+// before, when set, first makes the data side's last writes.
+func (h *header) commitFinished(dev Device, commit func(write func() error) error, root *node, areas []interval, before func() error) error {
+	return commit(func() error {
+		if before != nil {
+			if err := before(); err != nil {
 				return err
 			}
 		}
-		return flush(j.dev)
+		if err := h.replace(dev, root); err != nil {
+			return err
+		}
+		for _, a := range areas {
+			if err := wipeArea(dev, a.off, a.len); err != nil {
+				return err
+			}
+		}
+		return flush(dev)
 	})
-	return err
 }
 
 // finishedRoot is the metadata at the end of a reencryption: seg the one
 // segment; the reencrypt keyslot reSlot and the old key's keyslots gone
 // with their digests; no digest bound to a segment; no reencryption
-// requirement. It returns the areas of the keyslots gone, to wipe.
+// requirement. It returns the areas of the keyslots gone, to wipe. old
+// is nil for an encryption (no old key).
 func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []interval) {
 	root := h.meta.root.clone()
 	segs := jObject()
@@ -430,7 +469,11 @@ func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []inte
 	root.set("segments", segs)
 	var areas []interval
 	keyslots := root.get("keyslots")
-	for _, id := range append([]int{reSlot}, old.keyslots...) {
+	gone := []int{reSlot}
+	if old != nil {
+		gone = append(gone, old.keyslots...)
+	}
+	for _, id := range gone {
 		if k := h.meta.keyslots[id]; k != nil {
 			areas = append(areas, interval{k.areaOffset, k.areaSize})
 		}
@@ -438,7 +481,9 @@ func (h *header) finishedRoot(seg *node, reSlot int, old *digest) (*node, []inte
 		unassignTokens(root, id)
 	}
 	digests := root.get("digests")
-	digests.del(strconv.Itoa(old.id))
+	if old != nil {
+		digests.del(strconv.Itoa(old.id))
+	}
 	if d := h.meta.keyslotDigest(reSlot); d != nil {
 		digests.del(strconv.Itoa(d.id))
 	}

@@ -37,6 +37,9 @@ func withFlags(o *node, flags []string) *node {
 // step: the hotzone [done, done+length) while hot, else the data up to
 // done in the new cipher. total is the data size.
 func (h *header) stepSegments(st *reencryptState, done, length, total uint64, hot bool) *node {
+	if st.backward {
+		return h.backwardSegments(st, done, length, total, hot)
+	}
 	root := h.meta.root.clone()
 	segs := jObject()
 	type bind struct {
@@ -57,8 +60,11 @@ func (h *header) stepSegments(st *reencryptState, done, length, total uint64, ho
 	}
 	oldFrom := func(at uint64) *node {
 		size := uint64(0)
-		if st.oldSeg.size != 0 {
-			size = st.oldSeg.size - at
+		if st.oldSeg.size != 0 || st.fixed {
+			size = total - at
+		}
+		if st.oldSeg.typ == "linear" {
+			return linearSegment(st.dataOffset+at, size)
 		}
 		return segmentNode(st.dataOffset+at, size, at/512, st.oldSeg.cipher, st.oldSeg.sectorSize)
 	}
@@ -84,15 +90,72 @@ func (h *header) stepSegments(st *reencryptState, done, length, total uint64, ho
 			add(oldFrom(done), st.oldDigest)
 		}
 	}
-	add(segmentNode(st.dataOffset, st.oldSeg.size, 0, st.oldSeg.cipher, st.oldSeg.sectorSize, "backup-previous"), st.oldDigest)
-	add(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize, "backup-final"), st.newDigest)
+	if st.oldSeg.typ == "linear" {
+		add(linearSegment(st.dataOffset, st.oldSeg.size, "backup-previous"))
+	} else {
+		add(segmentNode(st.dataOffset, st.oldSeg.size, 0, st.oldSeg.cipher, st.oldSeg.sectorSize, "backup-previous"), st.oldDigest)
+	}
+	final := add(segmentNode(st.dataOffset, st.newSeg.size, 0, st.newSeg.cipher, st.newSeg.sectorSize, "backup-final"), st.newDigest)
 	root.set("segments", segs)
 	digests := root.get("digests")
 	for _, d := range digests.vals {
 		d.set("segments", jArray())
 	}
+	if st.mode == "encrypt" {
+		// cryptsetup's reencrypt_assign_segments_simple: backup-final,
+		// then every crypt segment in order.
+		binds = []bind{{final, st.newDigest}}
+		for i, k := range segs.keys {
+			if segs.vals[i].get("type").str == "crypt" && k != strconv.Itoa(final) {
+				binds = append(binds, bind{i, st.newDigest})
+			}
+		}
+	}
 	for _, b := range binds {
 		digests.get(strconv.Itoa(b.d.id)).get("segments").push(jString(strconv.Itoa(b.seg)))
 	}
+	return root
+}
+
+// backwardSegments are stepSegments for a decryption backward, as
+// cryptsetup's reencrypt_make_{hot,post}_segments_backward lay them out:
+// the data still encrypted at the front (its size fixed), the hotzone
+// (linear, only while it is written), the plaintext after it (linear,
+// dynamic when the data is), then the backups; the old key's digest is
+// bound to backup-previous, then the crypt segment.
+func (h *header) backwardSegments(st *reencryptState, done, length, total uint64, hot bool) *node {
+	root := h.meta.root.clone()
+	segs := jObject()
+	add := func(n *node) int {
+		id := len(segs.keys)
+		segs.set(strconv.Itoa(id), n)
+		return id
+	}
+	if !hot {
+		length = 0
+	}
+	front := total - done - length
+	var crypt []int
+	if front > 0 {
+		crypt = append(crypt, add(segmentNode(st.dataOffset, front, 0, st.oldSeg.cipher, st.oldSeg.sectorSize)))
+	}
+	if hot {
+		add(linearNode(st.dataOffset+front, length, "in-reencryption"))
+	}
+	if rest := front + length; rest < total {
+		size := uint64(0)
+		if st.oldSeg.size != 0 || st.fixed {
+			size = total - rest
+		}
+		add(linearSegment(st.dataOffset+rest, size))
+	}
+	prev := add(segmentNode(st.dataOffset, st.oldSeg.size, 0, st.oldSeg.cipher, st.oldSeg.sectorSize, "backup-previous"))
+	add(linearSegment(st.dataOffset, st.newSeg.size, "backup-final"))
+	root.set("segments", segs)
+	digests := root.get("digests")
+	for _, d := range digests.vals {
+		d.set("segments", jArray())
+	}
+	digests.get(strconv.Itoa(st.oldDigest.id)).set("segments", idsNode(append([]int{prev}, crypt...)))
 	return root
 }

@@ -3,11 +3,17 @@ package luks2
 import (
 	"fmt"
 	"slices"
+
+	"github.com/luksd/luksd/dmcrypt"
 )
 
 // reencryptState is the typed view of a header in reencryption.
 type reencryptState struct {
-	slot         int // the reencrypt keyslot
+	slot         int    // the reencrypt keyslot
+	mode         string // "reencrypt"; "encrypt" (the old segment linear, no old key); "decrypt" (the new one linear, no new key)
+	backward     bool   // decrypt: hotzones from the end of the data to its start
+	front        uint64 // backward: data still old before the hotzone (^0: all of it)
+	fixed        bool   // a run over part of the data (--device-size): the old part's size is fixed
 	resilience   string
 	hash         string // checksum
 	blockSize    int    // checksum: bytes hashed per checksum
@@ -37,8 +43,12 @@ func (h *header) reencryptState() (*reencryptState, error) {
 			st.slot = id
 		}
 	}
-	if mode, dir := ksNode.get("mode").str, ksNode.get("direction").str; mode != "reencrypt" || dir != "forward" {
-		return nil, fmt.Errorf("%w: %s %s (luksd resumes forward reencrypt mode only)", ErrReencryptUnsupported, mode, dir)
+	st.mode = ksNode.get("mode").str
+	dir := ksNode.get("direction").str
+	st.backward = dir == "backward"
+	forward := (st.mode == "reencrypt" || st.mode == "encrypt") && dir == "forward"
+	if !forward && !(st.mode == "decrypt" && st.backward) {
+		return nil, fmt.Errorf("%w: %s %s (luksd resumes forward reencrypt and encrypt, backward decrypt)", ErrReencryptUnsupported, st.mode, dir)
 	}
 	area := ksNode.get("area")
 	st.resilience = area.get("type").str
@@ -68,18 +78,33 @@ func (h *header) reencryptState() (*reencryptState, error) {
 			return nil, fmt.Errorf("%w: moved segment", ErrReencryptUnsupported)
 		}
 	}
-	if st.oldSeg == nil || st.newSeg == nil || st.oldSeg.typ != "crypt" || st.newSeg.typ != "crypt" {
-		return nil, fmt.Errorf("%w: backup segments missing or not crypt", ErrReencryptUnsupported)
+	oldType, newType := "crypt", "crypt"
+	switch st.mode {
+	case "encrypt":
+		oldType = "linear"
+	case "decrypt":
+		newType = "linear"
+	}
+	if st.oldSeg == nil || st.newSeg == nil || st.oldSeg.typ != oldType || st.newSeg.typ != newType {
+		return nil, fmt.Errorf("%w: backup segments missing or of the wrong type", ErrReencryptUnsupported)
 	}
 	if st.oldSeg.offset != st.newSeg.offset || st.oldSeg.ivTweak != 0 || st.newSeg.ivTweak != 0 {
 		return nil, fmt.Errorf("%w: data moved or IV tweak", ErrReencryptUnsupported)
 	}
 	st.dataOffset = st.oldSeg.offset
 	st.oldDigest, st.newDigest = m.segmentDigest(st.oldSeg.id), m.segmentDigest(st.newSeg.id)
-	if st.oldDigest == nil || st.newDigest == nil || st.oldDigest == st.newDigest {
+	if st.oldDigest == nil && st.mode != "encrypt" || st.newDigest == nil && st.mode != "decrypt" || st.oldDigest == st.newDigest {
 		return nil, fmt.Errorf("%w: backup segments' digests", ErrReencryptInvalid)
 	}
 	switch s0 := m.segments[0]; {
+	case st.backward && st.hot != nil:
+		st.front, st.length = st.hot.offset-st.dataOffset, st.hot.size
+	case st.backward && s0 != nil && s0.typ == "linear":
+		st.front = 0
+	case st.backward && s0 != nil && s0.size != 0:
+		st.front = s0.size
+	case st.backward:
+		st.front = ^uint64(0)
 	case st.hot != nil:
 		st.done, st.length = st.hot.offset-st.dataOffset, st.hot.size
 	case s0 != nil && s0 != st.oldSeg && m.segmentDigest(0) == st.newDigest && !slices.Contains(m.segments[0].flags, "backup-final"):
@@ -89,6 +114,43 @@ func (h *header) reencryptState() (*reencryptState, error) {
 		}
 	}
 	return st, nil
+}
+
+// oldKeyslots are the keyslots of the old volume key (none for an
+// encryption).
+func (st *reencryptState) oldKeyslots() []int {
+	if st.oldDigest == nil {
+		return nil
+	}
+	return st.oldDigest.keyslots
+}
+
+// linearCipher is the "cipher" of a linear (plaintext) segment.
+type linearCipher struct{}
+
+func (linearCipher) Encrypt([]byte, uint64, int) {}
+func (linearCipher) Decrypt([]byte, uint64, int) {}
+func (linearCipher) Wipe()                       {}
+
+// segmentCipher is the sector cipher of s with key vk.
+func segmentCipher(s *segment, vk []byte) (dmcrypt.SectorCipher, error) {
+	if s.typ == "linear" {
+		return linearCipher{}, nil
+	}
+	return dmcrypt.New(s.cipher, vk)
+}
+
+// settle turns a backward run's front into the bytes done, now that the
+// data size total is known.
+func (st *reencryptState) settle(total uint64) {
+	if !st.backward {
+		return
+	}
+	front := min(st.front, total)
+	st.done = total - front
+	if st.hot != nil {
+		st.done = total - min(front+st.length, total)
+	}
 }
 
 // dataSize is the size of the data the reencryption covers.

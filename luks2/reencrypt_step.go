@@ -29,6 +29,9 @@ func (h *Header) ReencryptLayout(devSize int64) (*ReencryptLayout, error) {
 	if err != nil {
 		return nil, err
 	}
+	if st.mode != "reencrypt" {
+		return nil, fmt.Errorf("%w: online %s", ErrReencryptUnsupported, st.mode)
+	}
 	total, err := st.dataSize(devSize)
 	if err != nil {
 		return nil, err

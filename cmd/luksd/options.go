@@ -233,8 +233,6 @@ var unsupported = map[string]map[string]string{
 		"disable-veracrypt": "",
 	},
 	"luksAddKey": {"new-token-id": ""},
-	// Reencrypting part of a device.
-	"reencrypt": {"device-size": ""},
 }
 
 // Every other option of cryptsetup's table that a verb does not define is

@@ -27,6 +27,7 @@ func init() {
 			&cli.StringFlag{Name: "resilience", Usage: "hotzone protection: checksum (default), journal or none"},
 			&cli.StringFlag{Name: "resilience-hash", Usage: "checksum `HASH` (default sha256)"},
 			&cli.Int64Flag{Name: "hotzone-size", Usage: "most `BYTES` rewritten per step"},
+			&cli.Int64Flag{Name: "device-size", Usage: "reencrypt only the first `BYTES` of data (units as cryptsetup's)"},
 			&cli.BoolFlag{Name: "init-only", Usage: "only mark the volume for reencryption"},
 			&cli.BoolFlag{Name: "resume-only", Usage: "only resume a reencryption already marked"},
 			&cli.BoolFlag{Name: "force-offline-reencrypt", Usage: "accepted; luksd reencrypts unopened devices offline anyway"},
@@ -55,6 +56,8 @@ func reencrypt(c *cli.Context) error {
 	}
 	if st, err := activeVolume(dev); err != nil {
 		return err
+	} else if st != nil && c.IsSet("device-size") {
+		return exitf(exitParams, "Option --device-size with an online reencryption is not supported by luksd.")
 	} else if st != nil {
 		return reencryptOnline(c, st) // reencrypt_online.go
 	}
@@ -190,6 +193,7 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 	}()
 	run := luks2.ReencryptRun{
 		HotzoneSize: c.Int64("hotzone-size"),
+		DeviceSize:  c.Int64("device-size"),
 		Resilience:  c.String("resilience"),
 		Hash:        c.String("resilience-hash"),
 		Data:        data,
@@ -205,6 +209,8 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		// cryptsetup 2.6.1 fails loading the reencryption context without
 		// a word.
 		return exitf(exitParams, "")
+	case errors.Is(err, luks2.ErrIllegalDeviceSize):
+		return exitf(exitParams, "Illegal device size requested in reencryption parameters.")
 	}
 	return reencryptError(hp, err)
 }

@@ -47,9 +47,18 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 		return err
 	}
 	defer f.Close()
+	if c.Bool("encrypt") && !h.InReencryption() {
+		return checkReencryptMode(c, h, dev)
+	}
+	if h.ReencryptMode() == "encrypt" && h.ReencryptResilience() != "datashift" {
+		if err := checkReencryptMode(c, h, dev); err != nil {
+			return err
+		}
+		return resumeEncryptDetached(c, h, f, dev, hp) // reencrypt_encrypt_header.go
+	}
 	if h.ReencryptMode() != "decrypt" {
 		if c.Bool("decrypt") && !h.InReencryption() {
-			return exitf(exitParams, "LUKS2 decryption of a volume with a detached header is not supported by luksd yet.")
+			return decryptDetachedInit(c, h, f, dev) // reencrypt_decrypt_header.go
 		}
 		return exitf(exitParams, "Option --header is not supported by luksd reencrypt.")
 	}

@@ -70,7 +70,7 @@ func checkReencryptMode(c *cli.Context, h *luks2.Header, dev string) error {
 		return exitf(exitParams, "LUKS2 decryption requires --header option.")
 	case c.Bool("decrypt") && !marked:
 		return exitf(exitParams, "Option --decrypt is not supported by luksd yet.")
-	case marked && mode == "encrypt" && c.IsSet("resilience") && c.String("resilience") != "datashift":
+	case marked && mode == "encrypt" && h.ReencryptResilience() == "datashift" && c.IsSet("resilience") && c.String("resilience") != "datashift":
 		return exitf(exitParams, "Device is in reencryption using datashift resilience. Requested --resilience option cannot be applied.")
 	}
 	if !c.Bool("encrypt") {
@@ -89,8 +89,10 @@ func reencryptEncrypt(c *cli.Context, dev string) error {
 	switch {
 	case c.Bool("resume-only"):
 		return exitf(exitParams, "Device reencryption not in progress.")
+	case c.IsSet("header") && c.IsSet("reduce-device-size"):
+		return exitf(exitParams, "Option --header with --reduce-device-size is not supported by luksd yet.")
 	case c.IsSet("header"):
-		return exitf(exitParams, "Option --header with --encrypt is not supported by luksd yet.")
+		return reencryptEncryptDetached(c, dev) // reencrypt_encrypt_header.go
 	case !c.IsSet("reduce-device-size"):
 		return exitf(exitParams, "Encryption without detached header (--header) is not possible without data device size reduction (--reduce-device-size).")
 	case c.NArg() > 1:

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/luksd/luksd/dmcrypt"
+	"github.com/luksd/luksd/internal/testtool"
+)
+
+// Decryption in place of a detached-header volume (reencrypt --decrypt
+// --header HDR, no data move) across tools: one starts it and is killed -9
+// at a fixed point, the other finishes it; the data is then the plaintext
+// at offset 0 and HDR is left as cryptsetup leaves it.
+
+func TestDecryptDetachedResumesAcrossTools(t *testing.T) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("strace is needed to kill a run at a fixed point")
+	}
+	w := newWorkspace(t)
+	if d, err := os.MkdirTemp("/dev/shm", "luksd-decrypt-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		w.dir = d
+	}
+	key := w.key("key", "pw")
+	ld := testtool.Luksd(t)
+	cipher := make([]byte, 4<<20)
+	rand.Read(cipher)
+	flags := []string{"-q", "-d", key, "--force-offline-reencrypt", "--hotzone-size", "1M"}
+	for _, c := range []struct {
+		first, second string
+		sync          string // the first tool is killed entering its second hotzone's data sync
+		n             int
+	}{
+		{w.cryptsetup, ld, "fdatasync", 2},
+		{ld, w.cryptsetup, "fsync", 14},
+	} {
+		img, hdr := w.path("data.img"), w.path("data.hdr")
+		os.Remove(hdr)
+		if err := os.WriteFile(img, cipher, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w.cs(nil, append([]string{"luksFormat", "-q", "-d", key, "--header", hdr, img}, cheapPBKDF("pbkdf2")...)...).ok(t)
+		plain := w.detachedPlaintext(img, hdr, key)
+		init := append([]string{"reencrypt", "--decrypt", "--init-only", "--header", hdr, img}, flags...)
+		runTool(t, nil, c.first, init...).ok(t)
+		resume := append([]string{"reencrypt", "--resume-only", "--header", hdr, img}, flags...)
+		killedAt(t, strace, c.sync, c.n, c.first, resume...)
+		// Part-way: a hotzone left as a rule (luksd's sync count can
+		// shift by one with its goroutines), else between two hotzones.
+		mid := w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(t).stdout
+		if !strings.Contains(mid, "online-reencrypt") || !strings.Contains(mid, `"type":"linear"`) {
+			t.Fatalf("%s killed at %s #%d is not part-way: %s", c.first, c.sync, c.n, mid)
+		}
+		r := runTool(t, nil, c.second, resume...)
+		if c.second == w.cryptsetup && strings.Contains(r.stderr, "Run repair first") {
+			w.cs(nil, "repair", "-q", "-d", key, "--header", hdr, img).ok(t)
+			r = runTool(t, nil, c.second, resume...)
+		}
+		if r.code != 0 {
+			t.Fatalf("%s after %s: exit %d: %s", c.second, c.first, r.code, r.stderr)
+		}
+		got, err := os.ReadFile(img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := firstDiff(got, plain); i >= 0 {
+			t.Fatalf("%s after %s: data differs from the plaintext at %d", c.second, c.first, i)
+		}
+		var meta struct {
+			Keyslots, Digests map[string]any
+			Segments          map[string]struct{ Type, Offset, Size string }
+		}
+		dump := w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(t).stdout
+		if err := json.Unmarshal([]byte(dump), &meta); err != nil {
+			t.Fatal(err)
+		}
+		if s := meta.Segments["0"]; len(meta.Keyslots)+len(meta.Digests) != 0 || len(meta.Segments) != 1 ||
+			s.Type != "linear" || s.Offset != "0" || s.Size != "dynamic" {
+			t.Fatalf("%s after %s: header left %s", c.second, c.first, dump)
+		}
+	}
+}
+
+// detachedPlaintext is the plaintext of the volume img with header hdr.
+func (w *workspace) detachedPlaintext(img, hdr, key string) []byte {
+	w.t.Helper()
+	var meta struct {
+		Segments map[string]struct {
+			Encryption string
+			SectorSize int `json:"sector_size"`
+		}
+	}
+	if err := json.Unmarshal([]byte(w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(w.t).stdout), &meta); err != nil {
+		w.t.Fatal(err)
+	}
+	vk, err := hex.DecodeString(volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, hdr).ok(w.t).stdout))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	sc, err := dmcrypt.New(meta.Segments["0"].Encryption, vk)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer sc.Wipe()
+	b, err := os.ReadFile(img)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	sc.Decrypt(b, 0, meta.Segments["0"].SectorSize)
+	return b
+}
+
+// What cryptsetup refuses for --decrypt of a detached-header volume,
+// luksd refuses with its words and exit code, header and data unchanged.
+func TestDecryptDetachedRefusalsLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	key, wrong := w.key("key", "pw"), w.key("wrong", "nope")
+	img, hdr := w.path("data.img"), w.path("data.hdr")
+	if err := os.WriteFile(img, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.cs(nil, append([]string{"luksFormat", "-q", "-d", key, "--header", hdr, img}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	for _, args := range [][]string{
+		{"-d", wrong},
+		{"-d", key, "--resilience", "datashift"},
+		{"-d", key, "--resilience", "foo"},
+	} {
+		var res [2]result
+		for i, tool := range []string{w.cryptsetup, testtool.Luksd(t)} {
+			cimg, chdr := w.path("copy.img"), w.path("copy.hdr")
+			copyFile(t, img, cimg)
+			copyFile(t, hdr, chdr)
+			res[i] = runTool(t, nil, tool, append([]string{"reencrypt", "--decrypt", "--force-offline-reencrypt", "-q",
+				"--header", chdr, cimg}, args...)...)
+			for _, f := range [][2]string{{img, cimg}, {hdr, chdr}} {
+				before, _ := os.ReadFile(f[0])
+				if after, _ := os.ReadFile(f[1]); string(after) != string(before) {
+					t.Errorf("%v: tool %d changed %s", args, i, f[1])
+				}
+			}
+		}
+		if res[0].code != res[1].code || res[0].stderr != res[1].stderr {
+			t.Errorf("%v: cryptsetup exit %d %q, luksd exit %d %q", args, res[0].code, res[0].stderr, res[1].code, res[1].stderr)
+		}
+	}
+}
