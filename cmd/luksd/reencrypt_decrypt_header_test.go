@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -19,10 +18,7 @@ import (
 // at offset 0 and HDR is left as cryptsetup leaves it.
 
 func TestDecryptDetachedResumesAcrossTools(t *testing.T) {
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace is needed to kill a run at a fixed point")
-	}
+	strace := testtool.Need(t, "strace") // kills a run at a fixed point
 	w := newWorkspace(t)
 	if d, err := os.MkdirTemp("/dev/shm", "luksd-decrypt-"); err == nil {
 		t.Cleanup(func() { os.RemoveAll(d) })

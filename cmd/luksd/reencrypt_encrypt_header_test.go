@@ -70,10 +70,7 @@ func (w *workspace) checkEncryptedDetached(img, hdr, key string, want []byte) {
 }
 
 func TestEncryptDetachedResumesAcrossTools(t *testing.T) {
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace is needed to kill a run at a fixed point")
-	}
+	strace := testtool.Need(t, "strace") // kills a run at a fixed point
 	w := newWorkspace(t)
 	if d, err := os.MkdirTemp("/dev/shm", "luksd-encrypt-"); err == nil {
 		t.Cleanup(func() { os.RemoveAll(d) })
