@@ -47,50 +47,61 @@ func (v *Volume) kickUploads() {
 // may run, and returns how long until the next one is. c.mu is held.
 func (v *Volume) startDue(now time.Time) time.Duration {
 	c := v.c
-	urgent := c.waiting > 0 || c.flushes > 0
 	next := time.Hour
-	for _, e := range c.dirtySet {
-		if e.uploading {
-			continue
+	// The chunks writes have filled (or loaded) first, then those still
+	// being filled (partial.go): a writer waiting for room hurries these
+	// only when no upload runs to make it, as their upload reads the
+	// chunk and is done again once the writes have filled it.
+	for _, partial := range []bool{false, true} {
+		urgent := c.flushes > 0 || c.waiting > 0 && (!partial || c.active == 0 && c.dirty >= c.maxDirty)
+		for _, e := range c.dirtySet {
+			if e.uploading || e.partial != partial {
+				continue
+			}
+			due := e.lastWrite.Add(v.opts.WriteDelay)
+			if urgent || due.Before(e.retryAt) {
+				due = e.retryAt
+			}
+			if wait := due.Sub(now); wait > 0 {
+				next = min(next, wait)
+				continue
+			}
+			if c.active >= v.opts.Uploads {
+				return next
+			}
+			e.uploading = true
+			c.active++
+			v.wg.Add(1)
+			go v.upload(e)
 		}
-		due := e.lastWrite.Add(v.opts.WriteDelay)
-		if urgent || due.Before(e.retryAt) {
-			due = e.retryAt
-		}
-		if wait := due.Sub(now); wait > 0 {
-			next = min(next, wait)
-			continue
-		}
-		if c.active >= v.opts.Uploads {
-			break
-		}
-		e.uploading = true
-		c.active++
-		v.wg.Add(1)
-		go v.upload(e)
 	}
 	return next
 }
 
 // upload writes a snapshot of e's data to the store (deletes it when it is
-// all zeros) and records the outcome.
+// all zeros) and records the outcome. A chunk partly written is loaded
+// first, under the bytes written (partial.go).
 func (v *Volume) upload(e *entry) {
 	defer v.wg.Done()
+	st, err := v.writableStore()
 	e.mu.Lock()
 	v.c.mu.Lock()
 	gen := e.written
 	changed := gen > e.uploaded
 	v.c.mu.Unlock()
+	if err == nil && changed {
+		err = v.loadFrom(st, e)
+	}
 	var snap []byte
-	if changed && !e.zero {
+	if err == nil && changed && !e.zero {
 		snap = append([]byte(nil), e.data...)
 	}
 	e.mu.Unlock()
 
-	st, err := v.writableStore()
 	switch {
 	case err != nil:
-		// Another opener may be writing the volume now.
+		// Another opener may be writing the volume now (writableStore),
+		// or the chunk could not be read (loadFrom).
 	case !changed:
 		// Made dirty by a write that then failed: nothing to upload.
 	case snap == nil || blockdev.IsZero(snap):
