@@ -78,6 +78,16 @@ func testSequentialNoReads(t *testing.T, srv *s3test.Server) {
 	const chunks = 4
 	v, st, cc := countedVolume(t, srv, chunks*testChunk, Options{WriteDelay: time.Hour})
 	for pass := range byte(2) {
+		if pass > 0 {
+			// Opened again: the chunks stored, none cached.
+			v.Close()
+			var err error
+			if v, err = OpenVolume(st, Options{WriteDelay: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			cc.take()
+		}
 		data := pattern(chunks*testChunk, pass)
 		for off := 0; off < len(data); off += testChunk / 4 {
 			if _, err := v.WriteAt(data[off:off+testChunk/4], int64(off)); err != nil {
