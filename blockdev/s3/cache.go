@@ -244,15 +244,22 @@ func (c *cache) markDirty(e *entry) {
 }
 
 // wrote records a write of e (its data changed) and returns its
-// generation. e.mu is held.
+// generation. e.mu is held. A write that has filled a chunk partly
+// written (partial.go) makes its upload due at once, and the chunk one
+// passed once uploaded (dropped first, as a stream reader's): a
+// sequential writer has gone past it.
 func (c *cache) wrote(e *entry) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
 	e.written = c.seq
-	e.passed = false
+	filled := e.partial && e.loaded
+	e.passed = filled
 	e.partial = e.data != nil && !e.loaded
 	e.lastWrite = time.Now()
+	if filled {
+		e.lastWrite = time.Time{}
+	}
 	return e.written
 }
 

@@ -75,7 +75,7 @@ func TestPartialWrites(t *testing.T) {
 // stored and then over chunks stored, reads nothing from the store and
 // uploads each chunk once.
 func testSequentialNoReads(t *testing.T, srv *s3test.Server) {
-	const chunks = 4
+	const chunks = 2 * passedChunks
 	v, st, cc := countedVolume(t, srv, chunks*testChunk, Options{WriteDelay: time.Hour})
 	for pass := range byte(2) {
 		if pass > 0 {
@@ -95,6 +95,10 @@ func testSequentialNoReads(t *testing.T, srv *s3test.Server) {
 			}
 		}
 		flush(t, v)
+		// Uploaded, the chunks the writer filled are dropped but the last few.
+		if b := v.cachedBytes(); b > passedChunks*testChunk {
+			t.Errorf("pass %d: %d bytes cached after a sequential write, want %d at most", pass, b, passedChunks*testChunk)
+		}
 		if n := cc.take(); n["GET"] != 0 || n["PUT"] != chunks {
 			t.Errorf("pass %d: chunk requests %v, want %d PUTs and no GET", pass, n, chunks)
 		}

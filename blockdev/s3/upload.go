@@ -3,6 +3,7 @@ package s3
 import (
 	"math/rand/v2"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
@@ -94,9 +95,11 @@ func (v *Volume) upload(e *entry) {
 	}
 	var snap []byte
 	if err == nil && changed && !e.zero {
-		snap = append([]byte(nil), e.data...)
+		snap = takeSnapshot(len(e.data))
+		copy(snap, e.data)
 	}
 	e.mu.Unlock()
+	defer putSnapshot(snap)
 
 	switch {
 	case err != nil:
@@ -117,6 +120,48 @@ func (v *Volume) upload(e *entry) {
 	}
 	v.uploaded(e, gen, err)
 	v.kickUploads()
+}
+
+// The copies of the chunks being uploaded are kept for the next uploads
+// (snapshotBytes at most, as many as uploads run at once by default, of
+// 4 MiB chunks): a fresh 4 MiB of heap for each upload costs its
+// page faults (the collector gives freed memory back) and a collection
+// every few uploads. They are on the Go heap, never unmapped: the SDK may
+// still read a request's body after the call has returned (it is then a
+// request that failed, its connection closed).
+const snapshotBytes = DefaultUploads * DefaultChunkSize
+
+var snapshots struct {
+	sync.Mutex
+	bufs  [][]byte
+	bytes int
+}
+
+// takeSnapshot returns n bytes for a copy of a chunk to upload.
+func takeSnapshot(n int) []byte {
+	snapshots.Lock()
+	defer snapshots.Unlock()
+	for i, b := range snapshots.bufs {
+		if len(b) == n {
+			snapshots.bufs = append(snapshots.bufs[:i], snapshots.bufs[i+1:]...)
+			snapshots.bytes -= n
+			return b
+		}
+	}
+	return make([]byte, n)
+}
+
+// putSnapshot gives back a buffer from takeSnapshot (nil is ignored).
+func putSnapshot(b []byte) {
+	if b == nil {
+		return
+	}
+	snapshots.Lock()
+	defer snapshots.Unlock()
+	if snapshots.bytes+len(b) <= snapshotBytes {
+		snapshots.bufs = append(snapshots.bufs, b)
+		snapshots.bytes += len(b)
+	}
 }
 
 // writableStore is the store for a write of the volume's chunks: with a
