@@ -63,14 +63,6 @@ func pattern(n int, seed byte) []byte {
 	return p
 }
 
-func TestPartialWrites(t *testing.T) {
-	srv := s3test.Start(t)
-	t.Run("SequentialNoReads", func(t *testing.T) { testSequentialNoReads(t, srv) })
-	t.Run("Merge", func(t *testing.T) { testPartialMerge(t, srv) })
-	t.Run("FillingNotHurried", func(t *testing.T) { testFillingNotHurried(t, srv) })
-	t.Run("RoomFromPartial", func(t *testing.T) { testRoomFromPartial(t, srv) })
-}
-
 // A sequential writer in pieces smaller than a chunk, over chunks not
 // stored and then over chunks stored, reads nothing from the store and
 // uploads each chunk once.
