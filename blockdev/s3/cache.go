@@ -51,15 +51,20 @@ type entry struct {
 	idx int64
 
 	mu     sync.Mutex
-	data   []byte // the whole chunk, or nil: see loaded and zero
+	data   []byte // the whole chunk, or nil: see loaded, zero and have
 	loaded bool   // data (or zero) is what the chunk holds
 	zero   bool   // loaded, and all zeros (data is nil)
+	// have, while data is set and not loaded, lists the bytes of data
+	// that writes have filled (partial.go); the rest is not known until
+	// a load merges what the store holds under them.
+	have extents
 
 	// Guarded by cache.mu.
 	refs      int
 	elem      *list.Element // in lru or passed while unreferenced and clean
 	passed    bool          // a stream read it through; no read or write since
 	dirty     bool          // counted in cache.dirty until uploaded
+	partial   bool          // data is set and not loaded (have): its upload loads it first
 	written   uint64        // generation of the last write
 	uploaded  uint64        // generation of the last write in the store
 	uploading bool
@@ -239,23 +244,40 @@ func (c *cache) markDirty(e *entry) {
 }
 
 // wrote records a write of e (its data changed) and returns its
-// generation. e.mu is held.
+// generation. e.mu is held. A write that has filled a chunk partly
+// written (partial.go) makes its upload due at once, and the chunk one
+// passed once uploaded (dropped first, as a stream reader's): a
+// sequential writer has gone past it.
 func (c *cache) wrote(e *entry) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
 	e.written = c.seq
-	e.passed = false
+	filled := e.partial && e.loaded
+	e.passed = filled
+	e.partial = e.data != nil && !e.loaded
 	e.lastWrite = time.Now()
+	if filled {
+		e.lastWrite = time.Time{}
+	}
 	return e.written
 }
 
 // setData sets e's data (from allocChunk, or nil) as loaded, accounting
 // for its bytes and freeing the data it replaces. e.mu is held.
 func (c *cache) setData(e *entry, data []byte, zero bool) {
+	c.setBytes(e, data, true)
+	e.zero = zero
+}
+
+// setBytes sets e's data (from allocChunk, or nil), loaded or not (then
+// writes fill it: have), accounting for its bytes and freeing the data it
+// replaces. e.mu is held.
+func (c *cache) setBytes(e *entry, data []byte, loaded bool) {
 	c.mu.Lock()
 	c.bytes += int64(len(data) - len(e.data))
+	e.partial = data != nil && !loaded
 	c.mu.Unlock()
 	freeChunk(e.data)
-	e.data, e.zero, e.loaded = data, zero, true
+	e.data, e.zero, e.loaded, e.have = data, false, loaded, nil
 }

@@ -3,6 +3,7 @@ package s3
 import (
 	"math/rand/v2"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
@@ -47,50 +48,63 @@ func (v *Volume) kickUploads() {
 // may run, and returns how long until the next one is. c.mu is held.
 func (v *Volume) startDue(now time.Time) time.Duration {
 	c := v.c
-	urgent := c.waiting > 0 || c.flushes > 0
 	next := time.Hour
-	for _, e := range c.dirtySet {
-		if e.uploading {
-			continue
+	// The chunks writes have filled (or loaded) first, then those still
+	// being filled (partial.go): a writer waiting for room hurries these
+	// only when no upload runs to make it, as their upload reads the
+	// chunk and is done again once the writes have filled it.
+	for _, partial := range []bool{false, true} {
+		urgent := c.flushes > 0 || c.waiting > 0 && (!partial || c.active == 0 && c.dirty >= c.maxDirty)
+		for _, e := range c.dirtySet {
+			if e.uploading || e.partial != partial {
+				continue
+			}
+			due := e.lastWrite.Add(v.opts.WriteDelay)
+			if urgent || due.Before(e.retryAt) {
+				due = e.retryAt
+			}
+			if wait := due.Sub(now); wait > 0 {
+				next = min(next, wait)
+				continue
+			}
+			if c.active >= v.opts.Uploads {
+				return next
+			}
+			e.uploading = true
+			c.active++
+			v.wg.Add(1)
+			go v.upload(e)
 		}
-		due := e.lastWrite.Add(v.opts.WriteDelay)
-		if urgent || due.Before(e.retryAt) {
-			due = e.retryAt
-		}
-		if wait := due.Sub(now); wait > 0 {
-			next = min(next, wait)
-			continue
-		}
-		if c.active >= v.opts.Uploads {
-			break
-		}
-		e.uploading = true
-		c.active++
-		v.wg.Add(1)
-		go v.upload(e)
 	}
 	return next
 }
 
 // upload writes a snapshot of e's data to the store (deletes it when it is
-// all zeros) and records the outcome.
+// all zeros) and records the outcome. A chunk partly written is loaded
+// first, under the bytes written (partial.go).
 func (v *Volume) upload(e *entry) {
 	defer v.wg.Done()
+	st, err := v.writableStore()
 	e.mu.Lock()
 	v.c.mu.Lock()
 	gen := e.written
 	changed := gen > e.uploaded
 	v.c.mu.Unlock()
+	if err == nil && changed {
+		err = v.loadFrom(st, e)
+	}
 	var snap []byte
-	if changed && !e.zero {
-		snap = append([]byte(nil), e.data...)
+	if err == nil && changed && !e.zero {
+		snap = takeSnapshot(len(e.data))
+		copy(snap, e.data)
 	}
 	e.mu.Unlock()
+	defer putSnapshot(snap)
 
-	st, err := v.writableStore()
 	switch {
 	case err != nil:
-		// Another opener may be writing the volume now.
+		// Another opener may be writing the volume now (writableStore),
+		// or the chunk could not be read (loadFrom).
 	case !changed:
 		// Made dirty by a write that then failed: nothing to upload.
 	case snap == nil || blockdev.IsZero(snap):
@@ -106,6 +120,48 @@ func (v *Volume) upload(e *entry) {
 	}
 	v.uploaded(e, gen, err)
 	v.kickUploads()
+}
+
+// The copies of the chunks being uploaded are kept for the next uploads
+// (snapshotBytes at most, as many as uploads run at once by default, of
+// 4 MiB chunks): a fresh 4 MiB of heap for each upload costs its
+// page faults (the collector gives freed memory back) and a collection
+// every few uploads. They are on the Go heap, never unmapped: the SDK may
+// still read a request's body after the call has returned (it is then a
+// request that failed, its connection closed).
+const snapshotBytes = DefaultUploads * DefaultChunkSize
+
+var snapshots struct {
+	sync.Mutex
+	bufs  [][]byte
+	bytes int
+}
+
+// takeSnapshot returns n bytes for a copy of a chunk to upload.
+func takeSnapshot(n int) []byte {
+	snapshots.Lock()
+	defer snapshots.Unlock()
+	for i, b := range snapshots.bufs {
+		if len(b) == n {
+			snapshots.bufs = append(snapshots.bufs[:i], snapshots.bufs[i+1:]...)
+			snapshots.bytes -= n
+			return b
+		}
+	}
+	return make([]byte, n)
+}
+
+// putSnapshot gives back a buffer from takeSnapshot (nil is ignored).
+func putSnapshot(b []byte) {
+	if b == nil {
+		return
+	}
+	snapshots.Lock()
+	defer snapshots.Unlock()
+	if snapshots.bytes+len(b) <= snapshotBytes {
+		snapshots.bufs = append(snapshots.bufs, b)
+		snapshots.bytes += len(b)
+	}
 }
 
 // writableStore is the store for a write of the volume's chunks: with a

@@ -17,8 +17,8 @@ import (
 // write-back cache (cache.go, upload.go): a write returns once it is in
 // memory, and Flush (or WriteAtFUA) returns once every write before it
 // is in the store. It is safe for concurrent use: the writes to one
-// chunk take turns on the chunk's cache entry (a partial write of a chunk
-// not cached reads it first, and no write undoes another), writes to
+// chunk take turns on the chunk's cache entry (no write undoes another;
+// a partial write of a chunk not cached does not read it: partial.go), writes to
 // different chunks and reads run at once.
 type Volume struct {
 	st      *Store
@@ -317,7 +317,12 @@ func (v *Volume) chunkLen(idx int64) int64 {
 func (v *Volume) readChunk(idx, at int64, part []byte, stream bool) error {
 	e := v.c.get(idx)
 	e.mu.Lock()
-	err := v.load(e)
+	var err error
+	if !e.loaded && e.data != nil && e.have.covers(at, at+int64(len(part))) {
+		// All written since the chunk was cached: no need to load it.
+	} else {
+		err = v.load(e)
+	}
 	switch {
 	case err != nil:
 	case e.zero:
@@ -330,8 +335,8 @@ func (v *Volume) readChunk(idx, at int64, part []byte, stream bool) error {
 	return err
 }
 
-// writeChunk writes part at offset at of chunk idx into the cache. A
-// partial write of a chunk not cached loads it first.
+// writeChunk writes part at offset at of chunk idx into the cache,
+// without reading the store (partial.go).
 func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 	e := v.c.get(idx)
 	defer v.c.release(e)
@@ -344,18 +349,7 @@ func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 	if v.hooks.reserved != nil {
 		v.hooks.reserved(idx)
 	}
-	n := v.chunkLen(idx)
-	if at != 0 || int64(len(part)) != n {
-		if err := v.load(e); err != nil {
-			return err
-		}
-	}
-	if e.data == nil {
-		v.c.setData(e, allocChunk(n), false)
-	}
-	e.zero = false
-	copy(e.data[at:], part)
-	v.c.wrote(e)
+	v.writePart(e, v.chunkLen(idx), at, part)
 	v.kickUploads()
 	return nil
 }
@@ -364,10 +358,14 @@ func (v *Volume) writeChunk(idx, at int64, part []byte) error {
 // stored is all zeros. e.mu is held.
 func (v *Volume) load(e *entry) error { return v.loadFrom(v.st, e) }
 
-// loadFrom is load with the requests to st.
+// loadFrom is load with the requests to st. A chunk partly written
+// (partial.go) is merged.
 func (v *Volume) loadFrom(st *Store, e *entry) error {
-	if e.loaded {
+	switch {
+	case e.loaded:
 		return nil
+	case e.data != nil:
+		return v.merge(st, e)
 	}
 	data := allocChunkUncleared(v.chunkLen(e.idx)) // readInto fills it all
 	err := st.readInto(chunkName(e.idx), data)

@@ -60,6 +60,11 @@ func TestVolume(t *testing.T) {
 	t.Run("SparseAndTrim", func(t *testing.T) { testSparseAndTrim(t, srv) })
 	t.Run("Refusals", func(t *testing.T) { testRefusals(t, srv) })
 	t.Run("ReadAhead", func(t *testing.T) { testReadAhead(t, srv) })
+	// partial_test.go
+	t.Run("PartialSequentialNoReads", func(t *testing.T) { testSequentialNoReads(t, srv) })
+	t.Run("PartialMerge", func(t *testing.T) { testPartialMerge(t, srv) })
+	t.Run("PartialFillingNotHurried", func(t *testing.T) { testFillingNotHurried(t, srv) })
+	t.Run("PartialRoomFromPartial", func(t *testing.T) { testRoomFromPartial(t, srv) })
 }
 
 // A volume's layout is in its manifest; a prefix with a volume, or with

@@ -14,12 +14,15 @@
 #              blocks, 8 threads: fio on its file, O_DIRECT, the same
 # The luksd and s3backer figures are wall times of the fio command, fio's
 # start and connection included (under load that start is a good part of
-# a 256 MiB read); s3raw times its GETs alone. So luksd's reads are also
-# given as fio reports them (first request to last), the measure that
-# compares with s3raw's.
-# then 4 KiB random writes at iodepth 32 through luksd with an NBD flush
+# a 256 MiB run); s3raw times its requests alone. So luksd's are also
+# given as fio reports them (first request to last, the final flush
+# included for writes), the measure that compares with s3raw's.
+# Then 4 KiB random writes at iodepth 32 through luksd with an NBD flush
 # every second: IOPS, and the store's requests per MiB written (weed's
-# metrics count them), all flushed by the end.
+# metrics count them), all flushed by the end; on a volume in 4 MiB
+# chunks and one in 256 KiB chunks.
+# Every measure runs once per round (ROUNDS, default 2), the rounds
+# interleave them all, and each keeps its best: the machine is shared.
 # Targets (issue 12): luksd >= 0.8x raw sequential, ahead of s3backer.
 # LUKSD_BEFORE=PATH (another build of luksd, e.g. of main) adds its
 # sequential write, read and copy to each round, for a before/after in
@@ -68,22 +71,18 @@ printf '{"identities":[{"name":"bench","credentials":[{"accessKey":"%s","secretK
 pids+=($!)
 for _ in $(seq 120); do "$work/s3raw" -bucket bench -create 2>/dev/null && break; sleep 0.5; done
 
-# s3requests prints how many S3 requests weed has served.
-s3requests() {
-	curl -s "http://127.0.0.1:${ports[9]}/metrics" |
-		awk '/^SeaweedFS_s3_request_total/ { n += $NF } END { printf "%d", n }'
-}
 # timed CMD...: runs CMD in this shell (it may wait for our children),
 # and sets T to its wall time in seconds.
 timed() {
-	local t0 t1
+	local t0 t1 rc=0
 	t0=$(date +%s.%N)
-	"$@" >/dev/null
+	"$@" >/dev/null || rc=$?
 	t1=$(date +%s.%N)
 	T=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	return "$rc"
 }
 rate() { awk -v s="$1" -v m="$SIZE_MIB" 'BEGIN { printf "%.1f", m / s }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 best() { awk -v a="$1" -v b="${2:-0}" 'BEGIN { print (a + 0 > b + 0) ? a : b }'; }
 
@@ -120,19 +119,52 @@ s3b_mount() {
 }
 s3b_unmount() { umount "$work/mnt"; wait "$s3b_pid" 2>/dev/null || true; }
 s3bfio() { fio --name="$1" --ioengine=libaio --direct=1 --filename="$work/mnt/file" --size="${SIZE_MIB}M" "${@:2}"; }
-s3b_write() { s3bfio s3bw --rw=write --bs=1M --iodepth=32 --end_fsync=1 && s3b_unmount; }
+s3b_write() { s3bfio s3bw --rw=write --bs=1M --iodepth=32 --end_fsync=1 2>>"$work/s3backer.log" && s3b_unmount; }
+
+# fiobw FILE FIELD: a field of fio's terse (version 3) output, in MiB/s
+# for the bandwidth fields (7 read, 48 write: fio's own figure, first
+# request to last).
+fiobw() { awk -F';' -v f="$2" '$1 == 3 { printf "%.1f", $f / 1024 }' "$1"; }
+
+# s3backer_seq: s3backer's sequential write and read, best so far in
+# bw[s3b-w] and bw[s3b-r]; a run that fails (its log says why) leaves
+# "failed" and the others go on.
+s3backer_seq() {
+	local rc=0
+	s3b_mount
+	timed s3b_write || rc=$?
+	if [ "$rc" = 0 ]; then
+		bw[s3b-w]=$(best "$(rate "$T")" "${bw[s3b-w]:-}")
+		s3b_mount
+		timed s3bfio s3br --rw=read --bs=1M --iodepth=32 2>>"$work/s3backer.log" || rc=$?
+		s3b_unmount
+	else
+		umount "$work/mnt" 2>/dev/null || true
+		wait "$s3b_pid" 2>/dev/null || true
+	fi
+	if [ "$rc" = 0 ]; then
+		bw[s3b-r]=$(best "$(rate "$T")" "${bw[s3b-r]:-}")
+	else
+		echo "s3.sh: s3backer failed (exit $rc), see its log:" >&2
+		tail -3 "$work/s3backer.log" >&2
+		bw[s3b-w]=${bw[s3b-w]:-failed} bw[s3b-r]=${bw[s3b-r]:-failed}
+	fi
+}
 
 # luksd_seq NAME BINARY: sequential write, read and copy with BINARY,
-# best so far in bw[NAME-w], bw[NAME-r], bw[NAME-copy].
+# best so far in bw[NAME-w], bw[NAME-r], bw[NAME-copy] (wall times) and
+# bw[NAME-wfio], bw[NAME-rfio] (fio's own).
 luksd_seq() {
 	SERVE_LUKSD=$2 serve s3://bench/luksd
-	timed nbdfio seqw --rw=write --bs=1M --iodepth=32 --end_fsync=1
+	timed nbdfio seqw --rw=write --bs=1M --iodepth=32 --end_fsync=1 \
+		--output-format=terse --terse-version=3 --output="$work/fio.terse"
 	bw[$1-w]=$(best "$(rate "$T")" "${bw[$1-w]:-}")
+	bw[$1-wfio]=$(best "$(fiobw "$work/fio.terse" 48)" "${bw[$1-wfio]:-}")
 	unserve
 	SERVE_LUKSD=$2 serve s3://bench/luksd # a cold cache
 	timed nbdfio seqr --rw=read --bs=1M --iodepth=32 --output-format=terse --terse-version=3 --output="$work/fio.terse"
 	bw[$1-r]=$(best "$(rate "$T")" "${bw[$1-r]:-}")
-	bw[$1-rfio]=$(best "$(awk -F';' '$1 == 3 { printf "%.1f", $7 / 1024 }' "$work/fio.terse")" "${bw[$1-rfio]:-}")
+	bw[$1-rfio]=$(best "$(fiobw "$work/fio.terse" 7)" "${bw[$1-rfio]:-}")
 	unserve
 	rm -f "$work/copy.img"
 	timed "$2" copy -q s3://bench/luksd "$work/copy.img"
@@ -140,76 +172,94 @@ luksd_seq() {
 	rm -f "$work/copy.img"
 }
 
+# s3requests prints how many S3 requests weed has served.
+s3requests() {
+	curl -s "http://127.0.0.1:${ports[9]}/metrics" |
+		awk '/^SeaweedFS_s3_request_total/ { n += $NF } END { printf "%d", n }'
+}
+
+# randwrite VOLUME NAME: 4 KiB random writes at iodepth 32 for RUNTIME
+# seconds, a flush every second from a second connection (a flush covers
+# every write before it, whichever connection made it), then a last
+# flush; the store's requests from the serve's start to its end (weed's
+# metrics) per MiB written. The run with the best IOPS so far is kept in
+# rw[NAME-iops], rw[NAME-mib], rw[NAME-reqs].
+randwrite() {
+	local before rand reqs flusher iops kib
+	serve "$1"
+	before=$(s3requests)
+	(while sleep 1; do
+		qemu-io -f raw --image-opts "driver=nbd,server.type=unix,server.path=$work/luksd.sock" -c flush >/dev/null 2>&1 || true
+	done) &
+	flusher=$!
+	rand=$(nbdfio randw --rw=randwrite --bs=4k --iodepth=32 --time_based --runtime="$RUNTIME" --end_fsync=1 \
+		--output-format=terse --terse-version=3 | awk -F';' '$1 == 3 { print $49, $47 }')
+	kill "$flusher"
+	wait "$flusher" 2>/dev/null || true
+	unserve
+	read -r iops kib <<<"$rand"
+	reqs=$(($(s3requests) - before))
+	if [ "$(best "$iops" "${rw[$2-iops]:-}")" = "$iops" ]; then
+		rw[$2-iops]=$iops rw[$2-mib]=$(awk -v k="$kib" 'BEGIN { printf "%.1f", k / 1024 }') rw[$2-reqs]=$reqs
+	fi
+}
+
 # Warm the store up (its first writes make its volumes), then rounds that
-# interleave the three, each keeping its best: the machine is shared.
+# interleave them all, each keeping its best: the machine is shared.
 "$work/s3raw" -bucket bench -prefix warm/ -total $((64 << 20)) >/dev/null
 format s3://bench/luksd
-declare -A bw
+format --chunk-size 256k s3://bench/small
+declare -A bw rw
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for round in $(seq "${ROUNDS:-2}"); do
 	read -r put get < <("$work/s3raw" -bucket bench -prefix "raw$round/" -total $((SIZE_MIB << 20)) \
 		-object $((4 << 20)) -parallel 8)
 	bw[raw-w]=$(best "$put" "${bw[raw-w]:-}") bw[raw-r]=$(best "$get" "${bw[raw-r]:-}")
 	luksd_seq luksd "$LUKSD"
 	[ -z "${LUKSD_BEFORE:-}" ] || luksd_seq before "$LUKSD_BEFORE"
-	s3b_mount
-	timed s3b_write
-	bw[s3b-w]=$(best "$(rate "$T")" "${bw[s3b-w]:-}")
-	s3b_mount
-	timed s3bfio s3br --rw=read --bs=1M --iodepth=32
-	bw[s3b-r]=$(best "$(rate "$T")" "${bw[s3b-r]:-}")
-	s3b_unmount
+	s3backer_seq
+	randwrite s3://bench/luksd big
+	randwrite s3://bench/small small
 	echo "round $round: raw $put/$get, luksd ${bw[luksd-w]}/${bw[luksd-r]} copy ${bw[luksd-copy]}," \
 		"s3backer ${bw[s3b-w]}/${bw[s3b-r]}${LUKSD_BEFORE:+, before ${bw[before-w]}/${bw[before-r]} copy ${bw[before-copy]}}" \
-		"MiB/s (best write/read so far)"
+		"MiB/s, randwrite ${rw[big-iops]}/${rw[small-iops]} IOPS (best so far), load $(cut -d' ' -f1 /proc/loadavg)"
 done
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-# 4 KiB random writes, a flush every second from a second connection (a
-# flush covers every write before it, whichever connection made it), on a
-# volume in 4 MiB chunks and one in 256 KiB chunks.
-randwrite() {
-	local before rand reqs flusher
-	serve "$1"
-	before=$(s3requests)
-	( while sleep 1; do
-		qemu-io -f raw --image-opts "driver=nbd,server.type=unix,server.path=$work/luksd.sock" -c flush >/dev/null 2>&1 || true
-	done ) &
-	flusher=$!
-	rand=$(nbdfio randw --rw=randwrite --bs=4k --iodepth=32 --time_based --runtime="$RUNTIME" --end_fsync=1 \
-		--output-format=terse --terse-version=3 | awk -F';' '$1 == 3 { print $49, $47 }')
-	kill "$flusher"
-	wait "$flusher" 2>/dev/null || true
-	read -r iops kib <<<"$rand"
-	reqs=$(($(s3requests) - before))
-	unserve
-	printf '%-22s %8s IOPS %8s requests for %5s MiB written: %s per MiB\n' "$2" "$iops" "$reqs" "$((kib / 1024))" \
-		"$(awk -v r="$reqs" -v k="$kib" 'BEGIN { if (k > 0) printf "%.1f", r / (k / 1024); else print "n/a" }')"
-}
-format --chunk-size 256k s3://bench/small
-
+row() { printf '%-30s %12s %12s\n' "$@"; }
 echo
-echo "SeaweedFS on loopback (tmpfs), ${SIZE_MIB} MiB, 4 MiB objects, 8 at once, best of ${ROUNDS:-2}, $(nproc) CPUs"
-printf '%-28s %12s %12s\n' "" "write MiB/s" "read MiB/s"
-printf '%-28s %12s %12s\n' "aws-sdk-go-v2 PUT/GET" "${bw[raw-w]}" "${bw[raw-r]}"
-printf '%-28s %12s %12s\n' "luksd serve (fio nbd)" "${bw[luksd-w]}" "${bw[luksd-r]}"
-printf '%-28s %12s %12s\n' "luksd serve, fio's own" "" "${bw[luksd-rfio]}"
-printf '%-28s %12s %12s\n' "luksd copy s3:// -> file" "" "${bw[luksd-copy]}"
+echo "SeaweedFS on loopback (tmpfs), ${SIZE_MIB} MiB, 4 MiB objects, 8 at once, best of ${ROUNDS:-2} interleaved rounds,"
+echo "$(nproc) CPUs, load average $load0 before, $load1 after"
+row "" "write MiB/s" "read MiB/s"
+row "aws-sdk-go-v2 PUT/GET" "${bw[raw-w]}" "${bw[raw-r]}"
+row "luksd serve, fio wall time" "${bw[luksd-w]}" "${bw[luksd-r]}"
+row "luksd serve, fio's own" "${bw[luksd-wfio]}" "${bw[luksd-rfio]}"
+row "luksd copy s3:// -> file" "" "${bw[luksd-copy]}"
 if [ -n "${LUKSD_BEFORE:-}" ]; then
-	printf '%-28s %12s %12s\n' "before: luksd serve" "${bw[before-w]}" "${bw[before-r]}"
-	printf '%-28s %12s %12s\n' "before: serve, fio's own" "" "${bw[before-rfio]}"
-	printf '%-28s %12s %12s\n' "before: luksd copy" "" "${bw[before-copy]}"
+	row "before: serve, fio wall time" "${bw[before-w]}" "${bw[before-r]}"
+	row "before: serve, fio's own" "${bw[before-wfio]}" "${bw[before-rfio]}"
+	row "before: luksd copy" "" "${bw[before-copy]}"
 fi
-printf '%-28s %12s %12s\n' "s3backer --encrypt (FUSE)" "${bw[s3b-w]}" "${bw[s3b-r]}"
+row "s3backer --encrypt (FUSE)" "${bw[s3b-w]}" "${bw[s3b-r]}"
 echo
-echo "luksd / raw SDK, 1M seq:  write $(ratio "${bw[luksd-w]}" "${bw[raw-w]}")  read $(ratio "${bw[luksd-r]}" "${bw[raw-r]}")  (target >= 0.8)"
-echo "luksd / raw SDK, 1M seq read, fio's own figure: $(ratio "${bw[luksd-rfio]}" "${bw[raw-r]}")"
-echo "luksd copy / raw SDK GET:  read $(ratio "${bw[luksd-copy]}" "${bw[raw-r]}")"
-echo "luksd / s3backer, 1M seq: write $(ratio "${bw[luksd-w]}" "${bw[s3b-w]}")  read $(ratio "${bw[luksd-r]}" "${bw[s3b-r]}")  (target > 1)"
+echo "1 MiB sequential, ratios (targets: >= 0.8 of the SDK, > 1 of s3backer):"
+row "" "write" "read"
+row "luksd / SDK, wall time" "$(ratio "${bw[luksd-w]}" "${bw[raw-w]}")" "$(ratio "${bw[luksd-r]}" "${bw[raw-r]}")"
+row "luksd / SDK, fio's own" "$(ratio "${bw[luksd-wfio]}" "${bw[raw-w]}")" "$(ratio "${bw[luksd-rfio]}" "${bw[raw-r]}")"
+row "luksd copy / SDK GET" "" "$(ratio "${bw[luksd-copy]}" "${bw[raw-r]}")"
+row "luksd / s3backer, wall time" "$(ratio "${bw[luksd-w]}" "${bw[s3b-w]}")" "$(ratio "${bw[luksd-r]}" "${bw[s3b-r]}")"
 if [ -n "${LUKSD_BEFORE:-}" ]; then
-	echo "before / raw SDK, 1M seq: write $(ratio "${bw[before-w]}" "${bw[raw-w]}")  read $(ratio "${bw[before-r]}" "${bw[raw-r]}")  copy $(ratio "${bw[before-copy]}" "${bw[raw-r]}")" \
-		" read, fio's own: $(ratio "${bw[before-rfio]}" "${bw[raw-r]}")"
-	echo "before / s3backer, 1M seq: write $(ratio "${bw[before-w]}" "${bw[s3b-w]}")  read $(ratio "${bw[before-r]}" "${bw[s3b-r]}")"
+	row "before / SDK, wall time" "$(ratio "${bw[before-w]}" "${bw[raw-w]}")" "$(ratio "${bw[before-r]}" "${bw[raw-r]}")"
+	row "before / SDK, fio's own" "$(ratio "${bw[before-wfio]}" "${bw[raw-w]}")" "$(ratio "${bw[before-rfio]}" "${bw[raw-r]}")"
+	row "before copy / SDK GET" "" "$(ratio "${bw[before-copy]}" "${bw[raw-r]}")"
+	row "luksd / before, wall time" "$(ratio "${bw[luksd-w]}" "${bw[before-w]}")" "$(ratio "${bw[luksd-r]}" "${bw[before-r]}")"
 fi
 echo
-echo "luksd, 4k random writes at iodepth 32 for ${RUNTIME}s, an NBD flush every second:"
-randwrite s3://bench/luksd "4 MiB chunks"
-randwrite s3://bench/small "256 KiB chunks"
+echo "luksd, 4 KiB random writes at iodepth 32 for ${RUNTIME}s, an NBD flush every second (best IOPS of ${ROUNDS:-2}):"
+for name in big small; do
+	label="4 MiB chunks"
+	[ "$name" = big ] || label="256 KiB chunks"
+	printf '%-16s %8s IOPS  %6s store requests for %6s MiB written and flushed: %s per MiB\n' "$label" \
+		"${rw[$name-iops]}" "${rw[$name-reqs]}" "${rw[$name-mib]}" \
+		"$(awk -v r="${rw[$name-reqs]}" -v m="${rw[$name-mib]}" 'BEGIN { if (m > 0) printf "%.1f", r / m; else print "n/a" }')"
+done
