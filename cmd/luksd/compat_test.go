@@ -260,6 +260,7 @@ var compatCases = []compatCase{
 // tools: exit code, the last line of stderr (cryptsetup prefixes some with
 // "cryptsetup: ", so luksd's must be its tail), and stdout where asked.
 func TestCLILikeCryptsetup(t *testing.T) {
+	t.Parallel() // its own images only (see workspace)
 	w := newWorkspace(t)
 	img, key := w.formatted("pbkdf2")
 	plain := testtool.ImageAt(t, w.dir, "plain.img", 1<<20)
@@ -457,6 +458,7 @@ func TestFormatRefusesBusyDevice(t *testing.T) {
 // cryptsetup's own test images, damaged headers included: the same exit
 // codes, and the same dump where there is one.
 func TestPeerImagesLikeCryptsetup(t *testing.T) {
+	t.Parallel() // its own images only (see workspace)
 	corpus := testtool.PeerCorpus(t)
 	w := newWorkspace(t)
 	xz, tar := testtool.Need(t, "xz"), testtool.Need(t, "tar")

@@ -108,6 +108,7 @@ func sameConversion(t *testing.T, what string, csImg, ldImg []byte) {
 // and by luksd: the same exit code and messages, and the same bytes on
 // disk (LUKS2: salts aside); the passphrase opens the result in both tools.
 func TestConvertLikeCryptsetup(t *testing.T) {
+	t.Parallel() // its own images only (see workspace)
 	w := newWorkspace(t)
 	key := w.key("key", "pw")
 	for i, tc := range convertCases {
@@ -167,6 +168,7 @@ func TestConvertDetachedHeaderLikeCryptsetup(t *testing.T) {
 // still opens them; those whose cipher neither tool can use for LUKS2
 // (LRW, ESSIV with whirlpool) are refused in cryptsetup's words.
 func TestConvertPeerImagesLikeCryptsetup(t *testing.T) {
+	t.Parallel() // its own images only (see workspace)
 	w := newWorkspace(t)
 	corpus := testtool.PeerCorpus(t)
 	tar := testtool.Need(t, "tar")
@@ -203,6 +205,7 @@ func TestConvertPeerImagesLikeCryptsetup(t *testing.T) {
 // header followed by luksmeta's metadata, and a missing argument are
 // refused as cryptsetup refuses them, the image untouched.
 func TestConvertRefusalsLikeCryptsetup(t *testing.T) {
+	t.Parallel() // its own images only (see workspace)
 	w := newWorkspace(t)
 	key := w.key("key", "pw")
 	empty := w.image("empty.img")

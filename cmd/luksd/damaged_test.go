@@ -104,6 +104,7 @@ func mdaImages(t *testing.T, w *workspace) ([]string, string) {
 // (at every standard offset) and rewrites the primary from it; so must
 // luksd, with the same output, repairing the same bytes.
 func TestDamagedPrimaryLikeCryptsetup(t *testing.T) {
+	t.Parallel() // its own images only (see workspace)
 	w := newWorkspace(t)
 	imgs, pass := mdaImages(t, w)
 	for i, img := range imgs {
@@ -262,6 +263,7 @@ func requirementImages(t *testing.T, w *workspace) (reencrypting, unknown, key s
 // passphrase test and the keyslot removals work, the edits cryptsetup
 // refuses are refused.
 func TestRequirementsLikeCryptsetup(t *testing.T) {
+	t.Parallel() // its own images only (see workspace)
 	w := newWorkspace(t)
 	reencrypting, unknown, key := requirementImages(t, w)
 	tok := w.key("tok.json", `{"type":"x","keyslots":[]}`)
@@ -352,6 +354,7 @@ func replaceSalt(salt string) func(slot string) func(js string) string {
 // does not make the volume unreadable; it is refused when tried, as
 // cryptsetup refuses it, and the volume opens with the other keyslot.
 func TestOddKeyslotsLikeCryptsetup(t *testing.T) {
+	t.Parallel() // its own images only (see workspace)
 	w := newWorkspace(t)
 	k0, k1 := w.key("k0", "first"), w.key("k1", "second")
 	base := w.image("odd.img")

@@ -44,6 +44,13 @@ func (p volumeParams) String() string {
 }
 
 // workspace holds image and key files of one test.
+//
+// The long cross-tool comparisons that touch nothing but their own
+// workspace call t.Parallel: Go starts them once every sequential test of
+// the package has finished, two at a time on two cores, where the
+// package's tail used to run alone on one. Tests that time a kill, hold a
+// lock across tools, start servers or use a run directory stay
+// sequential.
 type workspace struct {
 	t          *testing.T
 	dir        string
