@@ -60,19 +60,11 @@ func decryptDetachedInit(c *cli.Context, h *luks2.Header, f *headerDevice, dev s
 		}
 		return again.DecryptInitDetached(f, size, pass.Bytes(), slot, params, bs)
 	})
-	switch {
-	case errors.Is(err, luks2.ErrReencryptionInitialized):
+	if errors.Is(err, luks2.ErrReencryptionInitialized) {
 		return exitf(exitBusy, "LUKS2 reencryption already initialized in metadata.")
-	case errors.Is(err, luks2.ErrDeviceTooSmall):
-		fmt.Fprintf(os.Stderr, "Device %s is too small.\n", dev)
-		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
-	case errors.Is(err, luks2.ErrUnsupported):
-		return withCode(exitParams, err)
-	case err != nil:
-		verbosef(c, "%v", err)
-		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
-	case c.Bool("init-only"):
-		return nil
+	}
+	if err := initFailure(c, dev, err); err != nil || c.Bool("init-only") {
+		return err
 	}
 	nh, err := f.read()
 	if err != nil {

@@ -144,17 +144,8 @@ func reencryptEncrypt(c *cli.Context, dev string) error {
 	}
 	defer pass.Wipe()
 	err = f.edit(func() error { return luks2.EncryptInit(f, f.Size, reduce, opts, pass.Bytes()) })
-	switch {
-	case errors.Is(err, luks2.ErrDeviceTooSmall):
-		fmt.Fprintf(os.Stderr, "Device %s is too small.\n", dev)
-		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
-	case errors.Is(err, luks2.ErrUnsupported):
-		return withCode(exitParams, err)
-	case err != nil:
-		verbosef(c, "%v", err)
-		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
-	case c.Bool("init-only"):
-		return nil
+	if err := initFailure(c, dev, err); err != nil || c.Bool("init-only") {
+		return err
 	}
 	h, err := f.read()
 	if err != nil {
@@ -169,4 +160,21 @@ func reencryptEncrypt(c *cli.Context, dev string) error {
 		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
 	}
 	return runReencrypt(c, h, f, dev, pass.Bytes(), f.File, f.Size)
+}
+
+// initFailure says in cryptsetup's words why the init of an in-place
+// encryption or decryption failed (nil when err is nil).
+func initFailure(c *cli.Context, dev string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, luks2.ErrDeviceTooSmall):
+		fmt.Fprintf(os.Stderr, "Device %s is too small.\n", dev)
+		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+	case errors.Is(err, luks2.ErrUnsupported):
+		return withCode(exitParams, err)
+	default:
+		verbosef(c, "%v", err)
+		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+	}
 }

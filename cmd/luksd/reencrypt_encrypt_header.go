@@ -103,17 +103,8 @@ func reencryptEncryptDetached(c *cli.Context, dev string) error {
 	err = hf.edit(func() error {
 		return luks2.EncryptInitDetached(hf, size, opts, pass.Bytes(), params, dataBlockSize(data))
 	})
-	switch {
-	case errors.Is(err, luks2.ErrDeviceTooSmall):
-		fmt.Fprintf(os.Stderr, "Device %s is too small.\n", dev)
-		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
-	case errors.Is(err, luks2.ErrUnsupported):
-		return withCode(exitParams, err)
-	case err != nil:
-		verbosef(c, "%v", err)
-		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
-	case c.Bool("init-only"):
-		return nil
+	if err := initFailure(c, dev, err); err != nil || c.Bool("init-only") {
+		return err
 	}
 	h, err := hf.read()
 	if err != nil {
