@@ -147,19 +147,7 @@ func reencryptEncrypt(c *cli.Context, dev string) error {
 	if err := initFailure(c, dev, err); err != nil || c.Bool("init-only") {
 		return err
 	}
-	h, err := f.read()
-	if err != nil {
-		return headerError(dev, err)
-	}
-	lock, err := lockReencryption(f, h.UUID(), "Reencryption process is already running.")
-	if err != nil {
-		return err
-	}
-	defer lock.Unlock()
-	if c.Bool("force-offline-reencrypt") && !c.Bool("batch-mode") {
-		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
-	}
-	return runReencrypt(c, h, f, dev, pass.Bytes(), f.File, f.Size)
+	return runJustMarked(c, f, dev, pass.Bytes(), f.File, f.Size)
 }
 
 // initFailure says in cryptsetup's words why the init of an in-place
@@ -177,4 +165,23 @@ func initFailure(c *cli.Context, dev string, err error) error {
 		verbosef(c, "%v", err)
 		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
 	}
+}
+
+// runJustMarked runs the encryption an init has just written to the
+// header on f (named hp), under the reencryption lock, with the data on
+// data (size bytes).
+func runJustMarked(c *cli.Context, f *headerDevice, hp string, pass []byte, data luks2.DataDevice, size int64) error {
+	h, err := f.read()
+	if err != nil {
+		return headerError(hp, err)
+	}
+	lock, err := lockReencryption(f, h.UUID(), "Reencryption process is already running.")
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	if c.Bool("force-offline-reencrypt") && !c.Bool("batch-mode") {
+		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
+	}
+	return runReencrypt(c, h, f, hp, pass, data, size)
 }

@@ -106,19 +106,7 @@ func reencryptEncryptDetached(c *cli.Context, dev string) error {
 	if err := initFailure(c, dev, err); err != nil || c.Bool("init-only") {
 		return err
 	}
-	h, err := hf.read()
-	if err != nil {
-		return headerError(hp, err)
-	}
-	lock, err := lockReencryption(hf, h.UUID(), "Reencryption process is already running.")
-	if err != nil {
-		return err
-	}
-	defer lock.Unlock()
-	if c.Bool("force-offline-reencrypt") && !c.Bool("batch-mode") {
-		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
-	}
-	return runReencrypt(c, h, hf, hp, pass.Bytes(), syncedFile{df}, size)
+	return runJustMarked(c, hf, hp, pass.Bytes(), syncedFile{df}, size)
 }
 
 // resumeEncryptDetached resumes the encryption of dev whose header hp
