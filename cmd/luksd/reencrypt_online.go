@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/luksd/luksd/blockdev"
@@ -34,6 +35,9 @@ func (e *exitError) ExitCode() int { return e.code }
 // activeVolume is the state of the luksd volume arg names (its data
 // device, NAME, /dev/mapper/NAME or its block device), or nil.
 func activeVolume(arg string) (*daemon.State, error) {
+	if blockdev.Scheme(arg) != "" {
+		return servingLocation(arg)
+	}
 	name := daemon.UserOf(arg)
 	if name == "" {
 		n, ok, err := daemon.ResolveName(arg)
@@ -45,6 +49,29 @@ func activeVolume(arg string) (*daemon.State, error) {
 	return daemon.Active(name)
 }
 
+// servingLocation is the state of the luksd volume whose backend is the
+// remote location loc (s3://, nbd://, ...), or nil. daemon.UserOf
+// follows links of local paths; a location is compared as written, as
+// the daemon records what it was given, with a trailing slash ignored.
+// Missing this would reencrypt a served volume offline under its daemon.
+func servingLocation(loc string) (*daemon.State, error) {
+	ents, err := os.ReadDir(daemon.RunDir())
+	if err != nil {
+		return nil, nil
+	}
+	want := strings.TrimSuffix(loc, "/")
+	for _, e := range ents {
+		if !e.IsDir() || daemon.ValidName(e.Name()) != nil {
+			continue
+		}
+		st, err := daemon.Active(e.Name())
+		if err == nil && st != nil && strings.TrimSuffix(st.Image, "/") == want {
+			return st, nil
+		}
+	}
+	return nil, nil
+}
+
 // reencryptOnline runs reencrypt on the volume st's daemon serves.
 func reencryptOnline(c *cli.Context, st *daemon.State) error {
 	if c.IsSet("header") || st.Header != "" && st.Header != st.Image {
@@ -52,6 +79,11 @@ func reencryptOnline(c *cli.Context, st *daemon.State) error {
 	}
 	if st.ReadOnly {
 		return exitf(exitParams, "Volume %s is open read-only: close it and reencrypt it offline, or open it read-write.", st.Name)
+	}
+	if st.Type == "LUKS1" {
+		if err := refuseLUKS1(c, st.Image); err != nil {
+			return err
+		}
 	}
 	if st.Type != "LUKS2" {
 		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", st.Image)
