@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/s3"
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
@@ -88,6 +89,9 @@ func reencryptOnline(c *cli.Context, st *daemon.State) error {
 	if st.Type != "LUKS2" {
 		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", st.Image)
 	}
+	if err := refuseSharedChunk(st); err != nil {
+		return err
+	}
 	oldKey, newKey, err := onlineKeys(c, st.Image)
 	if err != nil || oldKey == nil {
 		return err
@@ -113,6 +117,32 @@ func reencryptOnline(c *cli.Context, st *daemon.State) error {
 		return exitf(je.Code, "%s", je.Msg)
 	}
 	return err
+}
+
+// refuseSharedChunk refuses an online reencryption of an S3 volume
+// whose chunk objects hold header and data together (chunks larger than
+// the data offset, or not dividing it). The CLI and the job write the
+// header through volumes of their own while the daemon's writes the
+// data, and each uploads whole chunks from its own cache: each would put
+// back the other's stale half (a test saw the data's first chunk
+// revert). Offline, one volume does both, so that path is safe.
+func refuseSharedChunk(st *daemon.State) error {
+	if blockdev.Scheme(st.Image) != "s3" || st.Offset <= 0 {
+		return nil
+	}
+	store, err := s3.Connect(st.Image)
+	if err != nil {
+		return locationError(st.Image, err)
+	}
+	m, err := s3.ReadManifest(store)
+	if err != nil {
+		return locationError(st.Image, err)
+	}
+	if m.ChunkSize > 0 && st.Offset%m.ChunkSize != 0 {
+		return exitf(exitParams, "Online reencryption of %s is not supported by luksd: its %d-byte chunks hold header and data together. Close it and reencrypt it offline.",
+			st.Image, m.ChunkSize)
+	}
+	return nil
 }
 
 // onlineKeys marks the volume at path for reencryption unless it is, and
