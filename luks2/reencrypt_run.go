@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"hash"
 	"runtime"
 	"slices"
 	"strconv"
@@ -275,19 +276,25 @@ func (j *reencryptJob) loop() error {
 		b := buf[:n]
 		at := j.at(st.done, n)
 		held = j.hold(at, n)
-		if err := j.io(j.run.Data.ReadAt, b, at); err != nil {
+		// The checksums are taken as each piece is read, while it is in
+		// the cache.
+		sums, err := j.readHotzone(b, at)
+		if err != nil {
 			held(false)
 			return fmt.Errorf("failed to read hotzone area starting at %d: %w", at, err)
 		}
 		if !none {
 			root := j.h.stepSegments(st, st.done, n, j.total, true)
-			if err := j.protect(root, b); err != nil {
+			data := b // journal: the old ciphertext itself
+			if sums != nil {
+				data = sums
+			}
+			if err := j.protect(root, data); err != nil {
 				held(false)
 				return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
 			}
 		}
-		j.rewrite(b, at)
-		if err := j.io(j.run.Data.WriteAt, b, at); err != nil {
+		if err := j.rewriteOut(b, at); err != nil {
 			held(false)
 			return fmt.Errorf("failed to write hotzone area starting at %d: %w", at, err)
 		}
@@ -335,12 +342,8 @@ func (j *reencryptJob) loop() error {
 // protect writes the hotzone's resilience data (checksums of its old
 // ciphertext, or the ciphertext itself) to the reencrypt keyslot area and
 // commits root, the hot segments.
-func (j *reencryptJob) protect(root *node, raw []byte) error {
+func (j *reencryptJob) protect(root *node, data []byte) error {
 	st := j.st
-	data := raw
-	if st.resilience == "checksum" {
-		data = checksums(raw, st.blockSize, st.hash)
-	}
 	return j.run.Commit(func() error {
 		return j.h.store(j.dev, root, func() error {
 			if _, err := j.dev.WriteAt(data, int64(st.areaOffset)); err != nil {
@@ -366,13 +369,52 @@ func (j *reencryptJob) rewrite(b []byte, off uint64) {
 	})
 }
 
-// io reads or writes b at data offset off in pieces on all cores: on a
-// fast device (tmpfs, NVMe) one thread's copies are the limit.
-func (j *reencryptJob) io(op func([]byte, int64) (int, error), b []byte, off uint64) error {
+// hotzonePiece is how much of a hotzone one goroutine reads and hashes,
+// or rewrites and writes, at a time: small enough to stay in the cache
+// from one pass over it to the next.
+const hotzonePiece = 1 << 20
+
+// readHotzone reads b, the hotzone at data offset off, in pieces on all
+// cores and, with checksum resilience, returns the checksums of its
+// blocks, each piece hashed as soon as it is read.
+func (j *reencryptJob) readHotzone(b []byte, off uint64) ([]byte, error) {
+	st := j.st
+	var sums []byte
+	var hs int
+	var hf func() hash.Hash
+	if st.resilience == "checksum" {
+		hf, _ = hashFunc(st.hash)
+		hs = hashSize(st.hash)
+		sums = make([]byte, len(b)/st.blockSize*hs)
+	}
 	var mu sync.Mutex
 	var first error
-	onPieces(len(b), 4<<20, func(lo, hi int) {
-		if _, err := op(b[lo:hi], int64(j.st.dataOffset+off)+int64(lo)); err != nil {
+	onPieces(len(b), hotzonePiece, func(lo, hi int) {
+		if _, err := j.run.Data.ReadAt(b[lo:hi], int64(st.dataOffset+off)+int64(lo)); err != nil {
+			mu.Lock()
+			first = cmp.Or(first, err)
+			mu.Unlock()
+			return
+		}
+		if sums != nil {
+			sumBlocks(b, sums, lo, hi, st.blockSize, hs, hf())
+		}
+	})
+	return sums, first
+}
+
+// rewriteOut rewrites b (the hotzone at data offset off) from the old
+// cipher to the new and writes it, each piece written as soon as it is
+// rewritten, on all cores.
+func (j *reencryptJob) rewriteOut(b []byte, off uint64) error {
+	oss, nss := j.st.oldSeg.sectorSize, j.st.newSeg.sectorSize
+	var mu sync.Mutex
+	var first error
+	onPieces(len(b), hotzonePiece, func(lo, hi int) {
+		sector := (off + uint64(lo)) / 512
+		j.old.Decrypt(b[lo:hi], sector, oss)
+		j.new.Encrypt(b[lo:hi], sector, nss)
+		if _, err := j.run.Data.WriteAt(b[lo:hi], int64(j.st.dataOffset+off)+int64(lo)); err != nil {
 			mu.Lock()
 			first = cmp.Or(first, err)
 			mu.Unlock()
@@ -388,14 +430,19 @@ func checksums(raw []byte, blockSize int, hashName string) []byte {
 	sums := make([]byte, len(raw)/blockSize*hs)
 	// Pieces of whole blocks: 256 of them per piece.
 	onPieces(len(raw), 256*blockSize, func(lo, hi int) {
-		h := hf()
-		for off := lo; off < hi; off += blockSize {
-			h.Reset()
-			h.Write(raw[off : off+blockSize])
-			h.Sum(sums[off/blockSize*hs : off/blockSize*hs])
-		}
+		sumBlocks(raw, sums, lo, hi, blockSize, hs, hf())
 	})
 	return sums
+}
+
+// sumBlocks hashes the blocks of raw[lo:hi] with h into their slots of
+// sums (hs bytes each).
+func sumBlocks(raw, sums []byte, lo, hi, blockSize, hs int, h hash.Hash) {
+	for off := lo; off < hi; off += blockSize {
+		h.Reset()
+		h.Write(raw[off : off+blockSize])
+		h.Sum(sums[off/blockSize*hs : off/blockSize*hs])
+	}
 }
 
 // onPieces runs fn on [lo, hi) pieces of [0, n), piece bytes each (the

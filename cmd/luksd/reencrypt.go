@@ -51,6 +51,9 @@ func reencrypt(c *cli.Context) error {
 	if encryptsPlainDevice(c, dev) {
 		return reencryptEncrypt(c, dev)
 	}
+	if err := refuseLUKS1(c, dev); err != nil {
+		return err
+	}
 	if c.Bool("decrypt") || c.IsSet("header") {
 		return reencryptWithHeader(c, dev) // reencrypt_decrypt.go
 	}

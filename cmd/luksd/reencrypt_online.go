@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/s3"
 	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
@@ -34,6 +36,9 @@ func (e *exitError) ExitCode() int { return e.code }
 // activeVolume is the state of the luksd volume arg names (its data
 // device, NAME, /dev/mapper/NAME or its block device), or nil.
 func activeVolume(arg string) (*daemon.State, error) {
+	if blockdev.Scheme(arg) != "" {
+		return servingLocation(arg)
+	}
 	name := daemon.UserOf(arg)
 	if name == "" {
 		n, ok, err := daemon.ResolveName(arg)
@@ -45,6 +50,29 @@ func activeVolume(arg string) (*daemon.State, error) {
 	return daemon.Active(name)
 }
 
+// servingLocation is the state of the luksd volume whose backend is the
+// remote location loc (s3://, nbd://, ...), or nil. daemon.UserOf
+// follows links of local paths; a location is compared as written, as
+// the daemon records what it was given, with a trailing slash ignored.
+// Missing this would reencrypt a served volume offline under its daemon.
+func servingLocation(loc string) (*daemon.State, error) {
+	ents, err := os.ReadDir(daemon.RunDir())
+	if err != nil {
+		return nil, nil
+	}
+	want := strings.TrimSuffix(loc, "/")
+	for _, e := range ents {
+		if !e.IsDir() || daemon.ValidName(e.Name()) != nil {
+			continue
+		}
+		st, err := daemon.Active(e.Name())
+		if err == nil && st != nil && strings.TrimSuffix(st.Image, "/") == want {
+			return st, nil
+		}
+	}
+	return nil, nil
+}
+
 // reencryptOnline runs reencrypt on the volume st's daemon serves.
 func reencryptOnline(c *cli.Context, st *daemon.State) error {
 	if c.IsSet("header") || st.Header != "" && st.Header != st.Image {
@@ -53,8 +81,16 @@ func reencryptOnline(c *cli.Context, st *daemon.State) error {
 	if st.ReadOnly {
 		return exitf(exitParams, "Volume %s is open read-only: close it and reencrypt it offline, or open it read-write.", st.Name)
 	}
+	if st.Type == "LUKS1" {
+		if err := refuseLUKS1(c, st.Image); err != nil {
+			return err
+		}
+	}
 	if st.Type != "LUKS2" {
 		return exitf(exitParams, "Device %s is not a valid LUKS2 device.", st.Image)
+	}
+	if err := refuseSharedChunk(st); err != nil {
+		return err
 	}
 	oldKey, newKey, err := onlineKeys(c, st.Image)
 	if err != nil || oldKey == nil {
@@ -81,6 +117,32 @@ func reencryptOnline(c *cli.Context, st *daemon.State) error {
 		return exitf(je.Code, "%s", je.Msg)
 	}
 	return err
+}
+
+// refuseSharedChunk refuses an online reencryption of an S3 volume
+// whose chunk objects hold header and data together (chunks larger than
+// the data offset, or not dividing it). The CLI and the job write the
+// header through volumes of their own while the daemon's writes the
+// data, and each uploads whole chunks from its own cache: each would put
+// back the other's stale half (a test saw the data's first chunk
+// revert). Offline, one volume does both, so that path is safe.
+func refuseSharedChunk(st *daemon.State) error {
+	if blockdev.Scheme(st.Image) != "s3" || st.Offset <= 0 {
+		return nil
+	}
+	store, err := s3.Connect(st.Image)
+	if err != nil {
+		return locationError(st.Image, err)
+	}
+	m, err := s3.ReadManifest(store)
+	if err != nil {
+		return locationError(st.Image, err)
+	}
+	if m.ChunkSize > 0 && st.Offset%m.ChunkSize != 0 {
+		return exitf(exitParams, "Online reencryption of %s is not supported by luksd: its %d-byte chunks hold header and data together. Close it and reencrypt it offline.",
+			st.Image, m.ChunkSize)
+	}
+	return nil
 }
 
 // onlineKeys marks the volume at path for reencryption unless it is, and
