@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/luksd/luksd/blockdev"
 	"golang.org/x/sys/unix"
 )
 
@@ -329,8 +330,19 @@ func ResolveName(arg string) (name string, ok bool, err error) {
 }
 
 // UserOf returns the name of an active volume whose data device is path
-// (through any link to it), or "".
+// (through any link to it), or "". A remote location (s3://, nbd://...)
+// is compared as the daemon recorded it, a trailing slash ignored: two
+// daemons on one host writing one remote volume lose each other's writes.
 func UserOf(path string) string {
+	if blockdev.Scheme(path) != "" {
+		want := strings.TrimSuffix(path, "/")
+		for _, s := range activeStates() {
+			if strings.TrimSuffix(s.Image, "/") == want {
+				return s.Name
+			}
+		}
+		return ""
+	}
 	want, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return ""

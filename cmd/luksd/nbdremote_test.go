@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/luksd/luksd/internal/testtool"
 )
@@ -51,6 +55,22 @@ func TestNBDRemoteVolume(t *testing.T) {
 	if err != nil || !bytes.Equal(got[:1<<20], pattern[:1<<20]) {
 		t.Fatalf("data read back through luksd serve over NBD differs (%v)", err)
 	}
+	// A second daemon on this host for the same remote volume is refused
+	// as in use (exit 5), whichever way the location is written.
+	for _, loc := range []string{uri, uri + "/"} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		second := exec.CommandContext(ctx, testtool.Luksd(t), "serve", "--socket", filepath.Join(t.TempDir(), "second.sock"),
+			"--key-file", key, loc)
+		var stderr bytes.Buffer
+		second.Stderr = &stderr
+		err := second.Run()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 5 || !strings.Contains(stderr.String(), "which is in use") {
+			t.Fatalf("a second serve of %s beside the first: %v, %q", loc, err, stderr.String())
+		}
+	}
+
 	raw, _ := os.ReadFile(disk)
 	if bytes.Contains(raw, []byte("remote ciphertext remote ciphertext")) {
 		t.Fatal("the remote file holds plaintext")

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/luksd/luksd/blockdev"
@@ -36,9 +35,6 @@ func (e *exitError) ExitCode() int { return e.code }
 // activeVolume is the state of the luksd volume arg names (its data
 // device, NAME, /dev/mapper/NAME or its block device), or nil.
 func activeVolume(arg string) (*daemon.State, error) {
-	if blockdev.Scheme(arg) != "" {
-		return servingLocation(arg)
-	}
 	name := daemon.UserOf(arg)
 	if name == "" {
 		n, ok, err := daemon.ResolveName(arg)
@@ -48,29 +44,6 @@ func activeVolume(arg string) (*daemon.State, error) {
 		name = n
 	}
 	return daemon.Active(name)
-}
-
-// servingLocation is the state of the luksd volume whose backend is the
-// remote location loc (s3://, nbd://, ...), or nil. daemon.UserOf
-// follows links of local paths; a location is compared as written, as
-// the daemon records what it was given, with a trailing slash ignored.
-// Missing this would reencrypt a served volume offline under its daemon.
-func servingLocation(loc string) (*daemon.State, error) {
-	ents, err := os.ReadDir(daemon.RunDir())
-	if err != nil {
-		return nil, nil
-	}
-	want := strings.TrimSuffix(loc, "/")
-	for _, e := range ents {
-		if !e.IsDir() || daemon.ValidName(e.Name()) != nil {
-			continue
-		}
-		st, err := daemon.Active(e.Name())
-		if err == nil && st != nil && strings.TrimSuffix(st.Image, "/") == want {
-			return st, nil
-		}
-	}
-	return nil, nil
 }
 
 // reencryptOnline runs reencrypt on the volume st's daemon serves.

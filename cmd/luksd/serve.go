@@ -73,6 +73,12 @@ func runServe(c *cli.Context) error {
 	if err := opts.Prepare(); err != nil {
 		return err
 	}
+	// A volume a luksd daemon already has is refused before the
+	// passphrase, as by open; for a remote one (nbd://) this is the only
+	// claim on this host, and two daemons would lose each other's writes.
+	if daemon.UserOf(path) != "" {
+		return daemon.InUse(path, nil)
+	}
 	readOnly := c.Bool("readonly")
 	v, err := unlockVolume(c, path, readOnly)
 	if err != nil {
