@@ -209,6 +209,7 @@ func luksFormat(c *cli.Context) error {
 	if err := createRemote(c, dev); err != nil {
 		return err
 	}
+	alignToChunks(dev, &opts)
 	hd, release, err := openFormatTarget(c, dev)
 	if err != nil {
 		return err

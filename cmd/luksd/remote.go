@@ -81,3 +81,27 @@ func chunkSize(c *cli.Context) (int64, error) {
 	}
 	return int64(n), nil
 }
+
+// alignToChunks aligns the data offset of a volume in an S3 store to its
+// chunk objects, as cryptsetup aligns it to a disk's optimal I/O size,
+// unless the layout was asked for (--offset, --align-payload, --header,
+// --luks2-*-size). No chunk then holds both header and data, so a header
+// edit beside a running serve (luksAddKey, an online reencryption) and the
+// daemon's data writes never upload the same object from two caches.
+// Chunks up to 16 MiB leave LUKS2's default offset as it is; LUKS1's
+// moves from 2 to 4 MiB with the default 4 MiB chunks.
+func alignToChunks(location string, opts *luks2.FormatOptions) {
+	if blockdev.Scheme(location) != "s3" || opts.PayloadAlign != 0 || opts.DataOffset != 0 ||
+		opts.DetachedData || opts.MetadataSize != 0 || opts.KeyslotsSize != 0 {
+		return
+	}
+	// A store that cannot be read here is reported when the volume is
+	// opened for the header, next.
+	store, err := s3.Connect(location)
+	if err != nil {
+		return
+	}
+	if m, err := s3.ReadManifest(store); err == nil && m.ChunkSize > 1<<20 {
+		opts.PayloadAlign = m.ChunkSize
+	}
+}

@@ -294,6 +294,26 @@ func TestS3ChunkSize(t *testing.T) {
 		t.Fatalf("chunks past the data written are stored: %v", stored)
 	}
 
+	// The data offset is aligned to chunks larger than LUKS2's default
+	// 16 MiB offset, and LUKS1's default 2 MiB to the default 4 MiB
+	// chunks, so that no chunk holds header and data; --offset is kept.
+	for _, c := range []struct {
+		prefix string
+		args   []string
+		want   string
+	}{
+		{"big", []string{"--device-size", "96M", "--chunk-size", "32M"}, "offset: 33554432 [bytes]"},
+		{"big-offset", []string{"--device-size", "96M", "--chunk-size", "32M", "--offset", "32768"}, "offset: 16777216 [bytes]"},
+		{"luks1", []string{"--device-size", "32M", "--type", "luks1"}, "Payload offset:\t8192"},
+	} {
+		at := "s3://" + bucket + "/" + c.prefix
+		luksd(t, nil, append([]string{"luksFormat", "-q", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000",
+			"--key-file", key, at}, c.args...)...).expect(t, 0, "")
+		if dump := luksd(t, nil, "luksDump", at).stdout; !strings.Contains(dump, c.want) {
+			t.Errorf("luksFormat %v: luksDump does not say %q:\n%s", c.args, c.want, dump)
+		}
+	}
+
 	img := filepath.Join(dir, "copy.img")
 	luksd(t, nil, "copy", loc, img).expect(t, 0, "")
 	vk, off := serveVolumeKey(t, img, key)
