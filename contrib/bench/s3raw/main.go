@@ -7,6 +7,9 @@
 // volume's chunk size and upload parallelism, as the ceiling the store
 // allows. The store comes from the SDK's standard sources (AWS_ENDPOINT_URL,
 // AWS_ACCESS_KEY_ID, ...), path-style; -create makes the bucket first.
+// Over plain http its PUTs are signed without hashing their bodies, with
+// their CRC32, as luksd's are (blockdev/s3.UnsignedPayloadOverHTTP);
+// -signed-payload hashes them, the SDK's default.
 package main
 
 import (
@@ -23,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	luksds3 "github.com/luksd/luksd/blockdev/s3"
 )
 
 func main() {
@@ -34,13 +38,18 @@ func main() {
 	parallel := flag.Int("parallel", 8, "requests at once")
 	doPut := flag.Bool("put", true, "PUT the objects first; with -put=false, GET those an earlier run put (PUT_MiB/s is then 0)")
 	doGet := flag.Bool("get", true, "GET the objects; with -get=false, only PUT them (GET_MiB/s is then 0)")
+	signed := flag.Bool("signed-payload", false, "over http, sign each PUT's body SHA-256 (the SDK's default) where luksd does not")
 	flag.Parse()
 	ctx := context.Background()
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	api := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+	opts := []func(*s3.Options){func(o *s3.Options) { o.UsePathStyle = true }}
+	if !*signed {
+		opts = append(opts, luksds3.UnsignedPayloadOverHTTP)
+	}
+	api := s3.NewFromConfig(cfg, opts...)
 	if *create {
 		if _, err := api.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: bucket}); err != nil {
 			log.Fatal(err)
