@@ -9,9 +9,12 @@ import (
 	"strings"
 	"time"
 
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/luksd/luksd/blockdev"
 )
 
@@ -105,7 +108,45 @@ func newClient(ctx context.Context) (*s3.Client, error) {
 		// A ranged GET has no whole-object checksum to check; the SDK
 		// would log that for every chunk read.
 		o.DisableLogOutputChecksumValidationSkipped = true
-	}), nil
+	}, UnsignedPayloadOverHTTP), nil
+}
+
+// UnsignedPayloadOverHTTP is an option of s3.NewFromConfig: a PUT over
+// plain http is signed without its body's SHA-256 (UNSIGNED-PAYLOAD),
+// its CRC32 checksum header kept, as the SDK does over https (where the
+// checksum is a trailer). Hashing a 4 MiB chunk took a quarter of a
+// serve's CPU under sequential writes, and the store hashes it again to
+// check it. The signature covers the checksum header, so a body the
+// network corrupts is still refused by the store; what the hash added is
+// that no one on the path could rewrite a stored chunk, and on plain
+// http anyone there can rewrite what a GET returns anyway (responses are
+// never signed): a network that is not trusted needs https either way.
+// contrib/bench/s3raw uses it too, so that the SDK alone and luksd do
+// the same work.
+func UnsignedPayloadOverHTTP(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		// The operations with a body to check: the checksum middleware
+		// hashes the body too unless a payload hash is set before it.
+		const checksum = "AWSChecksum:ComputeInputPayloadChecksum"
+		if _, ok := stack.Finalize.Get(checksum); !ok {
+			return nil
+		}
+		return stack.Finalize.Insert(unsignedPayload{}, checksum, middleware.Before)
+	})
+}
+
+// unsignedPayload sets the payload hash of a request over http to
+// UNSIGNED-PAYLOAD.
+type unsignedPayload struct{}
+
+func (unsignedPayload) ID() string { return "luksd:UnsignedPayloadOverHTTP" }
+
+func (unsignedPayload) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
+	middleware.FinalizeOutput, middleware.Metadata, error) {
+	if req, ok := in.Request.(*smithyhttp.Request); ok && !req.IsHTTPS() {
+		ctx = v4.SetPayloadHash(ctx, "UNSIGNED-PAYLOAD")
+	}
+	return next.HandleFinalize(ctx, in)
 }
 
 // open is blockdev.Open's backend for s3:// locations.

@@ -3,8 +3,16 @@ package s3
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,7 +65,6 @@ func TestOpenByLocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dev.Close()
 	if dev.Size() != 1<<20 || !blockdev.CapsOf(dev).Trim {
 		t.Fatalf("size %d, caps %+v", dev.Size(), blockdev.CapsOf(dev))
 	}
@@ -70,6 +77,20 @@ func TestOpenByLocation(t *testing.T) {
 	p := make([]byte, 20)
 	if _, err := dev.ReadAt(p, 4000); err != nil || !bytes.Equal(p, []byte("through the location")) {
 		t.Fatalf("read back %q, %v", p, err)
+	}
+	if err := dev.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// From the store, where the chunk went up unsigned over http
+	// (UnsignedPayloadOverHTTP): the store took it, checksum and all.
+	dev, err = blockdev.Open(loc, blockdev.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	clear(p)
+	if _, err := dev.ReadAt(p, 4000); err != nil || !bytes.Equal(p, []byte("through the location")) {
+		t.Fatalf("read back after reopening %q, %v", p, err)
 	}
 
 	if err := blockdev.Create(t.TempDir()+"/img", blockdev.CreateOptions{Size: 1 << 20}); !errors.Is(err, blockdev.ErrNotSupported) {
@@ -102,14 +123,73 @@ func TestOptionsFromEnv(t *testing.T) {
 	}
 }
 
-// The client keeps as many idle connections to the store as uploads,
-// read-ahead and readers use at once, not the SDK's 10.
-func TestClientKeepsConnections(t *testing.T) {
+// clientEnv points the SDK's standard sources at endpoint alone.
+func clientEnv(t *testing.T, endpoint string) {
 	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "secret",
-		"AWS_ENDPOINT_URL": "http://127.0.0.1:1", "AWS_CONFIG_FILE": "/dev/null",
+		"AWS_ENDPOINT_URL": endpoint, "AWS_CONFIG_FILE": "/dev/null",
 		"AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_EC2_METADATA_DISABLED": "true"} {
 		t.Setenv(k, v)
 	}
+}
+
+// Over plain http a PUT is signed without its body's SHA-256
+// (UNSIGNED-PAYLOAD) and carries the body's CRC32 in a header the
+// signature covers, so the store still refuses a body corrupted on the
+// way; other requests are as the SDK makes them.
+func TestPutOverHTTPUnsignedWithChecksum(t *testing.T) {
+	type request struct {
+		method, sha256, crc32, auth string
+		body                        []byte
+	}
+	seen := make(chan request, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		seen <- request{r.Method, r.Header.Get("X-Amz-Content-Sha256"), r.Header.Get("X-Amz-Checksum-Crc32"),
+			r.Header.Get("Authorization"), body}
+		w.Header().Set("ETag", `"etag"`)
+		if r.Method == http.MethodGet {
+			w.Write([]byte("stored"))
+		}
+	}))
+	defer srv.Close()
+	clientEnv(t, srv.URL)
+	api, err := newClient(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewStore(api, "bucket", "vol")
+	data := make([]byte, 300<<10)
+	for i := range data {
+		data[i] = byte(rand.N(256))
+	}
+	if err := st.put("chunk-0", data, false); err != nil {
+		t.Fatal(err)
+	}
+	put := <-seen
+	sum := base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, crc32.ChecksumIEEE(data)))
+	switch {
+	case put.method != http.MethodPut || !bytes.Equal(put.body, data):
+		t.Fatalf("%s of %d bytes, want a PUT of the chunk's %d", put.method, len(put.body), len(data))
+	case put.sha256 != "UNSIGNED-PAYLOAD":
+		t.Errorf("PUT over http with x-amz-content-sha256 %q, want UNSIGNED-PAYLOAD", put.sha256)
+	case put.crc32 != sum:
+		t.Errorf("PUT with x-amz-checksum-crc32 %q, want the body's %q", put.crc32, sum)
+	case !strings.Contains(put.auth, "x-amz-checksum-crc32") || !strings.Contains(put.auth, "x-amz-content-sha256"):
+		t.Errorf("the signature does not cover the checksum: %s", put.auth)
+	}
+	if _, err := st.get("chunk-0"); err != nil {
+		t.Fatal(err)
+	}
+	// A GET has no body: the SDK's own empty-payload hash.
+	if get := <-seen; get.sha256 == "UNSIGNED-PAYLOAD" || get.sha256 == "" {
+		t.Errorf("GET with x-amz-content-sha256 %q, want the empty body's hash", get.sha256)
+	}
+}
+
+// The client keeps as many idle connections to the store as uploads,
+// read-ahead and readers use at once, not the SDK's 10.
+func TestClientKeepsConnections(t *testing.T) {
+	clientEnv(t, "http://127.0.0.1:1")
 	api, err := newClient(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@
 # on loopback, its data on tmpfs:
 #   raw        aws-sdk-go-v2 alone (contrib/bench/s3raw): PUT, then GET, of
 #              4 MiB objects, 8 at once: the ceiling the store and client allow
+#              (its PUTs unsigned over http with their CRC32, as luksd's)
 #   luksd      fio's nbd engine on `luksd serve` of an s3:// volume (LUKS2
 #              aes-xts-plain64, 4 MiB chunks, 8 uploads at once): 1 MiB
 #              sequential writes until flushed, then reads on a fresh serve
@@ -68,19 +69,33 @@ printf '{"identities":[{"name":"bench","credentials":[{"accessKey":"%s","secretK
 	-volume.port "${ports[4]}" -volume.port.grpc "${ports[5]}" -filer.port "${ports[6]}" -filer.port.grpc "${ports[7]}" \
 	-s3.port.https "${ports[8]}" -metricsPort "${ports[9]}" \
 	-filer.localSocket "$work/filer.sock" -s3.localSocket "$work/s3.sock" >"$work/weed.log" 2>&1 &
-pids+=($!)
+weed_pid=$!
+pids+=("$weed_pid")
 for _ in $(seq 120); do "$work/s3raw" -bucket bench -create 2>/dev/null && break; sleep 0.5; done
 
+# cpu_of PID prints the CPU seconds (user + system) process PID has used.
+cpu_of() { awk '{ sub(/.*\) /, ""); printf "%.2f", ($12 + $13) / 100 }' "/proc/$1/stat"; }
 # timed CMD...: runs CMD in this shell (it may wait for our children),
-# and sets T to its wall time in seconds.
+# and sets T to its wall time in seconds, C to the CPU seconds of CMD and
+# the children it waited for (fio, s3raw), W to weed's meanwhile.
 timed() {
-	local t0 t1 rc=0
-	t0=$(date +%s.%N)
-	"$@" >/dev/null || rc=$?
-	t1=$(date +%s.%N)
-	T=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
+	local rc=0 w0 u s TIMEFORMAT='%3R %3U %3S'
+	w0=$(cpu_of "$weed_pid")
+	{ time "$@" >/dev/null 2>&4 || rc=$?; } 4>&2 2>"$work/time"
+	read -r T u s <"$work/time"
+	C=$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')
+	W=$(awk -v a="$w0" -v b="$(cpu_of "$weed_pid")" 'BEGIN { printf "%.2f", b - a }')
 	return "$rc"
 }
+# cpuline WHAT MIB: one line of the run just timed: its rate, the CPU
+# seconds of weed, of luksd (L: the serve's whole life, or the copy's)
+# and of the client (fio, s3raw), and the load.
+cpuline() {
+	printf '  %-22s %7s MiB/s  CPU s: weed %5s  luksd %5s  client %5s  load %s\n' "$1" \
+		"$(awk -v s="$T" -v m="$2" 'BEGIN { printf "%.1f", m / s }')" "$W" "${L:--}" "$C" \
+		"$(cut -d' ' -f1 /proc/loadavg)"
+}
+
 rate() { awk -v s="$1" -v m="$SIZE_MIB" 'BEGIN { printf "%.1f", m / s }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
@@ -99,7 +114,13 @@ serve() {
 	for _ in $(seq 100); do [ -S "$work/luksd.sock" ] && return; sleep 0.1; done
 	echo "s3.sh: luksd serve did not start" >&2; cat "$work/luksd.log" >&2; exit 1
 }
-unserve() { kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; rm -f "$work/luksd.sock"; }
+# unserve stops the serve, its CPU seconds in L.
+unserve() {
+	L=$(cpu_of "$serve_pid")
+	kill "$serve_pid"
+	wait "$serve_pid" 2>/dev/null || true
+	rm -f "$work/luksd.sock"
+}
 nbdfio() {
 	fio --name="$1" --ioengine=nbd --uri="nbd+unix:///?socket=$work/luksd.sock" --size="${SIZE_MIB}M" "${@:2}"
 }
@@ -135,9 +156,11 @@ s3backer_seq() {
 	timed s3b_write || rc=$?
 	if [ "$rc" = 0 ]; then
 		bw[s3b-w]=$(best "$(rate "$T")" "${bw[s3b-w]:-}")
+		L=- cpuline "s3backer write" "$SIZE_MIB"
 		s3b_mount
 		timed s3bfio s3br --rw=read --bs=1M --iodepth=32 2>>"$work/s3backer.log" || rc=$?
 		s3b_unmount
+		L=- cpuline "s3backer read" "$SIZE_MIB"
 	else
 		umount "$work/mnt" 2>/dev/null || true
 		wait "$s3b_pid" 2>/dev/null || true
@@ -161,16 +184,23 @@ luksd_seq() {
 	bw[$1-w]=$(best "$(rate "$T")" "${bw[$1-w]:-}")
 	bw[$1-wfio]=$(best "$(fiobw "$work/fio.terse" 48)" "${bw[$1-wfio]:-}")
 	unserve
+	cpuline "$1 write (fio $(fiobw "$work/fio.terse" 48))" "$SIZE_MIB"
 	SERVE_LUKSD=$2 serve s3://bench/luksd # a cold cache
 	timed nbdfio seqr --rw=read --bs=1M --iodepth=32 --output-format=terse --terse-version=3 --output="$work/fio.terse"
 	bw[$1-r]=$(best "$(rate "$T")" "${bw[$1-r]:-}")
 	bw[$1-rfio]=$(best "$(fiobw "$work/fio.terse" 7)" "${bw[$1-rfio]:-}")
 	unserve
+	cpuline "$1 read (fio $(fiobw "$work/fio.terse" 7))" "$SIZE_MIB"
 	rm -f "$work/copy.img"
 	timed "$2" copy -q s3://bench/luksd "$work/copy.img"
 	bw[$1-copy]=$(best "$(awk -v s="$T" -v m="$((SIZE_MIB + 16))" 'BEGIN { printf "%.1f", m / s }')" "${bw[$1-copy]:-}")
+	L=$C C=-
+	cpuline "$1 copy" $((SIZE_MIB + 16))
 	rm -f "$work/copy.img"
 }
+
+# s3rawto FILE ARGS...: s3raw with ARGS, its output in FILE.
+s3rawto() { "$work/s3raw" "${@:2}" >"$1"; }
 
 # s3requests prints how many S3 requests weed has served.
 s3requests() {
@@ -212,8 +242,15 @@ format --chunk-size 256k s3://bench/small
 declare -A bw rw
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for round in $(seq "${ROUNDS:-2}"); do
-	read -r put get < <("$work/s3raw" -bucket bench -prefix "raw$round/" -total $((SIZE_MIB << 20)) \
-		-object $((4 << 20)) -parallel 8)
+	# The SDK's PUTs, then its GETs, each run apart for its CPU; the
+	# rates are s3raw's own (its requests alone).
+	raw=(-bucket bench -prefix "raw$round/" -total $((SIZE_MIB << 20)) -object $((4 << 20)) -parallel 8)
+	timed s3rawto "$work/raw.out" "${raw[@]}" -get=false
+	read -r put _ <"$work/raw.out"
+	L=- cpuline "SDK PUT (own $put)" "$SIZE_MIB"
+	timed s3rawto "$work/raw.out" "${raw[@]}" -put=false
+	read -r _ get <"$work/raw.out"
+	L=- cpuline "SDK GET (own $get)" "$SIZE_MIB"
 	bw[raw-w]=$(best "$put" "${bw[raw-w]:-}") bw[raw-r]=$(best "$get" "${bw[raw-r]:-}")
 	luksd_seq luksd "$LUKSD"
 	[ -z "${LUKSD_BEFORE:-}" ] || luksd_seq before "$LUKSD_BEFORE"
