@@ -23,6 +23,14 @@ type Trimmer interface {
 	Trim(off, length int64) error
 }
 
+// Refresher is implemented by devices that keep what they read (a remote
+// store's cache): Refresh forgets it, so that the next reads see what
+// other writers wrote since (writes not yet uploaded stay). The header
+// editors call it under their metadata lock (luks2.HeaderFile).
+type Refresher interface {
+	Refresh() error
+}
+
 // ZeroWriter is implemented by devices that can write zeroes to a range
 // faster than writing a buffer of zeroes.
 type ZeroWriter interface {

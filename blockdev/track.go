@@ -179,6 +179,15 @@ func (t *Tracked) Flush() error {
 // Close closes the device below.
 func (t *Tracked) Close() error { return t.dev.Close() }
 
+// Refresh forgets what the device keeps of what it read (Refresher), if
+// it keeps anything.
+func (t *Tracked) Refresh() error {
+	if r, ok := t.dev.(Refresher); ok {
+		return r.Refresh()
+	}
+	return nil
+}
+
 // LostWrites returns nil when no byte of [off, off+length) is failed, else
 // an error matching ErrLostWrites that describes every failed range.
 func (t *Tracked) LostWrites(off, length int64) error {

@@ -168,12 +168,29 @@ func (c *cache) evict() {
 		default:
 			return
 		}
-		e := last.Value.(*entry)
-		c.unlist(e)
-		delete(c.entries, e.idx)
-		c.bytes -= int64(len(e.data))
-		freeChunk(e.data)
-		e.data = nil
+		c.dropListed(last.Value.(*entry))
+	}
+}
+
+// dropListed drops e, an entry of the LRU or of the passed chunks. c.mu
+// is held.
+func (c *cache) dropListed(e *entry) {
+	c.unlist(e)
+	delete(c.entries, e.idx)
+	c.bytes -= int64(len(e.data))
+	freeChunk(e.data)
+	e.data = nil
+}
+
+// forget drops every chunk that is clean and that no request holds:
+// what the cache read from the store, not what it has still to upload.
+func (c *cache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range []*list.List{&c.passed, &c.lru} {
+		for l.Len() > 0 {
+			c.dropListed(l.Back().Value.(*entry))
+		}
 	}
 }
 

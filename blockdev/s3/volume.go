@@ -83,6 +83,7 @@ var (
 	_ blockdev.Device    = (*Volume)(nil)
 	_ blockdev.Trimmer   = (*Volume)(nil)
 	_ blockdev.FUAWriter = (*Volume)(nil)
+	_ blockdev.Refresher = (*Volume)(nil)
 )
 
 // OpenVolume opens the volume at st (ErrNoVolume when there is none).
@@ -229,6 +230,20 @@ func (v *Volume) Flush() error {
 	if err := v.waitUploaded(v.pending(0, 0, true)); err != nil {
 		return &blockdev.OpError{Op: "flush", Path: v.st.String(), Err: err}
 	}
+	return nil
+}
+
+// Refresh forgets the chunks the cache read (blockdev.Refresher), so that
+// the next reads fetch what the store holds now: another process on
+// this host (the header verbs, under their metadata lock) may have
+// rewritten them since. Chunks written and not yet uploaded stay, and a
+// chunk a request holds or loads at the moment stays too: the header
+// verbs call it with no request of their own running.
+func (v *Volume) Refresh() error {
+	if v.closed.Load() {
+		return os.ErrClosed
+	}
+	v.c.forget()
 	return nil
 }
 
