@@ -1,15 +1,18 @@
 package luks2
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/luksd/luksd/blockdev"
 )
 
 // File is what a HeaderFile reads and writes: a local image file or block
 // device (*os.File), or a volume in a remote store, which the caller opens
-// with NoLocks set (its backend keeps other writers out; it has no path to
-// flock or reopen) and whose Stat and Truncate may fail.
+// with LockName set (it has no path to flock or reopen) and whose Stat and
+// Truncate may fail.
 type File interface {
 	io.ReaderAt
 	io.WriterAt
@@ -33,6 +36,10 @@ type HeaderFile struct {
 	Path    string
 	Size    int64
 	NoLocks bool // --disable-locks: take no locks, repair nothing
+	// LockName, for a device with no local path (a remote volume), names
+	// its metadata lock: the file LockDir/LockName (LockNamed), or none
+	// when LockDir cannot be used (an unprivileged user).
+	LockName string
 	// LUKS2Only: read a LUKS2 header whatever the primary's version says
 	// (--type luks2, and the LUKS2-only verbs).
 	LUKS2Only bool
@@ -139,7 +146,20 @@ func (d *HeaderFile) Locked(exclusive bool, fn func() error) error {
 		d.lock.Unlock()
 		d.lock = nil
 	}
-	l, err := LockHeader(d.Path, exclusive)
+	var l *Lock
+	var err error
+	if d.LockName != "" {
+		l, err = LockNamed(d.LockName, exclusive)
+		if errors.Is(err, ErrLocking) {
+			// No lock folder this user may use (luksd unprivileged on
+			// its own remote volume): go on as with --disable-locks,
+			// where cryptsetup would have nothing to lock either. The
+			// refresh below still reads what the store holds.
+			l, err = &Lock{}, nil
+		}
+	} else {
+		l, err = LockHeader(d.Path, exclusive)
+	}
 	if err != nil {
 		return &LockError{Path: d.Path, Exclusive: exclusive, Err: err}
 	}
@@ -148,6 +168,13 @@ func (d *HeaderFile) Locked(exclusive bool, fn func() error) error {
 		d.lock.Unlock()
 		d.lock, d.exclusive = nil, false
 	}()
+	// A remote volume's cache may hold what another editor has rewritten
+	// since: read and edit from what the store holds.
+	if r, ok := d.File.(blockdev.Refresher); ok {
+		if err := r.Refresh(); err != nil {
+			return err
+		}
+	}
 	return fn()
 }
 

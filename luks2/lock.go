@@ -41,18 +41,38 @@ type Lock struct {
 // header device at path, waiting while another process holds a conflicting
 // one.
 func LockHeader(path string, exclusive bool) (*Lock, error) {
+	return lockHandle(path, exclusive, func() (*Lock, error) { return openLockHandle(path) })
+}
+
+// LockNamed takes the shared or exclusive metadata lock of a header
+// device that has no local path to lock (a volume in a remote store):
+// the file LockDir/res, created as needed and removed by its last holder,
+// as a block device's. It excludes the processes of this host only.
+func LockNamed(res string, exclusive bool) (*Lock, error) {
+	return lockHandle(res, exclusive, func() (*Lock, error) {
+		f, err := openLockFile(res)
+		if err != nil {
+			return nil, err
+		}
+		return &Lock{f: f, res: f.Name()}, nil
+	})
+}
+
+// lockHandle flocks what open returns for what, waiting while another
+// process holds a conflicting lock.
+func lockHandle(what string, exclusive bool, open func() (*Lock, error)) (*Lock, error) {
 	op := unix.LOCK_SH
 	if exclusive {
 		op = unix.LOCK_EX
 	}
 	for {
-		l, err := openLockHandle(path)
+		l, err := open()
 		if err != nil {
 			return nil, err
 		}
 		if err := flock(l.f, op); err != nil {
 			l.release()
-			return nil, fmt.Errorf("flock %s: %w", path, err)
+			return nil, fmt.Errorf("flock %s: %w", what, err)
 		}
 		// Another holder may have removed the lock file between our open
 		// and our flock (see release): then lock the new one.
