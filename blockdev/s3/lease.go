@@ -218,6 +218,26 @@ func (l *lease) release() error {
 	return err
 }
 
+// LeaseHolder names the holder of st's lease ("host HOST (pid PID)"), or
+// returns "" when nobody holds it: no lease, or one released, expired or
+// left by a process of this host that is gone.
+func LeaseHolder(st *Store) (string, error) {
+	b, _, err := st.getVersion(leaseName)
+	if errors.Is(err, errNotFound) {
+		return "", nil
+	} else if err != nil {
+		return "", err
+	}
+	var r leaseRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return "", fmt.Errorf("%w: %s/%s: %v", ErrLayout, st, leaseName, err)
+	}
+	if r.takeable(thisProcess(), time.Now()) {
+		return "", nil
+	}
+	return fmt.Sprintf("host %s (pid %d)", r.Host, r.PID), nil
+}
+
 // takeable reports whether me may take over the lease r at now.
 func (r leaseRecord) takeable(me leaseRecord, now time.Time) bool {
 	switch {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"strings"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/luks2"
@@ -21,10 +24,21 @@ func openHeaderDevice(c *cli.Context, path string, write bool) (*headerDevice, e
 		return nil, err
 	}
 	t := c.String("type")
-	// A remote volume has no flock: its backend keeps other writers out.
-	noLocks := c.Bool("disable-locks") || blockdev.Scheme(path) != ""
-	return &headerDevice{&luks2.HeaderFile{File: f, Path: path, Size: size,
-		NoLocks: noLocks, LUKS2Only: t == "luks2" || t == "LUKS2"}}, nil
+	return &headerDevice{&luks2.HeaderFile{File: f, Path: path, Size: size, NoLocks: c.Bool("disable-locks"),
+		LockName: remoteLockName(path), LUKS2Only: t == "luks2" || t == "LUKS2"}}, nil
+}
+
+// remoteLockName names the metadata lock of a remote volume at location
+// (luks2.LockNamed), "" for a local path: the header verbs and the
+// daemons of this host that edit one volume take turns under it, as
+// cryptsetup's take turns on a block device. One name per location,
+// whatever its trailing slash.
+func remoteLockName(location string) string {
+	if blockdev.Scheme(location) == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSuffix(location, "/")))
+	return "L_luksd-" + hex.EncodeToString(sum[:16])
 }
 
 // read reads the header, repairing a damaged copy as cryptsetup does.
@@ -40,7 +54,12 @@ func (d *headerDevice) locked(exclusive bool, fn func() error) error {
 
 // edit runs fn, an edit of the header, under the exclusive lock and makes
 // what it wrote durable before the lock is released.
-func (d *headerDevice) edit(fn func() error) error { return lockError(d.Edit(fn)) }
+func (d *headerDevice) edit(fn func() error) error {
+	if err := refuseServedSharedChunk(d); err != nil {
+		return err
+	}
+	return lockError(d.Edit(fn))
+}
 
 // lockError maps a header device's lock and sync failures to cryptsetup's
 // messages; other errors pass as they are.

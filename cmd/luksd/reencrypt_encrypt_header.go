@@ -64,7 +64,7 @@ func reencryptEncryptDetached(c *cli.Context, dev string) error {
 		return err
 	}
 	defer df.Close()
-	data := &headerDevice{&luks2.HeaderFile{File: df, Path: dev, Size: size}}
+	data := &headerDevice{&luks2.HeaderFile{File: df, Path: dev, Size: size, LockName: remoteLockName(dev)}}
 	if luks2.IsLUKS(df) {
 		return exitf(exitParams, "Device %s is already LUKS device. Aborting operation.", dev)
 	}

@@ -191,8 +191,7 @@ func runOnlineJob(job *daemon.ReencryptJob) error {
 	if err != nil {
 		return err
 	}
-	// A remote volume has no flock: its backend keeps other writers out.
-	hw := &headerDevice{&luks2.HeaderFile{File: f, Path: job.Location, Size: size, NoLocks: blockdev.Scheme(job.Location) != ""}}
+	hw := &headerDevice{&luks2.HeaderFile{File: f, Path: job.Location, Size: size, LockName: remoteLockName(job.Location)}}
 	defer hw.Close()
 	h, err := hw.read()
 	if err != nil {

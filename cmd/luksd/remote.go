@@ -21,6 +21,15 @@ func (f remoteFile) Sync() error                { return f.Flush() }
 func (f remoteFile) Stat() (os.FileInfo, error) { return nil, errors.ErrUnsupported }
 func (f remoteFile) Truncate(int64) error       { return errors.ErrUnsupported }
 
+// Refresh forgets what the volume's cache read (blockdev.Refresher): the
+// header verbs call it under the metadata lock.
+func (f remoteFile) Refresh() error {
+	if r, ok := f.Device.(blockdev.Refresher); ok {
+		return r.Refresh()
+	}
+	return nil
+}
+
 // openRemote opens the volume at a URL location for the header verbs.
 func openRemote(location string, write bool) (luks2.File, int64, error) {
 	d, err := blockdev.Open(location, blockdev.OpenOptions{ReadOnly: !write})
@@ -104,4 +113,55 @@ func alignToChunks(location string, opts *luks2.FormatOptions) {
 	if m, err := s3.ReadManifest(store); err == nil && m.ChunkSize > 1<<20 {
 		opts.PayloadAlign = m.ChunkSize
 	}
+}
+
+// refuseServedSharedChunk refuses to edit the header of an S3 volume
+// that a daemon serves (someone holds its lease) when one chunk object
+// holds header and data together, as a LUKS1 volume copied to S3 does
+// (2 MiB of header, 4 MiB chunks). The daemon and the editor each upload
+// that chunk whole from their own cache: the daemon would put the old
+// header back, or the edit the chunk's old data. Volumes luksd formats
+// keep the two apart (alignToChunks), and their headers are edited while
+// served as a disk's are.
+func refuseServedSharedChunk(d *headerDevice) error {
+	if blockdev.Scheme(d.Path) != "s3" {
+		return nil
+	}
+	store, err := s3.Connect(d.Path)
+	if err != nil {
+		return locationError(d.Path, err)
+	}
+	holder, err := s3.LeaseHolder(store)
+	if err != nil {
+		return locationError(d.Path, err)
+	}
+	if holder == "" {
+		return nil
+	}
+	m, err := s3.ReadManifest(store)
+	if err != nil {
+		return locationError(d.Path, err)
+	}
+	h, err := d.read()
+	if err != nil {
+		return err
+	}
+	offset, ok := dataOffset(h, d.Size)
+	if !ok || offset%m.ChunkSize != 0 {
+		return exitf(exitBusy, "Device %s is in use by %s, and its %d-byte chunks hold header and data together: close it to change its header.",
+			d.Path, holder, m.ChunkSize)
+	}
+	return nil
+}
+
+// dataOffset is where h's data starts on a device of size bytes, also
+// for a volume in reencryption (its old segment's offset).
+func dataOffset(h *luks2.Header, size int64) (int64, bool) {
+	if seg, err := h.Segment(); err == nil {
+		return seg.Offset, true
+	}
+	if l, err := h.ReencryptLayout(size); err == nil {
+		return l.Old.Offset, true
+	}
+	return 0, false
 }
