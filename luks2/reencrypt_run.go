@@ -387,20 +387,16 @@ func (j *reencryptJob) readHotzone(b []byte, off uint64) ([]byte, error) {
 		hs = hashSize(st.hash)
 		sums = make([]byte, len(b)/st.blockSize*hs)
 	}
-	var mu sync.Mutex
-	var first error
-	onPieces(len(b), hotzonePiece, func(lo, hi int) {
+	err := onPiecesErr(len(b), hotzonePiece, func(lo, hi int) error {
 		if _, err := j.run.Data.ReadAt(b[lo:hi], int64(st.dataOffset+off)+int64(lo)); err != nil {
-			mu.Lock()
-			first = cmp.Or(first, err)
-			mu.Unlock()
-			return
+			return err
 		}
 		if sums != nil {
 			sumBlocks(b, sums, lo, hi, st.blockSize, hs, hf())
 		}
+		return nil
 	})
-	return sums, first
+	return sums, err
 }
 
 // rewriteOut rewrites b (the hotzone at data offset off) from the old
@@ -408,19 +404,13 @@ func (j *reencryptJob) readHotzone(b []byte, off uint64) ([]byte, error) {
 // rewritten, on all cores.
 func (j *reencryptJob) rewriteOut(b []byte, off uint64) error {
 	oss, nss := j.st.oldSeg.sectorSize, j.st.newSeg.sectorSize
-	var mu sync.Mutex
-	var first error
-	onPieces(len(b), hotzonePiece, func(lo, hi int) {
+	return onPiecesErr(len(b), hotzonePiece, func(lo, hi int) error {
 		sector := (off + uint64(lo)) / 512
 		j.old.Decrypt(b[lo:hi], sector, oss)
 		j.new.Encrypt(b[lo:hi], sector, nss)
-		if _, err := j.run.Data.WriteAt(b[lo:hi], int64(j.st.dataOffset+off)+int64(lo)); err != nil {
-			mu.Lock()
-			first = cmp.Or(first, err)
-			mu.Unlock()
-		}
+		_, err := j.run.Data.WriteAt(b[lo:hi], int64(j.st.dataOffset+off)+int64(lo))
+		return err
 	})
-	return first
 }
 
 // checksums hashes each block of raw into its slot of sums, on all cores.
@@ -464,6 +454,21 @@ func onPieces(n, piece int, fn func(lo, hi int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// onPiecesErr is onPieces for an fn that can fail: it returns the first
+// error (every piece is still tried).
+func onPiecesErr(n, piece int, fn func(lo, hi int) error) error {
+	var mu sync.Mutex
+	var first error
+	onPieces(n, piece, func(lo, hi int) {
+		if err := fn(lo, hi); err != nil {
+			mu.Lock()
+			first = cmp.Or(first, err)
+			mu.Unlock()
+		}
+	})
+	return first
 }
 
 // finish writes the header cryptsetup leaves after a reencryption: the
