@@ -3,7 +3,8 @@
 # on loopback, its data on tmpfs:
 #   raw        aws-sdk-go-v2 alone (contrib/bench/s3raw): PUT, then GET, of
 #              4 MiB objects, 8 at once: the ceiling the store and client allow
-#              (its PUTs unsigned over http with their CRC32, as luksd's)
+#              (its PUTs unsigned over http with their CRC32C, which the
+#              GETs check, as luksd's)
 #   luksd      fio's nbd engine on `luksd serve` of an s3:// volume (LUKS2
 #              aes-xts-plain64, 4 MiB chunks, 8 uploads at once): 1 MiB
 #              sequential writes until flushed, then reads on a fresh serve
@@ -27,7 +28,8 @@
 # Targets (issue 12): luksd >= 0.8x raw sequential, ahead of s3backer.
 # LUKSD_BEFORE=PATH (another build of luksd, e.g. of main) adds its
 # sequential write, read and copy to each round, for a before/after in
-# one run.
+# one run. SEQ_ONLY=1 runs the sequential measures alone (no s3backer,
+# no random writes): a quicker before/after of the read and write paths.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -254,9 +256,11 @@ for round in $(seq "${ROUNDS:-2}"); do
 	bw[raw-w]=$(best "$put" "${bw[raw-w]:-}") bw[raw-r]=$(best "$get" "${bw[raw-r]:-}")
 	luksd_seq luksd "$LUKSD"
 	[ -z "${LUKSD_BEFORE:-}" ] || luksd_seq before "$LUKSD_BEFORE"
-	s3backer_seq
-	randwrite s3://bench/luksd big
-	randwrite s3://bench/small small
+	if [ -z "${SEQ_ONLY:-}" ]; then
+		s3backer_seq
+		randwrite s3://bench/luksd big
+		randwrite s3://bench/small small
+	fi
 	echo "round $round: raw $put/$get, luksd ${bw[luksd-w]}/${bw[luksd-r]} copy ${bw[luksd-copy]}," \
 		"s3backer ${bw[s3b-w]}/${bw[s3b-r]}${LUKSD_BEFORE:+, before ${bw[before-w]}/${bw[before-r]} copy ${bw[before-copy]}}" \
 		"MiB/s, randwrite ${rw[big-iops]}/${rw[small-iops]} IOPS (best so far), load $(cut -d' ' -f1 /proc/loadavg)"
