@@ -113,7 +113,7 @@ func newClient(ctx context.Context) (*s3.Client, error) {
 
 // UnsignedPayloadOverHTTP is an option of s3.NewFromConfig: a PUT over
 // plain http is signed without its body's SHA-256 (UNSIGNED-PAYLOAD),
-// its CRC32C checksum header (putChecksum) kept, as the SDK does over https (where the
+// its CRC32 checksum header kept, as the SDK does over https (where the
 // checksum is a trailer). Hashing a 4 MiB chunk took a quarter of a
 // serve's CPU under sequential writes, and the store hashes it again to
 // check it. The signature covers the checksum header, so a body the

@@ -13,7 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
@@ -164,25 +163,13 @@ func (s *Store) put(name string, data []byte, ifAbsent bool) error {
 	return err
 }
 
-// putChecksum is the checksum every PUT sends, which the store checks and
-// keeps, and every GET of the object then checks again (the SDK's
-// response validation): a body corrupted on the way, or in the store,
-// fails as an I/O error rather than reading back as other ciphertext,
-// which would decrypt to garbage without a word. CRC32C, not the SDK's
-// default CRC32: the same 32 bits of protection at half the CPU (the
-// CPU's crc32 instruction; 24 against 12 GB/s here), and a sequential
-// read through `serve` checked every byte of its GETs' bodies with CRC32
-// in a sixth of luksd's CPU. Objects an earlier luksd stored with CRC32
-// are checked with CRC32, as their GET says.
-const putChecksum = types.ChecksumAlgorithmCrc32c
-
 // putIf writes object name when it is absent (ifNoneMatch "*") or holds
 // the version ifMatch names (an ETag), failing with errPrecondition
 // otherwise; with neither, whatever it holds. It returns the new ETag.
 func (s *Store) putIf(name string, data []byte, ifNoneMatch, ifMatch string) (etag string, err error) {
 	err = s.retry("put", name, func(ctx context.Context) error {
 		in := &s3.PutObjectInput{Bucket: &s.bucket, Key: s.key(name), Body: bytes.NewReader(data),
-			ContentLength: aws.Int64(int64(len(data))), ChecksumAlgorithm: putChecksum}
+			ContentLength: aws.Int64(int64(len(data)))}
 		if ifNoneMatch != "" {
 			in.IfNoneMatch = aws.String(ifNoneMatch)
 		}

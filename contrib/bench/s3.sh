@@ -3,8 +3,7 @@
 # on loopback, its data on tmpfs:
 #   raw        aws-sdk-go-v2 alone (contrib/bench/s3raw): PUT, then GET, of
 #              4 MiB objects, 8 at once: the ceiling the store and client allow
-#              (its PUTs unsigned over http with their CRC32C, which the
-#              GETs check, as luksd's)
+#              (its PUTs unsigned over http with their CRC32, as luksd's)
 #   luksd      fio's nbd engine on `luksd serve` of an s3:// volume (LUKS2
 #              aes-xts-plain64, 4 MiB chunks, 8 uploads at once): 1 MiB
 #              sequential writes until flushed, then reads on a fresh serve

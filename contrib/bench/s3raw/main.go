@@ -9,9 +9,7 @@
 // AWS_ACCESS_KEY_ID, ...), path-style; -create makes the bucket first.
 // Over plain http its PUTs are signed without hashing their bodies, with
 // their CRC32, as luksd's are (blockdev/s3.UnsignedPayloadOverHTTP);
-// -signed-payload hashes them, the SDK's default. Its PUTs carry a CRC32C
-// checksum, as luksd's do (which the GETs then check), -checksum CRC32
-// the SDK's default.
+// -signed-payload hashes them, the SDK's default.
 package main
 
 import (
@@ -28,7 +26,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	luksds3 "github.com/luksd/luksd/blockdev/s3"
 )
 
@@ -42,7 +39,6 @@ func main() {
 	doPut := flag.Bool("put", true, "PUT the objects first; with -put=false, GET those an earlier run put (PUT_MiB/s is then 0)")
 	doGet := flag.Bool("get", true, "GET the objects; with -get=false, only PUT them (GET_MiB/s is then 0)")
 	signed := flag.Bool("signed-payload", false, "over http, sign each PUT's body SHA-256 (the SDK's default) where luksd does not")
-	checksum := flag.String("checksum", "CRC32C", "the `ALGORITHM` of each PUT's checksum, which its GETs check (luksd's; CRC32 is the SDK's default)")
 	flag.Parse()
 	ctx := context.Background()
 	cfg, err := config.LoadDefaultConfig(ctx)
@@ -68,7 +64,7 @@ func main() {
 	if *doPut {
 		put = run(n, *parallel, func(i int) error {
 			_, err := api.PutObject(ctx, &s3.PutObjectInput{Bucket: bucket, Key: name(i), Body: bytes.NewReader(data),
-				ContentLength: object, ChecksumAlgorithm: types.ChecksumAlgorithm(*checksum)})
+				ContentLength: object})
 			return err
 		})
 	}
