@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,17 +235,20 @@ func testWriteAsUploadEnds(t *testing.T, srv *s3test.Server) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	first := bytes.Repeat([]byte{1}, testChunk)
-	if _, err := v.WriteAt(first, 0); err != nil {
-		t.Fatal(err)
-	}
-
+	// The hooks are set before the first write (an upload may read them
+	// from then on) and act once armed, after it.
 	stored, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
+	var armed, disarmed atomic.Bool
 	v.hooks.stored = func(int64) {
-		once.Do(func() { close(stored); <-release })
+		if armed.Load() {
+			once.Do(func() { close(stored); <-release })
+		}
 	}
 	v.hooks.reserved = func(int64) {
+		if !armed.Load() || disarmed.Load() {
+			return
+		}
 		// Let the upload record its end, and give it time to: with the
 		// writer holding the chunk's lock it cannot, and the wait runs out.
 		close(release)
@@ -252,6 +256,11 @@ func testWriteAsUploadEnds(t *testing.T, srv *s3test.Server) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	first := bytes.Repeat([]byte{1}, testChunk)
+	if _, err := v.WriteAt(first, 0); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
 	flushed := make(chan error, 1)
 	go func() { flushed <- v.Flush() }()
 	<-stored // the first write is in the store; its upload has not said so
@@ -262,7 +271,7 @@ func testWriteAsUploadEnds(t *testing.T, srv *s3test.Server) {
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
 	}
-	v.hooks.reserved = nil
+	disarmed.Store(true)
 	if err := v.Flush(); err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,8 @@
 # Targets (issue 12): luksd >= 0.8x raw sequential, ahead of s3backer.
 # LUKSD_BEFORE=PATH (another build of luksd, e.g. of main) adds its
 # sequential write, read and copy to each round, for a before/after in
-# one run.
+# one run. SEQ_ONLY=1 runs the sequential measures alone (no s3backer,
+# no random writes): a quicker before/after of the read and write paths.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -254,12 +255,14 @@ for round in $(seq "${ROUNDS:-2}"); do
 	bw[raw-w]=$(best "$put" "${bw[raw-w]:-}") bw[raw-r]=$(best "$get" "${bw[raw-r]:-}")
 	luksd_seq luksd "$LUKSD"
 	[ -z "${LUKSD_BEFORE:-}" ] || luksd_seq before "$LUKSD_BEFORE"
-	s3backer_seq
-	randwrite s3://bench/luksd big
-	randwrite s3://bench/small small
+	if [ -z "${SEQ_ONLY:-}" ]; then
+		s3backer_seq
+		randwrite s3://bench/luksd big
+		randwrite s3://bench/small small
+	fi
 	echo "round $round: raw $put/$get, luksd ${bw[luksd-w]}/${bw[luksd-r]} copy ${bw[luksd-copy]}," \
-		"s3backer ${bw[s3b-w]}/${bw[s3b-r]}${LUKSD_BEFORE:+, before ${bw[before-w]}/${bw[before-r]} copy ${bw[before-copy]}}" \
-		"MiB/s, randwrite ${rw[big-iops]}/${rw[small-iops]} IOPS (best so far), load $(cut -d' ' -f1 /proc/loadavg)"
+		"s3backer ${bw[s3b-w]:-}/${bw[s3b-r]:-}${LUKSD_BEFORE:+, before ${bw[before-w]}/${bw[before-r]} copy ${bw[before-copy]}}" \
+		"MiB/s, randwrite ${rw[big-iops]:-}/${rw[small-iops]:-} IOPS (best so far), load $(cut -d' ' -f1 /proc/loadavg)"
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -277,20 +280,21 @@ if [ -n "${LUKSD_BEFORE:-}" ]; then
 	row "before: serve, fio's own" "${bw[before-wfio]}" "${bw[before-rfio]}"
 	row "before: luksd copy" "" "${bw[before-copy]}"
 fi
-row "s3backer --encrypt (FUSE)" "${bw[s3b-w]}" "${bw[s3b-r]}"
+row "s3backer --encrypt (FUSE)" "${bw[s3b-w]:-}" "${bw[s3b-r]:-}"
 echo
 echo "1 MiB sequential, ratios (targets: >= 0.8 of the SDK, > 1 of s3backer):"
 row "" "write" "read"
 row "luksd / SDK, wall time" "$(ratio "${bw[luksd-w]}" "${bw[raw-w]}")" "$(ratio "${bw[luksd-r]}" "${bw[raw-r]}")"
 row "luksd / SDK, fio's own" "$(ratio "${bw[luksd-wfio]}" "${bw[raw-w]}")" "$(ratio "${bw[luksd-rfio]}" "${bw[raw-r]}")"
 row "luksd copy / SDK GET" "" "$(ratio "${bw[luksd-copy]}" "${bw[raw-r]}")"
-row "luksd / s3backer, wall time" "$(ratio "${bw[luksd-w]}" "${bw[s3b-w]}")" "$(ratio "${bw[luksd-r]}" "${bw[s3b-r]}")"
+row "luksd / s3backer, wall time" "$(ratio "${bw[luksd-w]}" "${bw[s3b-w]:-}")" "$(ratio "${bw[luksd-r]}" "${bw[s3b-r]:-}")"
 if [ -n "${LUKSD_BEFORE:-}" ]; then
 	row "before / SDK, wall time" "$(ratio "${bw[before-w]}" "${bw[raw-w]}")" "$(ratio "${bw[before-r]}" "${bw[raw-r]}")"
 	row "before / SDK, fio's own" "$(ratio "${bw[before-wfio]}" "${bw[raw-w]}")" "$(ratio "${bw[before-rfio]}" "${bw[raw-r]}")"
 	row "before copy / SDK GET" "" "$(ratio "${bw[before-copy]}" "${bw[raw-r]}")"
 	row "luksd / before, wall time" "$(ratio "${bw[luksd-w]}" "${bw[before-w]}")" "$(ratio "${bw[luksd-r]}" "${bw[before-r]}")"
 fi
+[ -z "${SEQ_ONLY:-}" ] || exit 0
 echo
 echo "luksd, 4 KiB random writes at iodepth 32 for ${RUNTIME}s, an NBD flush every second (best IOPS of ${ROUNDS:-2}):"
 for name in big small; do
