@@ -1,7 +1,6 @@
 package testtool
 
 import (
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -72,16 +71,10 @@ func (s *PeerServer) Kill() {
 	}
 }
 
-// listening reports whether the server listens on its address. A TCP
-// port is probed by trying to bind it, not by connecting: nbd-server -d
-// serves one connection only.
+// listening reports whether the server listens on its address.
 func (s *PeerServer) listening() bool {
 	if s.network == "tcp" {
-		l, err := net.Listen("tcp", s.addr)
-		if err == nil {
-			l.Close()
-		}
-		return errors.Is(err, syscall.EADDRINUSE)
+		return listeningOn(s.addr)
 	}
 	c, err := net.DialTimeout(s.network, s.addr, time.Second)
 	if err == nil {

@@ -1,7 +1,6 @@
 package testtool
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -67,16 +66,4 @@ func (s *TangServer) Stop() {
 		s.cmd.Process.Kill()
 		s.cmd.Wait()
 	}
-}
-
-// FreeLoopbackPort returns 127.0.0.1:PORT for a port nothing listens on
-// now (another process may take it before the caller does; rare).
-func FreeLoopbackPort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
 }
