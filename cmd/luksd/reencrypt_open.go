@@ -168,8 +168,9 @@ func reencryptError(path string, err error) error {
 }
 
 // lockReencryption takes cryptsetup's reencryption lock of the volume
-// of header device f (none with --disable-locks, as the metadata locks); busy is cryptsetup's words for a lock another
-// process holds. The caller releases it with Unlock.
+// of header device f (none with --disable-locks, as the metadata locks);
+// busy is cryptsetup's words for a lock another process holds. The
+// caller releases it with Unlock.
 func lockReencryption(f *headerDevice, uuid, busy string) (*luks2.Lock, error) {
 	if f.NoLocks {
 		return nil, nil
