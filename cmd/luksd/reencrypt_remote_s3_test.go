@@ -27,7 +27,7 @@ func TestReencryptRemoteS3(t *testing.T) {
 	luksd(t, nil, "luksFormat", "-q", "--device-size", "40M", "--chunk-size", "256k", "--pbkdf", "pbkdf2",
 		"--pbkdf-force-iterations", "1000", "--key-file", key, loc).ok(t)
 	luksd(t, nil, "copy", "-q", img, loc).ok(t)
-	model = reencryptRemote(t, w, loc, key, model)
+	model = reencryptRemote(t, w, loc, key, model, settleS3)
 	out := w.path("out.img")
 	luksd(t, nil, "copy", "-q", loc, out).ok(t)
 	w.checkData(out, key, remoteCase, model)

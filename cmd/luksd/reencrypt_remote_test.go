@@ -94,18 +94,18 @@ func killOfflinePartWay(t *testing.T, loc string, args ...string) bool {
 	}
 }
 
-// settle waits for the remote server to finish what a killed client had
-// sent it: nbdkit still carries out a dead connection's requests it has
-// read, and a header write landing after the next process read the
-// header made that one stop with "concurrent LUKS2 metadata update" (a
-// late data write would go unseen). NBD has no fencing: a daemon
-// restarted after a real crash comes back far later than a test would.
-func settle() { time.Sleep(time.Second) }
+// settleS3 gives the object store time to finish the uploads a killed
+// client had sent it whole: a header upload landing after the next
+// process read the header would stop that one with "concurrent LUKS2
+// metadata update". (A lease fences the data; the store has no way to
+// tell when a dead client's requests are done.)
+func settleS3() { time.Sleep(time.Second) }
 
 // reencryptRemote runs the offline and the online reencryptions with
 // their kills on the volume at loc, whose plaintext is model; it returns
-// the plaintext after the writes the online part makes.
-func reencryptRemote(t *testing.T, w *workspace, loc, key string, model []byte) []byte {
+// the plaintext after the writes the online part makes. settle returns
+// once the store has carried out what a killed client had sent it.
+func reencryptRemote(t *testing.T, w *workspace, loc, key string, model []byte, settle func()) []byte {
 	model = bytes.Clone(model)
 	ld := testtool.Luksd(t)
 	flags := []string{"-q", "--hotzone-size", "262144", "-d", key}
@@ -191,7 +191,9 @@ func TestReencryptRemoteNBD(t *testing.T) {
 	key := w.key("key", "pw")
 	disk, model := reencImage(w, "remote.img", remoteCase, key, 40<<20)
 	sock := filepath.Join(t.TempDir(), "nbdkit.sock")
-	testtool.StartPeerServer(t, "unix", sock, "nbdkit", "-f", "-U", sock, "file", disk)
-	model = reencryptRemote(t, w, "nbd+unix:///?socket="+sock, key, model)
+	nbdkit := testtool.StartPeerServer(t, "unix", sock, "nbdkit", "-f", "-U", sock, "file", disk)
+	// nbdkit still carries out the requests of a connection whose client
+	// was killed; it closes the connection when it has.
+	model = reencryptRemote(t, w, "nbd+unix:///?socket="+sock, key, model, nbdkit.WaitIdle)
 	w.checkData(disk, key, remoteCase, model)
 }

@@ -1,9 +1,12 @@
 package testtool
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -94,4 +97,40 @@ func (s *PeerServer) Stop() {
 			s.Kill()
 		}
 	}
+}
+
+// WaitIdle waits until the server holds no client connection. A server
+// still carries out the requests a killed client had sent it; a test
+// that reads the disk next, or starts the next writer, must not race
+// those late writes.
+func (s *PeerServer) WaitIdle() {
+	s.t.Helper()
+	n := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if n = s.connections(); n == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.t.Fatalf("%s still holds %d connections after 30 s", s.prog, n)
+}
+
+// connections counts the server's sockets that are not listening, from
+// its open files and the kernel's socket tables.
+func (s *PeerServer) connections() int {
+	fdDir := fmt.Sprintf("/proc/%d/fd", s.cmd.Process.Pid)
+	ents, err := os.ReadDir(fdDir)
+	if err != nil {
+		return 0 // it has exited: it holds nothing
+	}
+	listening := listeningSockets()
+	n := 0
+	for _, e := range ents {
+		link, err := os.Readlink(filepath.Join(fdDir, e.Name()))
+		inode, ok := strings.CutPrefix(link, "socket:[")
+		if err == nil && ok && !listening[strings.TrimSuffix(inode, "]")] {
+			n++
+		}
+	}
+	return n
 }

@@ -68,3 +68,33 @@ func listeningOn(addr string) bool {
 	}
 	return false
 }
+
+// listeningSockets is the set of inodes of the sockets that listen, in
+// the kernel's tables of Unix and TCP sockets.
+func listeningSockets() map[string]bool {
+	set := map[string]bool{}
+	if b, err := os.ReadFile("/proc/net/unix"); err == nil {
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// Flags (column 4) has __SO_ACCEPTCON (1<<16) on a listener.
+			f := strings.Fields(line)
+			if len(f) < 7 {
+				continue
+			}
+			if flags, err := strconv.ParseUint(f[3], 16, 32); err == nil && flags&(1<<16) != 0 {
+				set[f[6]] = true
+			}
+		}
+	}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			if f := strings.Fields(line); len(f) > 9 && f[3] == "0A" { // 0A: LISTEN
+				set[f[9]] = true
+			}
+		}
+	}
+	return set
+}
