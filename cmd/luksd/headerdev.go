@@ -53,12 +53,16 @@ func (d *headerDevice) locked(exclusive bool, fn func() error) error {
 }
 
 // edit runs fn, an edit of the header, under the exclusive lock and makes
-// what it wrote durable before the lock is released.
+// what it wrote durable before the lock is released. The refusal of a
+// served S3 volume is checked under that lock too, so the header it
+// reads is the one fn reads next from the same refreshed cache.
 func (d *headerDevice) edit(fn func() error) error {
-	if err := refuseServedSharedChunk(d); err != nil {
-		return err
-	}
-	return lockError(d.Edit(fn))
+	return lockError(d.Edit(func() error {
+		if err := refuseServedSharedChunk(d); err != nil {
+			return err
+		}
+		return fn()
+	}))
 }
 
 // lockError maps a header device's lock and sync failures to cryptsetup's
