@@ -19,9 +19,11 @@ func init() {
 		Name:      "copy",
 		Usage:     "copy a volume's raw bytes (header and ciphertext) between locations",
 		ArgsUsage: "SRC DST",
-		Description: "SRC and DST are image files, block devices or s3://BUCKET/PREFIX volumes. " +
+		Description: "SRC and DST are image files, block devices, s3://BUCKET/PREFIX volumes " +
+			"or NBD exports (nbd://HOST:PORT/EXPORT, nbd+unix:///EXPORT?socket=PATH). " +
 			"A DST that does not exist is created with SRC's size, and then the all-zero " +
-			"blocks of SRC are skipped (they read as zeros there already). Neither may be " +
+			"blocks of SRC are skipped (they read as zeros there already); an existing one " +
+			"(an NBD export always is) gets every block. Neither may be " +
 			"open elsewhere. Shows progress on a terminal.",
 		Action: runCopy,
 	})
@@ -75,13 +77,15 @@ func openClaimed(path string, readOnly bool) (blockdev.Backend, error) {
 }
 
 // openCopyTarget opens dst for writing, creating it with size bytes when
-// it does not exist (fresh: it reads as zeros). An existing one must be
-// at least size bytes, and its overwriting confirmed.
+// it does not exist (fresh: it reads as zeros). An existing one must take
+// writes and be at least size bytes, and its overwriting be confirmed.
 func openCopyTarget(c *cli.Context, dst string, size int64) (d blockdev.Backend, fresh bool, err error) {
 	if blockdev.Scheme(dst) != "" {
 		err = blockdev.Create(dst, blockdev.CreateOptions{Size: size})
 		fresh = err == nil
-		if err != nil && !errors.Is(err, os.ErrExist) {
+		// A backend with nothing to create (an NBD export is the
+		// server's, and always there) has an existing destination.
+		if err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, blockdev.ErrNotSupported) {
 			return nil, false, locationError(dst, err)
 		}
 	} else if f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
@@ -95,6 +99,10 @@ func openCopyTarget(c *cli.Context, dst string, size int64) (d blockdev.Backend,
 	}
 	if d, err = openClaimed(dst, false); err != nil {
 		return nil, false, err
+	}
+	if blockdev.CapsOf(d).ReadOnly {
+		d.Close()
+		return nil, false, exitf(exitDevice, "Device %s is read-only.", dst)
 	}
 	if d.Size() < size {
 		d.Close()

@@ -76,3 +76,87 @@ func TestCopyToS3AndBack(t *testing.T) {
 	luksd(t, nil, "copy", "-q", back, testtool.ImageAt(t, dir, "small", 1<<20)).expect(t, exitDevice, "too small")
 	luksd(t, nil, "copy", filepath.Join(dir, "none"), back).expect(t, exitDevice, "does not exist")
 }
+
+// An NBD export is always an existing destination (its server has it;
+// there is nothing to create): luksd copy writes every block of a
+// cryptsetup volume to it, zeros included, after the overwrite dialog
+// (-q skips it), and cryptsetup opens the file the export serves. An
+// export smaller than the source or read-only is refused in one line,
+// before anything is written; and an export copies back to a new file
+// and to another export.
+func TestCopyToNBD(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	dir := t.TempDir()
+	const size = 32 << 20
+	img, key := serveFormat(t, dir, size, "--type", "luks2")
+	// Ciphertext-like bytes in the data area, zeros after them.
+	data := make([]byte, 4<<20)
+	rand.Read(data)
+	f, err := os.OpenFile(img, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want, _ := os.ReadFile(img)
+
+	// The export's file holds other bytes where the source has zeros:
+	// skipping zero blocks would leave them.
+	junk := func(name string, n int) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, bytes.Repeat([]byte{0xa5}, n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	disk := junk("export.img", size)
+	addr := testtool.FreeLoopbackPort(t)
+	host, port, _ := strings.Cut(addr, ":")
+	testtool.StartPeerServer(t, "tcp", addr, "nbdkit", "-f", "-i", host, "-p", port, "file", disk)
+	uri := "nbd://" + addr + "/"
+
+	s := startOnTTY(t, "copy", img, uri)
+	s.answer("This will overwrite data on "+uri+" irrevocably.", 1, "no")
+	if code, screen := s.wait(); code != exitParams || !strings.Contains(screen, "Operation aborted.") {
+		t.Fatalf("copy to an NBD export declined: exit %d:\n%s", code, screen)
+	}
+	if got, _ := os.ReadFile(disk); !bytes.Equal(got, bytes.Repeat([]byte{0xa5}, size)) {
+		t.Fatal("a declined copy wrote to the export")
+	}
+
+	luksd(t, nil, "copy", "-q", img, uri).expect(t, 0, "")
+	if got, _ := os.ReadFile(disk); !bytes.Equal(got, want) {
+		t.Fatal("the export's file differs from the source after the copy")
+	}
+	testtool.Run(t, "cmp", img, disk)
+	testtool.Run(t, "cryptsetup", "open", "--test-passphrase", "--key-file", key, disk)
+
+	small := junk("small.img", 8<<20)
+	smallSock := filepath.Join(dir, "small.sock")
+	testtool.StartPeerServer(t, "unix", smallSock, "nbdkit", "-f", "-U", smallSock, "file", small)
+	smallURI := "nbd+unix:///?socket=" + smallSock
+	luksd(t, nil, "copy", "-q", img, smallURI).
+		expect(t, exitDevice, "Device "+smallURI+" is too small (8388608 bytes, the source has 33554432).")
+
+	ro := junk("ro.img", size)
+	roSock := filepath.Join(dir, "ro.sock")
+	testtool.StartPeerServer(t, "unix", roSock, "nbdkit", "-f", "-r", "-U", roSock, "file", ro)
+	roURI := "nbd+unix:///?socket=" + roSock
+	luksd(t, nil, "copy", "-q", img, roURI).expect(t, exitDevice, "Device "+roURI+" is read-only.")
+	if got, _ := os.ReadFile(ro); !bytes.Equal(got, bytes.Repeat([]byte{0xa5}, size)) {
+		t.Fatal("a refused copy changed the read-only export's file")
+	}
+
+	// From an export: to a new file, and to another export.
+	back := filepath.Join(dir, "back.img")
+	luksd(t, nil, "copy", uri, back).expect(t, 0, "")
+	testtool.Run(t, "cmp", img, back)
+	other := junk("other.img", size)
+	otherSock := filepath.Join(dir, "other.sock")
+	testtool.StartPeerServer(t, "unix", otherSock, "nbdkit", "-f", "-U", otherSock, "file", other)
+	luksd(t, nil, "copy", "-q", uri, "nbd+unix:///?socket="+otherSock).expect(t, 0, "")
+	testtool.Run(t, "cmp", img, other)
+	testtool.Run(t, "cryptsetup", "open", "--test-passphrase", "--key-file", key, other)
+}
