@@ -64,8 +64,13 @@ func runCopy(c *cli.Context) error {
 	return nil
 }
 
-// openClaimed opens a location claimed, as an open volume claims it.
+// openClaimed opens a location claimed, as an open volume claims it. A
+// remote one that its backend cannot claim (an NBD export) is at least
+// refused while a luksd volume on this host has it.
 func openClaimed(path string, readOnly bool) (blockdev.Backend, error) {
+	if blockdev.Scheme(path) != "" && daemon.UserOf(path) != "" {
+		return nil, withCode(exitBusy, daemon.InUse(path, nil))
+	}
 	d, err := blockdev.Open(path, blockdev.OpenOptions{ReadOnly: readOnly, Exclusive: true})
 	switch {
 	case errors.Is(err, blockdev.ErrInUse):

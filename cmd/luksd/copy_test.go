@@ -159,4 +159,12 @@ func TestCopyToNBD(t *testing.T) {
 	luksd(t, nil, "copy", "-q", uri, "nbd+unix:///?socket="+otherSock).expect(t, 0, "")
 	testtool.Run(t, "cmp", img, other)
 	testtool.Run(t, "cryptsetup", "open", "--test-passphrase", "--key-file", key, other)
+
+	// Neither end may be open elsewhere: a luksd serve of the export on
+	// this host is the only claim there is on it.
+	srv := startServe(t, filepath.Join(dir, "luksd.sock"), "--key-file", key, uri)
+	luksd(t, nil, "copy", "-q", back, uri).expect(t, exitBusy, "which is in use")
+	luksd(t, nil, "copy", "-q", uri, back).expect(t, exitBusy, "which is in use")
+	srv.stop(t)
+	testtool.Run(t, "cmp", img, disk)
 }
