@@ -159,10 +159,12 @@ func setServeMemoryLimit() {
 	}
 }
 
-// logServing says what an export serves, and where.
+// logServing says what an export serves, and where. The export is
+// read-only as the server makes it: when asked, or when the device is
+// (a read-only backend, such as an NBD export its server serves so).
 func logServing(spec Spec, dev blockdev.Device, where string, opts ServeOptions) {
 	mode := "read-write"
-	if spec.Options.ReadOnly {
+	if spec.Options.ReadOnly || blockdev.CapsOf(dev).ReadOnly {
 		mode = "read-only"
 	}
 	prefix := ""

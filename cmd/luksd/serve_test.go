@@ -308,3 +308,20 @@ func TestServeAllowDiscardsAndTCP(t *testing.T) {
 		t.Fatalf("exit after SIGINT: %v", err)
 	}
 }
+
+// A volume behind a read-only NBD export is served read-only: clients
+// are told so, and so is the log line that says what is served.
+func TestServeReadOnlyNBDBackend(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	dir := t.TempDir()
+	img, key := serveFormat(t, dir, 20<<20, "--type", "luks2")
+	ro := filepath.Join(dir, "ro.sock")
+	testtool.StartPeerServer(t, "unix", ro, "nbdkit", "-f", "-r", "-U", ro, "file", img)
+	p := startServe(t, filepath.Join(dir, "luksd.sock"), "--key-file", key, "nbd+unix:///?socket="+ro)
+	if info := testtool.Run(t, "nbdinfo", p.uri()); !strings.Contains(info, "is_read_only: true") {
+		t.Fatalf("nbdinfo of a volume on a read-only export:\n%s", info)
+	}
+	if log := p.stop(t); !strings.Contains(log, "-byte sectors, read-only) on ") {
+		t.Fatalf("the serving line does not say read-only:\n%s", log)
+	}
+}
