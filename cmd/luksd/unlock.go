@@ -139,8 +139,12 @@ func openDevice(path string, write bool) (luks2.File, int64, error) {
 }
 
 // locationError maps blockdev's refusal to open path to cryptsetup's
-// message (exit 4). A URL no backend takes is luksd's own.
+// message (exit 4). A URL no backend takes, or an nbds:// one whose
+// certificate directory cannot be read (exit 1), is luksd's own.
 func locationError(path string, err error) error {
+	if cerr := certDirError(path, err); cerr != nil {
+		return cerr
+	}
 	switch {
 	case errors.Is(err, blockdev.ErrUnknownScheme):
 		return exitf(exitDevice, "luksd: %v", err)
