@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // Access says which client certificates may use which export, and how:
@@ -22,7 +23,10 @@ import (
 // the rest of the line, is one of
 //
 //	subject=DN   the whole subject, RFC 2253 as `openssl x509 -noout
-//	             -subject -nameopt RFC2253` prints it ("CN=alice,O=Example")
+//	             -subject -nameopt RFC2253` prints it ("CN=alice,O=Example"):
+//	             the last attribute first, openssl's names (DC,
+//	             emailAddress, ...) and escapes; a malformed DN is an
+//	             error
 //	cn=NAME      the subject's common name
 //	san=NAME     a DNS name, e-mail address or URI among the
 //	             certificate's subject alternative names
@@ -74,7 +78,7 @@ func ParseAccess(r io.Reader) (*Access, error) {
 	a := &Access{}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+		line := trimBlanks(sc.Text())
 		if line == "" || line[0] == '#' {
 			continue
 		}
@@ -113,9 +117,16 @@ func parseAccessRule(line string) (accessRule, error) {
 	}
 	kind, value, ok := strings.Cut(client, "=")
 	kind = strings.ToLower(strings.TrimSpace(kind))
-	value = strings.TrimSpace(value)
+	value = trimBlanks(value)
 	if !ok || value == "" || !slices.Contains([]string{"subject", "cn", "san"}, kind) {
 		return rule, fmt.Errorf("client %q is not subject=DN, cn=NAME, san=NAME or *", client)
+	}
+	if kind == "subject" {
+		dn, err := canonicalDN(value)
+		if err != nil {
+			return rule, fmt.Errorf("subject=DN: %v", err)
+		}
+		value = dn
 	}
 	rule.kind, rule.value = kind, value
 	return rule, nil
@@ -143,7 +154,7 @@ func (r accessRule) matches(cert *x509.Certificate) bool {
 	case "*":
 		return true
 	case "subject":
-		return cert.Subject.String() == r.value
+		return certSubject(cert) == r.value
 	case "cn":
 		return cert.Subject.CommonName == r.value
 	}
@@ -159,7 +170,18 @@ func cutField(s string) (field, rest string) {
 	if i < 0 {
 		return s, ""
 	}
-	return s[:i], strings.TrimSpace(s[i:])
+	return s[:i], trimBlanks(s[i:])
+}
+
+// trimBlanks trims leading and trailing white space but keeps a blank
+// escaped with a backslash, as a DN's trailing space is ("CN=a\ ").
+func trimBlanks(s string) string {
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	t := strings.TrimRightFunc(s, unicode.IsSpace)
+	if n := len(t) - len(strings.TrimRight(t, `\`)); n%2 == 1 && len(t) < len(s) {
+		t = s[:len(t)+1]
+	}
+	return t
 }
 
 // errPolicy ends a handshake the access config refuses.
@@ -193,7 +215,7 @@ func (s *Server) refuseAccess(hc *handshakeConn, opt uint32) error {
 func (s *Server) refusal(hc *handshakeConn) string {
 	who := "a client without a certificate"
 	if c := hc.peerCert(); c != nil {
-		who = "client certificate " + c.Subject.String()
+		who = "client certificate " + certSubject(c)
 	}
 	return fmt.Sprintf("%s may not use export %q", who, s.cfg.Name)
 }

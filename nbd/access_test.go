@@ -4,9 +4,15 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/pem"
+	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 func TestParseAccess(t *testing.T) {
@@ -62,6 +68,15 @@ func TestParseAccessErrors(t *testing.T) {
 		{"vol rw alice", "line 1: client \"alice\" is not subject=DN"},
 		{"vol rw cn=", "is not subject=DN"},
 		{"vol rw uid=alice", "is not subject=DN"},
+		{"vol rw subject=CN=a,,=", `line 1: subject=DN: "CN=a,,=": unknown attribute type ","`},
+		{"vol rw subject=CN=a,", "want TYPE=VALUE"},
+		{"vol rw subject=cn=alice", `unknown attribute type "cn"`},
+		{"vol rw subject=commonName=alice", "unknown attribute type"},
+		{"vol rw subject=CN=a;b", "must be escaped"},
+		{`vol rw subject=CN=a\`, "bad escape"},
+		{`vol rw subject=CN=a\x`, "bad escape"},
+		{"vol rw subject=CN=#12G", "want , or +"},
+		{"vol rw subject=CN=#123", "even number of hex digits"},
 	} {
 		_, err := ParseAccess(strings.NewReader(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.msg) {
@@ -163,6 +178,7 @@ func FuzzParseAccess(f *testing.F) {
 	f.Add("vol rw cn=alice\n* ro subject=CN=bob,O=X\n")
 	f.Add("\t*\tro\t*\n# c\n")
 	f.Add("vol rx san=")
+	f.Add(`vol rw subject=CN=a\ ,O=\#x\C3\A9+UID=u,1.2.3=#0401FF`)
 	f.Fuzz(func(t *testing.T, in string) {
 		a, err := ParseAccess(strings.NewReader(in))
 		if err != nil {
@@ -175,4 +191,73 @@ func FuzzParseAccess(f *testing.F) {
 		a.Grant("vol", cert)
 		a.Grant("", nil)
 	})
+}
+
+// TestCertSubjectOpenSSL: the subject luksd logs and matches subject=
+// rules against is what `openssl x509 -noout -subject -nameopt RFC2253`
+// prints, for subjects in openssl's order and Go's, with DC,
+// emailAddress, multi-valued RDNs, escapes, non-ASCII and unknown OIDs.
+func TestCertSubjectOpenSSL(t *testing.T) {
+	testtool.Need(t, "openssl")
+	dir := t.TempDir()
+	for i, subj := range []string{
+		"/CN=alice/O=Example Org",
+		"/O=Example Org/CN=alice",
+		"/DC=org/DC=example/O=Example Org/CN=carol/emailAddress=carol@example.org",
+		"/C=US/ST=CA/L=San Francisco/street=1 Main St/postalCode=94000/O=Example/OU=Eng/OU=Ops/title=Dr/GN=Carol/SN=Smith/initials=CS/serialNumber=42/UID=carol/pseudonym=cs/name=Carol Smith",
+		"/CN=carol+UID=c1/O=x",
+		`/CN=\ #a\, b\+c"d;e<f>g=h\\ /O=#lead`,
+		"/CN=Zoë Ångström/O=ÉCOLE",
+		"/1.2.3.4=unknown/CN=x/businessCategory=b/jurisdictionC=DE/organizationIdentifier=VATDE-1/dnQualifier=q/mail=m@x/uid=u",
+	} {
+		key, cert := filepath.Join(dir, fmt.Sprint(i, "-key.pem")), filepath.Join(dir, fmt.Sprint(i, "-cert.pem"))
+		testtool.Run(t, "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+			"-nodes", "-days", "1", "-utf8", "-multivalue-rdn", "-subj", subj, "-keyout", key, "-out", cert)
+		want := strings.TrimPrefix(strings.TrimSuffix(testtool.Run(t, "openssl", "x509", "-noout", "-subject",
+			"-nameopt", "RFC2253", "-in", cert), "\n"), "subject=")
+		pemBytes, err := os.ReadFile(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(pemBytes)
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := certSubject(c); got != want {
+			t.Errorf("%s:\nluksd   %s\nopenssl %s", subj, got, want)
+			continue
+		}
+		// A rule copied from openssl's output matches (escapes written
+		// another way: TestSubjectRuleEscapes).
+		a, err := ParseAccess(strings.NewReader("vol rw subject=" + want + "\n"))
+		if err != nil {
+			t.Errorf("rule subject=%s: %v", want, err)
+			continue
+		}
+		if g := a.Grant("vol", c); g != GrantReadWrite {
+			t.Errorf("rule subject=%s does not match its certificate: %d", want, g)
+		}
+	}
+}
+
+func TestSubjectRuleEscapes(t *testing.T) {
+	c := &x509.Certificate{Subject: pkix.Name{CommonName: "Zoë, Jr", Organization: []string{"Example Org"}}}
+	if got, want := certSubject(c), `CN=Zo\C3\AB\, Jr,O=Example Org`; got != want {
+		t.Errorf("certSubject = %s, want %s", got, want)
+	}
+	for _, rule := range []string{`CN=Zo\C3\AB\, Jr,O=Example Org`, `CN=Zoë\2C Jr,O=Example\20Org`, `CN=Zo\c3\ab\, Jr,O=Example Org`} {
+		a, err := ParseAccess(strings.NewReader("vol rw subject=" + rule))
+		if err != nil {
+			t.Errorf("%s: %v", rule, err)
+		} else if g := a.Grant("vol", c); g != GrantReadWrite {
+			t.Errorf("%s does not match %s", rule, certSubject(c))
+		}
+	}
+	// Go's order (and Go's OIDs for DC and emailAddress) do not match.
+	c = &x509.Certificate{Subject: pkix.Name{CommonName: "alice", Organization: []string{"Example Org"}}}
+	a, _ := ParseAccess(strings.NewReader("vol rw subject=O=Example Org,CN=alice"))
+	if g := a.Grant("vol", c); g != GrantNone {
+		t.Errorf("subject in the wrong order matched: %d", g)
+	}
 }

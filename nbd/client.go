@@ -31,7 +31,8 @@ import (
 // what the kernel's nbd driver does too). Writes that were acknowledged
 // since the last successful flush may have been lost with the server's
 // cache: the next Flush fails with EIO. A server that stays away for
-// ClientOptions.GiveUp (a minute by default) fails requests with EIO, and
+// ClientOptions.GiveUp (a minute by default, counted once for all
+// connections from when the first found it gone) fails requests with EIO, and
 // from then on the client dials again at most every 2 s (requests in
 // between fail at once) until the server is back; a
 // connection on which requests wait and no reply comes for IOTimeout is
@@ -48,6 +49,7 @@ type Client struct {
 	// covered; the next Flush reports it.
 	lost  atomic.Bool
 	rmwMu sync.Mutex // unaligned writes read-modify-write one at a time
+	down  serverDown
 }
 
 // ClientOptions tune a Client; the zero value is the default.
@@ -157,11 +159,61 @@ func (c *Client) connect() (*clientConn, error) {
 
 // clientSlot holds one of the client's connections, redialled when lost.
 type clientSlot struct {
-	mu        sync.Mutex
-	conn      *clientConn // nil before the first dial
-	downSince time.Time   // when the server went away, zero while it is there
-	lastTry   time.Time   // the last dial
-	lastErr   error
+	mu   sync.Mutex
+	conn *clientConn // nil before the first dial
+}
+
+// serverDown is when the server went away, shared by the client's
+// connections: the first to find it gone starts GiveUp for all of them,
+// so that with several connections requests fail after one GiveUp, not
+// one per connection, and a dial that succeeds on any of them ends it.
+type serverDown struct {
+	mu      sync.Mutex
+	since   time.Time // when a connection found the server gone; zero while it is there
+	lastTry time.Time // the last dial, by any connection
+	lastErr error
+}
+
+// serverGone notes that a connection needs a dial (its connection was
+// lost, or it has none yet) and reports whether to fail at once instead:
+// GiveUp has passed since the server went away and a connection dialled
+// a moment ago, so requests do not queue behind a dial each.
+func (c *Client) serverGone() (failNow bool) {
+	d := &c.down
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.since.IsZero() {
+		d.since = time.Now()
+		return false
+	}
+	return time.Since(d.since) > c.opts.GiveUp && time.Since(d.lastTry) < redialMaxWait
+}
+
+// dialing notes a dial.
+func (c *Client) dialing() {
+	c.down.mu.Lock()
+	c.down.lastTry = time.Now()
+	c.down.mu.Unlock()
+}
+
+// dialFailed notes a failed dial and reports whether GiveUp has passed
+// since the server went away.
+func (c *Client) dialFailed(err error) (givenUp bool) {
+	d := &c.down
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lastErr = err
+	if d.since.IsZero() { // back for another connection meanwhile, and gone again
+		d.since = time.Now()
+	}
+	return time.Since(d.since) > c.opts.GiveUp
+}
+
+// serverBack notes a successful dial.
+func (c *Client) serverBack() {
+	c.down.mu.Lock()
+	c.down.since, c.down.lastErr = time.Time{}, nil
+	c.down.mu.Unlock()
 }
 
 // conn returns slot i's live connection, redialling it if it was lost.
@@ -172,27 +224,25 @@ func (c *Client) conn(i int) (*clientConn, error) {
 	if c.reap(s) {
 		return s.conn, nil
 	}
-	if s.downSince.IsZero() {
-		s.downSince = time.Now()
-	} else if time.Since(s.downSince) > c.opts.GiveUp && time.Since(s.lastTry) < redialMaxWait {
+	if c.serverGone() {
 		// Given up, and tried a moment ago: fail at once rather than
 		// queue every request behind a dial.
-		return nil, c.unreachable(s)
+		return nil, c.unreachable()
 	}
 	wait := redialFirstWait
 	for {
 		if c.closed.Load() {
 			return nil, net.ErrClosed
 		}
-		s.lastTry = time.Now()
+		c.dialing()
 		cc, err := c.connect()
 		if err == nil {
-			s.conn, s.downSince, s.lastErr = cc, time.Time{}, nil
+			s.conn = cc
+			c.serverBack()
 			return cc, nil
 		}
-		s.lastErr = err
-		if errors.Is(err, errServerProtocol) || time.Since(s.downSince) > c.opts.GiveUp {
-			return nil, c.unreachable(s)
+		if c.dialFailed(err) || errors.Is(err, errServerProtocol) {
+			return nil, c.unreachable()
 		}
 		time.Sleep(wait/2 + rand.N(wait)) // jitter: connections do not redial in step
 		wait = min(2*wait, redialMaxWait)
@@ -217,10 +267,17 @@ func (c *Client) reap(s *clientSlot) bool {
 	}
 }
 
-// unreachable is the EIO a request fails with when the server stays away.
-func (c *Client) unreachable(s *clientSlot) error {
+// unreachable is the EIO a request fails with when the server stays
+// away: since when a connection first found it gone.
+func (c *Client) unreachable() error {
+	c.down.mu.Lock()
+	defer c.down.mu.Unlock()
+	cause := c.down.lastErr
+	if cause == nil {
+		cause = errors.New("no connection")
+	}
 	return fmt.Errorf("NBD server %s unreachable since %s: %w (%w)", c.target.Addr,
-		s.downSince.Format(time.TimeOnly), s.lastErr, syscall.EIO)
+		c.down.since.Format(time.TimeOnly), cause, syscall.EIO)
 }
 
 // do runs one request (within the server's limits) on the next

@@ -123,3 +123,47 @@ func TestClientServerGone(t *testing.T) {
 	}
 	t.Fatalf("ReadAt after the server came back: %v", err)
 }
+
+// TestClientServerGoneMultiConn: with several connections, GiveUp runs
+// once for all of them, from when the first found the server gone: the
+// request on the second connection fails at once after the first's, not
+// after a GiveUp of its own.
+func TestClientServerGoneMultiConn(t *testing.T) {
+	file := servedFile(t)
+	uri, srv := nbdkitUnix(t, "--filter=multi-conn", "file", file, "multi-conn-mode=plugin")
+	const giveUp = 2 * time.Second
+	c := dialT(t, uri, ClientOptions{GiveUp: giveUp, Connections: 2})
+	if c.Multi() != 2 {
+		t.Fatalf("%d connections, want 2", c.Multi())
+	}
+	p := make([]byte, 4096)
+	for range 2 { // one request on each connection: both are dialled
+		if _, err := c.ReadAt(p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Kill()
+	killed := time.Now()
+	var failed [2]time.Time
+	for n := range 2 { // round robin: one request on each connection
+		_, err := c.ReadAt(p, 0)
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("ReadAt %d with the server gone: %v, want EIO", n, err)
+		}
+		failed[n] = time.Now()
+		t.Logf("ReadAt %d failed after %v: %v", n, failed[n].Sub(killed).Round(time.Millisecond), err)
+	}
+	// The second connection counts from the first's finding, so its
+	// request fails at once (it was given up a moment ago), not after a
+	// GiveUp of its own.
+	if d := failed[1].Sub(failed[0]); d > giveUp/2 {
+		t.Fatalf("the second connection's request failed %v after the first's, want at once (GiveUp %v)", d, giveUp)
+	}
+	// The message says since when the server is gone: the first failure,
+	// for both connections.
+	_, err1 := c.ReadAt(p, 0)
+	_, err2 := c.ReadAt(p, 0)
+	if err1 == nil || err2 == nil || err1.Error() != err2.Error() {
+		t.Errorf("the connections disagree on since when the server is gone:\n%v\n%v", err1, err2)
+	}
+}

@@ -80,6 +80,7 @@ const (
 	cmdFlagFUA            = 1 << 0
 	cmdFlagNoHole         = 1 << 1
 	cmdFlagDF             = 1 << 2
+	cmdFlagReqOne         = 1 << 3
 	cmdFlagFastZero       = 1 << 4
 	replyFlagDone         = 1 << 0
 	replyTypeNone         = 0

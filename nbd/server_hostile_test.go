@@ -501,3 +501,98 @@ func TestListeners(t *testing.T) {
 		t.Fatal("bad address accepted")
 	}
 }
+
+// TestRequestFlags: a request with a flag the server does not know, or
+// with one that does not go with its command (DF without structured
+// replies, NO_HOLE on a READ, ...), fails with EINVAL, as nbdkit fails it;
+// FUA goes with any command. A refused WRITE's payload is consumed, so the
+// stream stays in step, and the write does not land.
+func TestRequestFlags(t *testing.T) {
+	dev := devtest.MemOf(make([]byte, 1<<20))
+	sock, _ := serveMem(t, dev, Config{})
+	c := dialGo(t, sock, "")
+	for _, tc := range []struct {
+		name   string
+		typ    uint16
+		flags  uint16
+		length uint32
+		want   uint32
+	}{
+		{"READ 0x8000", cmdRead, 0x8000, 512, errInval},
+		{"READ 0x20", cmdRead, 0x20, 512, errInval},
+		{"READ DF without structured replies", cmdRead, cmdFlagDF, 512, errInval},
+		{"READ NO_HOLE", cmdRead, cmdFlagNoHole, 512, errInval},
+		{"READ REQ_ONE", cmdRead, cmdFlagReqOne, 512, errInval},
+		{"READ FAST_ZERO", cmdRead, cmdFlagFastZero, 512, errInval},
+		{"FLUSH 0x8000", cmdFlush, 0x8000, 0, errInval},
+		{"FLUSH DF", cmdFlush, cmdFlagDF, 0, errInval},
+		{"TRIM NO_HOLE", cmdTrim, cmdFlagNoHole, 512, errInval},
+		{"WRITE_ZEROES 0x8000", cmdWriteZeroes, 0x8000, 512, errInval},
+		{"WRITE_ZEROES DF", cmdWriteZeroes, cmdFlagDF, 512, errInval},
+		{"READ", cmdRead, 0, 512, 0},
+		{"READ FUA", cmdRead, cmdFlagFUA, 512, 0},
+		{"FLUSH FUA", cmdFlush, cmdFlagFUA, 0, 0},
+	} {
+		c.cookie++
+		c.send(t, requestBytes(tc.typ, tc.flags, c.cookie, 0, tc.length))
+		code, cookie := c.simpleReply(t)
+		if cookie != c.cookie {
+			t.Fatalf("%s: reply cookie %d, want %d", tc.name, cookie, c.cookie)
+		}
+		if code == 0 && tc.typ == cmdRead {
+			io.ReadFull(c.r, make([]byte, tc.length))
+		}
+		if code != tc.want {
+			t.Errorf("%s: error %d, want %d", tc.name, code, tc.want)
+		}
+	}
+	if c.flags&FlagSendWriteZeroes != 0 {
+		if code := c.cmd(t, cmdWriteZeroes, cmdFlagNoHole, 0, 512); code != 0 {
+			t.Errorf("WRITE_ZEROES NO_HOLE: error %d", code)
+		}
+	}
+	data := bytes.Repeat([]byte{0xa5}, 512)
+	for _, flags := range []uint16{0x8000, cmdFlagDF, cmdFlagNoHole} {
+		if code := c.write(t, 0, data, flags); code != errInval {
+			t.Errorf("WRITE with flags %#x: error %d, want EINVAL", flags, code)
+		}
+	}
+	if b, code := c.read(t, 0, 512); code != 0 || !bytes.Equal(b, make([]byte, 512)) {
+		t.Errorf("after refused writes: read error %d, data changed %v", code, !bytes.Equal(b, make([]byte, 512)))
+	}
+	if code := c.write(t, 0, data, cmdFlagFUA); code != 0 {
+		t.Errorf("WRITE FUA: error %d", code)
+	}
+
+	// With structured replies, DF goes with a READ (the reply is one
+	// chunk); an unknown flag gets an error chunk.
+	c = dialRaw(t, sock)
+	c.greet(t, flagCFixedNew|flagCNoZeroes)
+	if types, _ := c.option(t, optStructuredReply, nil); types[0] != repAck {
+		t.Fatalf("structured replies refused: %#x", types)
+	}
+	if types, _ := c.option(t, optGo, goData("")); types[len(types)-1] != repAck {
+		t.Fatalf("GO refused: %#x", types)
+	}
+	c.send(t, requestBytes(cmdRead, cmdFlagDF, 1, 0, 512))
+	var h [structuredHeaderLen + 8]byte
+	if _, err := io.ReadFull(c.r, h[:]); err != nil {
+		t.Fatal(err)
+	}
+	if binary.BigEndian.Uint16(h[6:]) != replyTypeOffsetData || binary.BigEndian.Uint16(h[4:]) != replyFlagDone {
+		t.Fatalf("READ DF with structured replies: chunk % x, want one OFFSET_DATA", h)
+	}
+	got := make([]byte, 512)
+	io.ReadFull(c.r, got)
+	if !bytes.Equal(got, data) {
+		t.Error("READ DF returned other data than written")
+	}
+	c.send(t, requestBytes(cmdRead, 0x8000, 2, 0, 512))
+	var e [structuredHeaderLen + structuredErrorLength]byte
+	if _, err := io.ReadFull(c.r, e[:]); err != nil {
+		t.Fatal(err)
+	}
+	if binary.BigEndian.Uint16(e[6:]) != replyTypeError || binary.BigEndian.Uint32(e[20:]) != errInval {
+		t.Fatalf("READ 0x8000 with structured replies: % x, want an EINVAL error chunk", e)
+	}
+}

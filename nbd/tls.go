@@ -145,13 +145,14 @@ func describeTLS(cs tls.ConnectionState) string {
 	return fmt.Sprintf("%s %s, %s", tls.VersionName(cs.Version), tls.CipherSuiteName(cs.CipherSuite), who)
 }
 
-// clientSubject is the verified client certificate's subject in RFC 2253
-// form ("CN=alice,O=Example"), or "" when there is none.
+// clientSubject is the verified client certificate's subject as openssl
+// prints it with -nameopt RFC2253 ("CN=alice,O=Example", see
+// certSubject), or "" when there is none.
 func clientSubject(cs tls.ConnectionState) string {
 	if len(cs.PeerCertificates) == 0 {
 		return ""
 	}
-	return cs.PeerCertificates[0].Subject.String()
+	return certSubject(cs.PeerCertificates[0])
 }
 
 // rawConn is the socket under a TLS connection, or c itself.

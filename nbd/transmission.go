@@ -120,8 +120,6 @@ func parseRequest(b []byte) (request, error) {
 	}, nil
 }
 
-// inRange reports whether [off, off+length) lies inside the export, without
-// overflowing on hostile offsets.
 // refuseZeroing returns the error code for a trim or write-zeroes request
 // that may not run (read-only export, the request not allowed as sent,
 // or the range outside the export, answered with outOfRange), or 0.
@@ -137,6 +135,28 @@ func (ss *session) refuseZeroing(req request, ro, allowed bool, outOfRange uint3
 	return 0
 }
 
+// badFlags reports whether req carries a flag the server does not know,
+// or one that does not apply to its command: NO_HOLE and FAST_ZERO other
+// than on WRITE_ZEROES, DF other than on a READ with structured replies,
+// REQ_ONE other than on BLOCK_STATUS. Such a request fails with EINVAL,
+// as nbdkit fails it. (FUA goes with any command.)
+func (ss *session) badFlags(req request) bool {
+	f := req.flags
+	switch {
+	case f&^(cmdFlagFUA|cmdFlagNoHole|cmdFlagDF|cmdFlagReqOne|cmdFlagFastZero) != 0:
+		return true
+	case f&(cmdFlagNoHole|cmdFlagFastZero) != 0 && req.typ != cmdWriteZeroes:
+		return true
+	case f&cmdFlagDF != 0 && (req.typ != cmdRead || !ss.structured):
+		return true
+	case f&cmdFlagReqOne != 0 && req.typ != cmdBlockStatus:
+		return true
+	}
+	return false
+}
+
+// inRange reports whether [off, off+length) lies inside the export, without
+// overflowing on hostile offsets.
 func (ss *session) inRange(req request) bool {
 	size := uint64(ss.srv.Size())
 	return req.offset <= size && uint64(req.length) <= size-req.offset
@@ -148,6 +168,9 @@ func (ss *session) dispatch(req request) error {
 	srv := ss.srv
 	ro := ss.flags&FlagReadOnly != 0 || srv.cfg.ReadOnly
 	req.answer = ss.newAnswer()
+	if req.typ != cmdWrite && ss.badFlags(req) { // a WRITE's payload is read first
+		return ss.replyError(req, errInval)
+	}
 	switch req.typ {
 	case cmdRead:
 		switch {
@@ -173,6 +196,9 @@ func (ss *session) dispatch(req request) error {
 			return fmt.Errorf("reading write payload: %w", err)
 		}
 		switch {
+		case ss.badFlags(req):
+			ss.dropPayload(buf, req)
+			return ss.replyError(req, errInval)
 		case ro:
 			ss.dropPayload(buf, req)
 			return ss.replyError(req, errPerm)
