@@ -415,7 +415,7 @@ func (cc *clientConn) readChunk(cl *call, typ uint16, length uint32) error {
 // errorChunk reads an ERROR or ERROR_OFFSET chunk (or an error type this
 // client does not know, which the protocol says to treat as an error).
 func (cc *clientConn) errorChunk(cl *call, typ uint16, length uint32) error {
-	if length < structuredErrorLength || length > maxStringBytes+16 {
+	if length < structuredErrorLength || length > MaxStringBytes+16 {
 		return protocolError("error chunk of %d bytes", length)
 	}
 	p := make([]byte, length)

@@ -34,7 +34,7 @@ func parseMetaRequest(data []byte) (metaRequest, error) {
 			return "", errors.New("option data too short")
 		}
 		n := binary.BigEndian.Uint32(data)
-		if n > maxStringBytes || uint64(n) > uint64(len(data)-4) {
+		if n > MaxStringBytes || uint64(n) > uint64(len(data)-4) {
 			return "", errors.New("string length does not fit the option")
 		}
 		s := string(data[4 : 4+n])

@@ -173,7 +173,7 @@ func parseInfoRequest(data []byte) (string, []uint16, error) {
 		return "", nil, errors.New("option data too short")
 	}
 	n := binary.BigEndian.Uint32(data)
-	if n > maxStringBytes || uint64(n) > uint64(len(data)-6) {
+	if n > MaxStringBytes || uint64(n) > uint64(len(data)-6) {
 		return "", nil, errors.New("export name length does not fit the option")
 	}
 	name := string(data[4 : 4+n])

@@ -9,16 +9,19 @@ package nbd
 import "fmt"
 
 // Handshake magics and flags.
+// MaxStringBytes is the longest export name, description or message
+// the NBD protocol allows.
+const MaxStringBytes = 4096
+
 const (
-	magicInit      = 0x4e42444d41474943 // "NBDMAGIC"
-	magicIHaveOpt  = 0x49484156454f5054 // "IHAVEOPT"
-	magicOptReply  = 0x0003e889045565a9
-	flagFixedNew   = 1 << 0 // NBD_FLAG_FIXED_NEWSTYLE
-	flagNoZeroes   = 1 << 1 // NBD_FLAG_NO_ZEROES
-	flagCFixedNew  = 1 << 0 // NBD_FLAG_C_FIXED_NEWSTYLE
-	flagCNoZeroes  = 1 << 1 // NBD_FLAG_C_NO_ZEROES
-	exportNamePad  = 124    // zero bytes after NBD_OPT_EXPORT_NAME's reply
-	maxStringBytes = 4096   // longest export name or message the protocol allows
+	magicInit     = 0x4e42444d41474943 // "NBDMAGIC"
+	magicIHaveOpt = 0x49484156454f5054 // "IHAVEOPT"
+	magicOptReply = 0x0003e889045565a9
+	flagFixedNew  = 1 << 0 // NBD_FLAG_FIXED_NEWSTYLE
+	flagNoZeroes  = 1 << 1 // NBD_FLAG_NO_ZEROES
+	flagCFixedNew = 1 << 0 // NBD_FLAG_C_FIXED_NEWSTYLE
+	flagCNoZeroes = 1 << 1 // NBD_FLAG_C_NO_ZEROES
+	exportNamePad = 124    // zero bytes after NBD_OPT_EXPORT_NAME's reply
 )
 
 // Options (NBD_OPT_*).

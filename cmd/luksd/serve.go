@@ -57,6 +57,9 @@ func runServe(c *cli.Context) error {
 			return err
 		}
 	}
+	if n := len(c.String("export-name")); n > nbd.MaxStringBytes {
+		return exitf(exitParams, "Option --export-name: %d bytes, longer than NBD's %d.", n, nbd.MaxStringBytes)
+	}
 	tlsMode, err := nbd.ParseTLSMode(c.String("tls"))
 	if err != nil {
 		return exitf(exitParams, "Option --tls: %v.", err)

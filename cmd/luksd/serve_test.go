@@ -252,6 +252,7 @@ func TestServeRefusesBeforeListening(t *testing.T) {
 		{"not LUKS", []string{"--key-file", wrong, plain}, exitParams, "is not a valid LUKS device"},
 		{"missing image", []string{"--key-file", wrong, filepath.Join(dir, "nope")}, exitDevice, "does not exist"},
 		{"no image", []string{"--key-file", wrong}, exitParams, "requires device"},
+		{"export name too long", []string{"--export-name", strings.Repeat("e", 4097), "--key-file", wrong, img}, exitParams, "longer than NBD's 4096"},
 	} {
 		sock := filepath.Join(dir, "s")
 		cmd := exec.Command(testtool.Luksd(t), append([]string{"serve", "--socket", sock}, tc.args...)...)
