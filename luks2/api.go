@@ -244,6 +244,19 @@ func (h *Header) Subsystem() string {
 	return ""
 }
 
+// DataOffset is where the data starts on the data device, in bytes: the
+// lowest LUKS2 segment offset (0 without segments), or LUKS1's payload
+// offset.
+func (h *Header) DataOffset() int64 {
+	if v2, ok := h.v2(); ok {
+		return int64(v2.dataOffset())
+	}
+	if l1, ok := h.impl.(*luks1Header); ok {
+		return int64(l1.payloadOffset) * 512
+	}
+	return 0
+}
+
 // Segment returns the data segment (segment "0", or LUKS1's payload).
 // Ciphers dmcrypt cannot run (kernel-API "capi:" specs, unknown modes) and
 // unsafe headers give an error wrapping ErrUnsupported.

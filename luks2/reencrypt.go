@@ -81,6 +81,10 @@ var (
 	// ErrIllegalDeviceSize: a DeviceSize beyond the data ("Illegal device
 	// size requested in reencryption parameters.").
 	ErrIllegalDeviceSize = errors.New("illegal device size requested in reencryption parameters")
+	// ErrDecryptNotDetached: DecryptInitDetached on a header whose data
+	// does not start at offset 0 ("LUKS2 decryption is supported with
+	// detached header device only (with data offset set to 0).").
+	ErrDecryptNotDetached = errors.New("LUKS2 decryption is supported with detached header device only (with data offset set to 0)")
 	// ErrReencryptionInitialized: ReencryptInit on a volume already marked
 	// ("LUKS2 reencryption already initialized in metadata.").
 	ErrReencryptionInitialized = errors.New("LUKS2 reencryption already initialized in metadata")

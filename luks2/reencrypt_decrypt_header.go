@@ -21,7 +21,8 @@ import (
 // passphrase (keyslot slot, or any with -1) for the reencryption digest,
 // and the metadata is written in one header write. blockSize is the data
 // device's block size (the checksum block is the larger of it and the
-// sector size).
+// sector size). A header whose data does not start at offset 0 gives
+// ErrDecryptNotDetached with nothing written.
 func (h *Header) DecryptInitDetached(hdr Device, devSize int64, passphrase []byte, slot int, p ReencryptParams, blockSize int) error {
 	v2, ok := h.v2()
 	if !ok {
@@ -38,6 +39,12 @@ func (h *Header) DecryptInitDetached(hdr Device, devSize int64, passphrase []byt
 	}
 	if old.typ != "crypt" || old.ivTweak != 0 {
 		return fmt.Errorf("%w: segment 0 has an IV tweak or is not crypt", ErrReencryptUnsupported)
+	}
+	// With the data after the header (a header backup, or the device's
+	// own header) decrypting in place would leave the data where no
+	// header says it is.
+	if v2.dataOffset() != 0 {
+		return ErrDecryptNotDetached
 	}
 	if uint64(devSize) <= old.offset {
 		return ErrDeviceTooSmall

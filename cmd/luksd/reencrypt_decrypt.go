@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"syscall"
 
+	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -39,7 +42,12 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 	if hp == "" {
 		return exitf(exitParams, "LUKS2 decryption requires --header option.")
 	}
-	if _, err := os.Stat(hp); errors.Is(err, os.ErrNotExist) && c.Bool("decrypt") {
+	_, err = os.Stat(hp)
+	missing := errors.Is(err, os.ErrNotExist) && blockdev.Scheme(hp) == ""
+	if missing && c.Bool("resume-only") {
+		return exitf(exitParams, "Device reencryption not in progress.")
+	}
+	if errors.Is(err, os.ErrNotExist) && c.Bool("decrypt") {
 		return decryptInit(c, dev, hp)
 	}
 	h, f, err := readLUKS2Header(c, dev, true)
@@ -47,6 +55,9 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 		return err
 	}
 	defer f.Close()
+	if c.Bool("resume-only") && !h.InReencryption() {
+		return exitf(exitParams, "Device reencryption not in progress.")
+	}
 	if c.Bool("encrypt") && !h.InReencryption() {
 		return checkReencryptMode(c, h, dev)
 	}
@@ -58,6 +69,11 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 	}
 	if h.ReencryptMode() != "decrypt" {
 		if c.Bool("decrypt") && !h.InReencryption() {
+			// An existing header is decrypted in place only when it is
+			// detached: not the device's own, its data at offset 0.
+			if h.DataOffset() != 0 || sameDevice(hp, dev) {
+				return exitf(exitParams, "LUKS2 decryption is supported with detached header device only (with data offset set to 0).")
+			}
 			return decryptDetachedInit(c, h, f, dev) // reencrypt_decrypt_header.go
 		}
 		return exitf(exitParams, "Option --header is not supported by luksd reencrypt.")
@@ -85,6 +101,27 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
 	}
 	return runDecrypt(c, h, f, dev, pass.Bytes())
+}
+
+// sameDevice reports whether the paths a and b name one file or block
+// device (through links, or two nodes of one device), or one remote
+// location.
+func sameDevice(a, b string) bool {
+	if blockdev.Scheme(a) != "" || blockdev.Scheme(b) != "" {
+		return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
+	}
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	if os.SameFile(sa, sb) {
+		return true
+	}
+	ra, okA := sa.Sys().(*syscall.Stat_t)
+	rb, okB := sb.Sys().(*syscall.Stat_t)
+	return okA && okB && sa.Mode()&os.ModeDevice != 0 && sb.Mode()&os.ModeDevice != 0 &&
+		sa.Mode()&os.ModeCharDevice == 0 && sb.Mode()&os.ModeCharDevice == 0 && ra.Rdev == rb.Rdev
 }
 
 // decryptInit exports dev's header to hp and starts the decryption, then
