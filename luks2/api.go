@@ -73,6 +73,16 @@ var (
 	ErrConcurrentUpdate = errors.New("concurrent LUKS metadata update")
 )
 
+// ReadError: the device could not be read where its header starts (an
+// I/O error, a remote server or store that does not answer). It is
+// ErrNotLUKS too, as cryptsetup reports such a device; the cause is kept
+// so that the CLI can say it.
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return "cannot read the header: " + e.Err.Error() }
+
+func (e *ReadError) Unwrap() []error { return []error{ErrNotLUKS, e.Err} }
+
 // TooSmallError: the device is smaller than the header area its header
 // describes (cryptsetup's "Device X is too small. Need at least N bytes.").
 // It is ErrNotLUKS too.

@@ -71,7 +71,7 @@ func readHeader(dev io.ReaderAt, size int64) (*Header, error) {
 func readHeaderAs(dev io.ReaderAt, size int64, version int) (*Header, error) {
 	var b [8]byte
 	if _, err := dev.ReadAt(b[:], 0); err != nil && err != io.EOF {
-		return nil, fmt.Errorf("%w: %v", ErrNotLUKS, err)
+		return nil, &ReadError{Err: err}
 	}
 	// cryptsetup goes by the primary's version: 1 is LUKS1, 2 (or no
 	// primary magic at all) LUKS2, anything else unsupported.

@@ -83,3 +83,23 @@ func TestNBDRemoteVolume(t *testing.T) {
 		t.Fatalf("a header write to a read-only export: exit %d, %q", r.code, r.stderr)
 	}
 }
+
+// A remote server that answers every read with EIO: the header verbs say
+// what failed before cryptsetup's "not a valid LUKS device" line, and
+// exit as cryptsetup does for a device it cannot load.
+func TestNBDRemoteReadErrorSaysWhy(t *testing.T) {
+	w := newWorkspace(t)
+	disk, key := w.formatted("pbkdf2")
+	sock := filepath.Join(t.TempDir(), "nbdkit.sock")
+	testtool.StartPeerServer(t, "unix", sock, "nbdkit", "-f", "-U", sock, "--filter=error", "file", disk,
+		"error-pread=EIO", "error-pread-rate=1")
+	uri := "nbd+unix:///?socket=" + sock
+	for _, args := range [][]string{{"luksDump", uri}, {"open", "--test-passphrase", "--key-file", key, uri}} {
+		r := w.luksd(nil, args...)
+		want := "Cannot read device " + uri + ": NBD server: read: input/output error.\n" +
+			"Device " + uri + " is not a valid LUKS device.\n"
+		if r.code != exitParams || r.stderr != want {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d, %q", args[0], r.code, r.stderr, exitParams, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
@@ -295,7 +296,10 @@ func headerError(path string, err error) error {
 func headerPreface(path string, err error) []string {
 	var tooSmall *luks2.TooSmallError
 	var version *luks2.VersionError
+	var read *luks2.ReadError
 	switch {
+	case errors.As(err, &read):
+		return []string{fmt.Sprintf("Cannot read device %s: %v.", path, strings.TrimSuffix(read.Err.Error(), "."))}
 	case errors.As(err, &version):
 		return []string{fmt.Sprintf("Unsupported LUKS version %d.", version.Version)}
 	case errors.As(err, &tooSmall):
