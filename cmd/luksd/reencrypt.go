@@ -164,6 +164,11 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		Cipher: c.String("cipher"), KeySize: c.Int("key-size") / 8, SectorSize: c.Int("sector-size"),
 		Resilience: c.String("resilience"), Hash: c.String("resilience-hash"),
 	}
+	seg, _ := h.Segment()
+	if err := checkDeviceSize(c, f.Size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
+		last.Wipe()
+		return nil, err
+	}
 	err := f.edit(func() error {
 		again, err := f.read()
 		if err != nil {
@@ -180,6 +185,25 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		return nil, headerError(hp, err)
 	}
 	return last, nil
+}
+
+// checkDeviceSize refuses, as cryptsetup 2.6.1 does before it writes
+// the reencryption metadata, a --device-size past the data (dataSize
+// bytes from the data offset) or not a multiple of sectorSize (the
+// larger of the old and new sector sizes; 0 does not check). A run
+// refuses such a size too, but only after the volume was marked.
+func checkDeviceSize(c *cli.Context, dataSize int64, sectorSize int) error {
+	switch n := c.Int64("device-size"); {
+	case n <= 0:
+		return nil
+	case n > dataSize:
+		fmt.Fprintln(os.Stderr, "Reduced data size is larger than real device size.")
+	case sectorSize > 0 && n%int64(sectorSize) != 0:
+		fmt.Fprintf(os.Stderr, "Data device is not aligned to encryption sector size (%d bytes).\n", sectorSize)
+	default:
+		return nil
+	}
+	return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
 }
 
 // runReencrypt runs the marked reencryption (header f) of the data on
