@@ -169,6 +169,12 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		last.Wipe()
 		return nil, err
 	}
+	// cryptsetup checks the zone alignment only when it loads the
+	// reencryption it has just marked; luksd before marking it.
+	if err := checkZoneAlignment(c, max(dataBlockSize(f), params.SectorSize, seg.SectorSize)); err != nil {
+		last.Wipe()
+		return nil, err
+	}
 	err := f.edit(func() error {
 		again, err := f.read()
 		if err != nil {
@@ -206,6 +212,25 @@ func checkDeviceSize(c *cli.Context, dataSize int64, sectorSize int) error {
 	return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
 }
 
+// checkZoneAlignment refuses, as cryptsetup 2.6.1 does when it loads a
+// reencryption, a --hotzone-size or --device-size that is not a multiple
+// of align, its calculated zone alignment: the larger of the data
+// device's block size and the old and new sector sizes.
+func checkZoneAlignment(c *cli.Context, align int) error {
+	a := int64(align)
+	switch {
+	case a <= 0:
+		return nil
+	case c.Int64("hotzone-size")%a != 0:
+		fmt.Fprintf(os.Stderr, "Hotzone size must be multiple of calculated zone alignment (%d bytes).\n", align)
+	case c.Int64("device-size")%a != 0:
+		fmt.Fprintf(os.Stderr, "Device size must be multiple of calculated zone alignment (%d bytes).\n", align)
+	default:
+		return nil
+	}
+	return exitf(exitParams, "Failed to load LUKS2 reencryption context.")
+}
+
 // runReencrypt runs the marked reencryption (header f) of the data on
 // data (size bytes) to its end or a signal.
 func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, pass []byte, data luks2.DataDevice, size int64) error {
@@ -218,6 +243,14 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 			stop.Store(true)
 		}
 	}()
+	if l, err := h.ReencryptLayout(size); err == nil {
+		if sector := int64(max(l.Old.SectorSize, l.New.SectorSize)); sector > 0 && c.Int64("device-size")%sector != 0 {
+			return exitf(exitParams, "Illegal device size requested in reencryption parameters.")
+		}
+		if err := checkZoneAlignment(c, max(deviceBlockSize(data), l.Old.SectorSize, l.New.SectorSize)); err != nil {
+			return err
+		}
+	}
 	run := luks2.ReencryptRun{
 		HotzoneSize: c.Int64("hotzone-size"),
 		DeviceSize:  c.Int64("device-size"),

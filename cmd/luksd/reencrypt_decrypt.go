@@ -232,6 +232,17 @@ func dataBlockSize(f *headerDevice) int {
 	return 4096
 }
 
+// deviceBlockSize is dataBlockSize of the data device d.
+func deviceBlockSize(d luks2.DataDevice) int {
+	if s, ok := d.(syncedFile); ok {
+		d = s.File
+	}
+	if f, ok := d.(luks2.File); ok {
+		return dataBlockSize(&headerDevice{&luks2.HeaderFile{File: f}})
+	}
+	return 4096
+}
+
 // runDecrypt runs the marked decryption (header f) of the data on dev.
 func runDecrypt(c *cli.Context, h *luks2.Header, f *headerDevice, dev string, pass []byte) error {
 	data, size, err := openDevice(dev, true)

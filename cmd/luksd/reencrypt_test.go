@@ -418,3 +418,43 @@ func TestReencryptDeviceSizeRefusedBeforeInit(t *testing.T) {
 		t.Errorf("--device-size 4M --init-only did not mark the volume:\n%s", out)
 	}
 }
+
+// A --hotzone-size or --device-size that is not a multiple of
+// cryptsetup's calculated zone alignment (the larger of the image's
+// block size, 4096 here, and the sector sizes) is refused with its words,
+// not rounded: luksd before marking the volume (cryptsetup after), and
+// when resuming, where a --device-size off the 4096-byte sector size is
+// "Illegal" (luksd used to crash on it).
+func TestReencryptZoneAlignmentLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	vol := func(name, sector string, marked bool) string {
+		img := w.image(name)
+		w.cs(nil, append([]string{"luksFormat", "-q", "-d", key, "--sector-size", sector, img}, cheapPBKDF("pbkdf2")...)...).ok(t)
+		if marked {
+			w.cs(nil, "reencrypt", "--init-only", "--force-offline-reencrypt", "-q", "-d", key, img).ok(t)
+		}
+		return img
+	}
+	s512, s4096 := vol("s512.img", "512", false), vol("s4096.img", "4096", false)
+	m512, m4096 := vol("m512.img", "512", true), vol("m4096.img", "4096", true)
+	const loadFails = "Failed to load LUKS2 reencryption context.\n"
+	const hotzone = "Hotzone size must be multiple of calculated zone alignment (4096 bytes).\n" + loadFails
+	run := func(extra ...string) func(string, []string) []string {
+		return func(_ string, p []string) []string { return append([]string{"-d", key, p[0]}, extra...) }
+	}
+	var cases []refusal
+	for _, hz := range []string{"512", "1000", "2048", "5000"} {
+		cases = append(cases,
+			refusal{name: "hotzone " + hz + " sector 512", files: []string{s512}, want: hotzone, csWrites: true, args: run("--hotzone-size", hz)},
+			refusal{name: "hotzone " + hz + " sector 4096", files: []string{s4096}, want: hotzone, csWrites: true, args: run("--hotzone-size", hz)})
+	}
+	cases = append(cases,
+		refusal{name: "device size 4608", files: []string{s512}, csWrites: true, args: run("--device-size", "4608"),
+			want: "Device size must be multiple of calculated zone alignment (4096 bytes).\n" + loadFails},
+		refusal{name: "resume hotzone 5000", files: []string{m512}, want: hotzone, csWrites: true, args: run("--resume-only", "--hotzone-size", "5000")},
+		refusal{name: "resume device size 6144", files: []string{m4096}, csWrites: true, args: run("--resume-only", "--device-size", "6144"),
+			want: "Illegal device size requested in reencryption parameters.\n"},
+	)
+	refusedAlike(t, w, cases)
+}
