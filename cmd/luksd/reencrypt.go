@@ -28,6 +28,7 @@ func init() {
 			&cli.StringFlag{Name: "resilience-hash", Usage: "checksum `HASH` (default sha256)"},
 			&cli.Int64Flag{Name: "hotzone-size", Usage: "most `BYTES` rewritten per step"},
 			&cli.Int64Flag{Name: "device-size", Usage: "reencrypt only the first `BYTES` of data (units as cryptsetup's)"},
+			&cli.BoolFlag{Name: "keep-key", Usage: "refused: luksd always makes a new volume key"},
 			&cli.BoolFlag{Name: "init-only", Usage: "only mark the volume for reencryption"},
 			&cli.BoolFlag{Name: "resume-only", Usage: "only resume a reencryption already marked"},
 			&cli.BoolFlag{Name: "force-offline-reencrypt", Usage: "accepted; luksd reencrypts unopened devices offline anyway"},
@@ -47,6 +48,14 @@ func reencrypt(c *cli.Context) error {
 	dev, err := oneDevice(c)
 	if err != nil {
 		return err
+	}
+	if c.Bool("keep-key") {
+		// cryptsetup keeps the volume key and changes only the segment's
+		// other parameters; luksd has no such run.
+		if !c.IsSet("cipher") && !c.IsSet("key-size") && !c.IsSet("sector-size") && !c.Bool("encrypt") && !c.Bool("decrypt") {
+			return exitf(exitParams, "No data segment parameters changed. Reencryption aborted.")
+		}
+		return exitf(exitParams, "Option --keep-key is not supported by luksd reencrypt.")
 	}
 	if encryptsPlainDevice(c, dev) {
 		return reencryptEncrypt(c, dev)

@@ -458,3 +458,21 @@ func TestReencryptZoneAlignmentLikeCryptsetup(t *testing.T) {
 	)
 	refusedAlike(t, w, cases)
 }
+
+// --keep-key is a reencrypt option as in cryptsetup: alone it changes
+// nothing, in cryptsetup's words; with a new segment parameter luksd
+// says it does not support it (not that the option is not allowed), and
+// the image is left as it was.
+func TestReencryptKeepKey(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.formatted("pbkdf2")
+	refusedAlike(t, w, []refusal{{name: "keep-key alone", files: []string{img}, want: "No data segment parameters changed. Reencryption aborted.\n",
+		args: func(_ string, p []string) []string { return []string{"-d", key, "--keep-key", p[0]} }}})
+	w.sameOutput("--test-args", "reencrypt", "--keep-key", img)
+	cp := w.path("copy.img")
+	copyFile(t, img, cp)
+	w.luksd(nil, "reencrypt", "-q", "-d", key, "--keep-key", "--sector-size", "512", cp).expect(t, 1, "Option --keep-key is not supported by luksd reencrypt.\n")
+	if fileSum(t, cp) != fileSum(t, img) {
+		t.Error("--keep-key --sector-size 512 changed the image")
+	}
+}
