@@ -65,7 +65,7 @@ var cryptsetupOptions = map[string]csOption{
 	"iter-time":                   {kind: cmdline.Uint32, short: 'i', actions: []string{"luksFormat", "luksAddKey", "luksChangeKey", "luksConvertKey", "benchmark", "reencrypt"}},
 	"iv-large-sectors":            {kind: cmdline.None, actions: []string{"open"}},
 	"json-file":                   {kind: cmdline.Text},
-	"keep-key":                    {kind: cmdline.None, actions: []string{}},
+	"keep-key":                    {kind: cmdline.None, actions: []string{"reencrypt"}},
 	"key-description":             {kind: cmdline.Text},
 	"key-file":                    {kind: cmdline.Text, short: 'd'},
 	"key-size":                    {kind: cmdline.Uint32, short: 's', actions: []string{"luksFormat", "open", "luksAddKey", "benchmark", "reencrypt"}},

@@ -28,6 +28,7 @@ func init() {
 			&cli.StringFlag{Name: "resilience-hash", Usage: "checksum `HASH` (default sha256)"},
 			&cli.Int64Flag{Name: "hotzone-size", Usage: "most `BYTES` rewritten per step"},
 			&cli.Int64Flag{Name: "device-size", Usage: "reencrypt only the first `BYTES` of data (units as cryptsetup's)"},
+			&cli.BoolFlag{Name: "keep-key", Usage: "refused: luksd always makes a new volume key"},
 			&cli.BoolFlag{Name: "init-only", Usage: "only mark the volume for reencryption"},
 			&cli.BoolFlag{Name: "resume-only", Usage: "only resume a reencryption already marked"},
 			&cli.BoolFlag{Name: "force-offline-reencrypt", Usage: "accepted; luksd reencrypts unopened devices offline anyway"},
@@ -47,6 +48,14 @@ func reencrypt(c *cli.Context) error {
 	dev, err := oneDevice(c)
 	if err != nil {
 		return err
+	}
+	if c.Bool("keep-key") {
+		// cryptsetup keeps the volume key and changes only the segment's
+		// other parameters; luksd has no such run.
+		if !c.IsSet("cipher") && !c.IsSet("key-size") && !c.IsSet("sector-size") && !c.Bool("encrypt") && !c.Bool("decrypt") {
+			return exitf(exitParams, "No data segment parameters changed. Reencryption aborted.")
+		}
+		return exitf(exitParams, "Option --keep-key is not supported by luksd reencrypt.")
 	}
 	if encryptsPlainDevice(c, dev) {
 		return reencryptEncrypt(c, dev)
@@ -164,6 +173,17 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		Cipher: c.String("cipher"), KeySize: c.Int("key-size") / 8, SectorSize: c.Int("sector-size"),
 		Resilience: c.String("resilience"), Hash: c.String("resilience-hash"),
 	}
+	seg, _ := h.Segment()
+	if err := checkDeviceSize(c, f.Size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
+		last.Wipe()
+		return nil, err
+	}
+	// cryptsetup checks the zone alignment only when it loads the
+	// reencryption it has just marked; luksd before marking it.
+	if err := checkZoneAlignment(c, max(dataBlockSize(f), params.SectorSize, seg.SectorSize)); err != nil {
+		last.Wipe()
+		return nil, err
+	}
 	err := f.edit(func() error {
 		again, err := f.read()
 		if err != nil {
@@ -182,6 +202,44 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	return last, nil
 }
 
+// checkDeviceSize refuses, as cryptsetup 2.6.1 does before it writes
+// the reencryption metadata, a --device-size past the data (dataSize
+// bytes from the data offset) or not a multiple of sectorSize (the
+// larger of the old and new sector sizes; 0 does not check). A run
+// refuses such a size too, but only after the volume was marked.
+func checkDeviceSize(c *cli.Context, dataSize int64, sectorSize int) error {
+	switch n := c.Int64("device-size"); {
+	case n <= 0:
+		return nil
+	case n > dataSize:
+		fmt.Fprintln(os.Stderr, "Reduced data size is larger than real device size.")
+	case sectorSize > 0 && n%int64(sectorSize) != 0:
+		fmt.Fprintf(os.Stderr, "Data device is not aligned to encryption sector size (%d bytes).\n", sectorSize)
+	default:
+		return nil
+	}
+	return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+}
+
+// checkZoneAlignment refuses, as cryptsetup 2.6.1 does when it loads a
+// reencryption, a --hotzone-size or --device-size that is not a multiple
+// of align, its calculated zone alignment: the larger of the data
+// device's block size and the old and new sector sizes.
+func checkZoneAlignment(c *cli.Context, align int) error {
+	a := int64(align)
+	switch {
+	case a <= 0:
+		return nil
+	case c.Int64("hotzone-size")%a != 0:
+		fmt.Fprintf(os.Stderr, "Hotzone size must be multiple of calculated zone alignment (%d bytes).\n", align)
+	case c.Int64("device-size")%a != 0:
+		fmt.Fprintf(os.Stderr, "Device size must be multiple of calculated zone alignment (%d bytes).\n", align)
+	default:
+		return nil
+	}
+	return exitf(exitParams, "Failed to load LUKS2 reencryption context.")
+}
+
 // runReencrypt runs the marked reencryption (header f) of the data on
 // data (size bytes) to its end or a signal.
 func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, pass []byte, data luks2.DataDevice, size int64) error {
@@ -194,6 +252,14 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 			stop.Store(true)
 		}
 	}()
+	if l, err := h.ReencryptLayout(size); err == nil {
+		if sector := int64(max(l.Old.SectorSize, l.New.SectorSize)); sector > 0 && c.Int64("device-size")%sector != 0 {
+			return exitf(exitParams, "Illegal device size requested in reencryption parameters.")
+		}
+		if err := checkZoneAlignment(c, max(deviceBlockSize(data), l.Old.SectorSize, l.New.SectorSize)); err != nil {
+			return err
+		}
+	}
 	run := luks2.ReencryptRun{
 		HotzoneSize: c.Int64("hotzone-size"),
 		DeviceSize:  c.Int64("device-size"),

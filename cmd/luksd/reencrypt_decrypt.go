@@ -127,6 +127,11 @@ func sameDevice(a, b string) bool {
 // decryptInit exports dev's header to hp and starts the decryption, then
 // runs it unless --init-only.
 func decryptInit(c *cli.Context, dev, hp string) error {
+	if c.Int64("device-size") > 0 {
+		// Refused here, before the header is exported: a run refuses it
+		// only after the data's first hotzone moved.
+		return exitf(exitParams, "Option --device-size with a data shift is not supported by luksd.")
+	}
 	switch c.String("resilience") {
 	case "", "checksum", "journal", "datashift-checksum", "datashift-journal":
 	case "datashift", "none":
@@ -223,6 +228,17 @@ func dataBlockSize(f *headerDevice) int {
 		} else if n, err := unix.IoctlGetInt(int(of.Fd()), unix.BLKSSZGET); err == nil && n > 0 {
 			return n
 		}
+	}
+	return 4096
+}
+
+// deviceBlockSize is dataBlockSize of the data device d.
+func deviceBlockSize(d luks2.DataDevice) int {
+	if s, ok := d.(syncedFile); ok {
+		d = s.File
+	}
+	if f, ok := d.(luks2.File); ok {
+		return dataBlockSize(&headerDevice{&luks2.HeaderFile{File: f}})
 	}
 	return 4096
 }

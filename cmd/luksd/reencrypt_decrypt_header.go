@@ -48,6 +48,10 @@ func decryptDetachedInit(c *cli.Context, h *luks2.Header, f *headerDevice, dev s
 	if _, _, err := h.Unlock(f, pass.Bytes(), slot); err != nil {
 		return headerError(dev, err)
 	}
+	seg, _ := h.Segment()
+	if err := checkDeviceSize(c, size-h.DataOffset(), seg.SectorSize); err != nil {
+		return err
+	}
 	lock, err := lockReencryption(f, h.UUID(), "Reencryption process is already running.")
 	if err != nil {
 		return err

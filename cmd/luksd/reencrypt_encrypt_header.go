@@ -80,6 +80,11 @@ func reencryptEncryptDetached(c *cli.Context, dev string) error {
 		return err
 	}
 	defer pass.Wipe()
+	// cryptsetup writes a header with no keyslot to HDR first; luksd
+	// writes nothing.
+	if err := checkDeviceSize(c, size, opts.SectorSize); err != nil {
+		return err
+	}
 	hdrSize, err := luks2.EncryptHeaderSize(opts)
 	if err != nil {
 		return withCode(exitParams, err)

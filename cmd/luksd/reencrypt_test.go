@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -305,4 +308,171 @@ func TestReencryptResilienceChangedOnResume(t *testing.T) {
 	}
 	w.cs(nil, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img).ok(t)
 	w.checkData(img, key, c, plain)
+}
+
+// refusal is a reencrypt run both tools must refuse alike.
+type refusal struct {
+	name     string
+	files    []string                              // copied into each tool's own directory
+	args     func(dir string, p []string) []string // reencrypt's arguments; p: the copies
+	want     string                                // cryptsetup's stderr, exit 1
+	csWrites bool                                  // cryptsetup writes to the files all the same
+}
+
+// refusedAlike runs each case in cryptsetup and in luksd (reencrypt
+// --force-offline-reencrypt -q, each tool on its own copies of the files,
+// in its own directory) and checks that both exit 1 with c.want on
+// stderr, and that luksd (and cryptsetup, unless c.csWrites) left every
+// file as it was and made no new.hdr.
+func refusedAlike(t *testing.T, w *workspace, cases []refusal) {
+	t.Helper()
+	for _, c := range cases {
+		var res [2]result
+		for i, tool := range []string{w.cryptsetup, testtool.Luksd(t)} {
+			dir := w.path(fmt.Sprintf("%s-%d", strings.ReplaceAll(c.name, " ", "_"), i))
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			var copies []string
+			for _, f := range c.files {
+				cp := filepath.Join(dir, filepath.Base(f))
+				copyFile(t, f, cp)
+				copies = append(copies, cp)
+			}
+			args := append([]string{"reencrypt", "--force-offline-reencrypt", "-q"}, c.args(dir, copies)...)
+			res[i] = runTool(t, nil, tool, args...)
+			if i == 0 && c.csWrites {
+				continue
+			}
+			for j, f := range c.files {
+				if fileSum(t, copies[j]) != fileSum(t, f) {
+					t.Errorf("%s: %s changed %s", c.name, filepath.Base(tool), filepath.Base(f))
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "new.hdr")); err == nil {
+				t.Errorf("%s: %s made new.hdr", c.name, filepath.Base(tool))
+			}
+		}
+		if res[0].code != 1 || res[0].stderr != c.want {
+			t.Errorf("%s: cryptsetup exit %d %q, want 1 %q", c.name, res[0].code, res[0].stderr, c.want)
+		}
+		if res[1].code != res[0].code || res[1].stderr != res[0].stderr {
+			t.Errorf("%s: cryptsetup exit %d %q, luksd exit %d %q", c.name, res[0].code, res[0].stderr, res[1].code, res[1].stderr)
+		}
+	}
+}
+
+// fileSum is the SHA-256 of the file at path, in hex.
+func fileSum(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// A --device-size past the data, or not a multiple of the sector size,
+// is refused as cryptsetup refuses it: its two lines and exit code, and
+// luksd refuses it before writing anything (cryptsetup rewrites a
+// keyslot area and bumps the epoch, its metadata the same as before), so
+// the volume is not left marked for reencryption, --init-only included.
+// The 20 MiB image holds 4 MiB of data after its header.
+func TestReencryptDeviceSizeRefusedBeforeInit(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.formatted("pbkdf2")
+	plain, det := w.image("plain.img"), w.path("det.hdr")
+	w.cs(nil, append([]string{"luksFormat", "-q", "-d", key, "--header", det, plain}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	const fails = "Failed to initialize LUKS2 reencryption in metadata.\n"
+	const tooLarge = "Reduced data size is larger than real device size.\n" + fails
+	onImage := func(extra ...string) func(string, []string) []string {
+		return func(_ string, p []string) []string { return append([]string{"-d", key, p[0]}, extra...) }
+	}
+	refusedAlike(t, w, []refusal{
+		{name: "past the data", files: []string{img}, want: tooLarge, csWrites: true, args: onImage("--device-size", "8M")},
+		{name: "by a sector", files: []string{img}, want: tooLarge, csWrites: true, args: onImage("--device-size", "4198912")},
+		{name: "init-only", files: []string{img}, want: tooLarge, csWrites: true, args: onImage("--device-size", "8M", "--init-only")},
+		{name: "unaligned", files: []string{img}, csWrites: true, args: onImage("--device-size", "6144", "--sector-size", "4096"),
+			want: "Data device is not aligned to encryption sector size (4096 bytes).\n" + fails},
+		{name: "decrypt detached", files: []string{plain, det}, want: tooLarge, args: func(_ string, p []string) []string {
+			return []string{"-d", key, "--decrypt", "--device-size", "24M", "--header", p[1], p[0]}
+		}},
+	})
+	// cryptsetup leaves HDR a header without keyslots; luksd makes none.
+	hdr := w.path("new.hdr")
+	r := w.luksd(nil, append([]string{"reencrypt", "--encrypt", "-q", "-d", key, "--device-size", "24M", "--header", hdr, plain}, cheapPBKDF("pbkdf2")...)...)
+	if r.code != 1 || r.stderr != tooLarge {
+		t.Errorf("--encrypt --header: exit %d %q, want 1 %q", r.code, r.stderr, tooLarge)
+	}
+	if _, err := os.Stat(hdr); err == nil {
+		t.Errorf("--encrypt --header: luksd made %s", hdr)
+	}
+	// Within the data the size is taken and marked, as cryptsetup does.
+	w.luksd(nil, "reencrypt", "--init-only", "-q", "-d", key, "--device-size", "4M", img).ok(t)
+	if out := w.cs(nil, "luksDump", img).ok(t).stdout; !strings.Contains(out, "online-reencrypt") {
+		t.Errorf("--device-size 4M --init-only did not mark the volume:\n%s", out)
+	}
+}
+
+// A --hotzone-size or --device-size that is not a multiple of
+// cryptsetup's calculated zone alignment (the larger of the image's
+// block size, 4096 here, and the sector sizes) is refused with its words,
+// not rounded: luksd before marking the volume (cryptsetup after), and
+// when resuming, where a --device-size off the 4096-byte sector size is
+// "Illegal" (luksd used to crash on it).
+func TestReencryptZoneAlignmentLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	vol := func(name, sector string, marked bool) string {
+		img := w.image(name)
+		w.cs(nil, append([]string{"luksFormat", "-q", "-d", key, "--sector-size", sector, img}, cheapPBKDF("pbkdf2")...)...).ok(t)
+		if marked {
+			w.cs(nil, "reencrypt", "--init-only", "--force-offline-reencrypt", "-q", "-d", key, img).ok(t)
+		}
+		return img
+	}
+	s512, s4096 := vol("s512.img", "512", false), vol("s4096.img", "4096", false)
+	m512, m4096 := vol("m512.img", "512", true), vol("m4096.img", "4096", true)
+	const loadFails = "Failed to load LUKS2 reencryption context.\n"
+	const hotzone = "Hotzone size must be multiple of calculated zone alignment (4096 bytes).\n" + loadFails
+	run := func(extra ...string) func(string, []string) []string {
+		return func(_ string, p []string) []string { return append([]string{"-d", key, p[0]}, extra...) }
+	}
+	var cases []refusal
+	for _, hz := range []string{"512", "1000", "2048", "5000"} {
+		cases = append(cases,
+			refusal{name: "hotzone " + hz + " sector 512", files: []string{s512}, want: hotzone, csWrites: true, args: run("--hotzone-size", hz)},
+			refusal{name: "hotzone " + hz + " sector 4096", files: []string{s4096}, want: hotzone, csWrites: true, args: run("--hotzone-size", hz)})
+	}
+	cases = append(cases,
+		refusal{name: "device size 4608", files: []string{s512}, csWrites: true, args: run("--device-size", "4608"),
+			want: "Device size must be multiple of calculated zone alignment (4096 bytes).\n" + loadFails},
+		refusal{name: "resume hotzone 5000", files: []string{m512}, want: hotzone, csWrites: true, args: run("--resume-only", "--hotzone-size", "5000")},
+		refusal{name: "resume device size 6144", files: []string{m4096}, csWrites: true, args: run("--resume-only", "--device-size", "6144"),
+			want: "Illegal device size requested in reencryption parameters.\n"},
+	)
+	refusedAlike(t, w, cases)
+}
+
+// --keep-key is a reencrypt option as in cryptsetup: alone it changes
+// nothing, in cryptsetup's words; with a new segment parameter luksd
+// says it does not support it (not that the option is not allowed), and
+// the image is left as it was.
+func TestReencryptKeepKey(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.formatted("pbkdf2")
+	refusedAlike(t, w, []refusal{{name: "keep-key alone", files: []string{img}, want: "No data segment parameters changed. Reencryption aborted.\n",
+		args: func(_ string, p []string) []string { return []string{"-d", key, "--keep-key", p[0]} }}})
+	w.sameOutput("--test-args", "reencrypt", "--keep-key", img)
+	cp := w.path("copy.img")
+	copyFile(t, img, cp)
+	w.luksd(nil, "reencrypt", "-q", "-d", key, "--keep-key", "--sector-size", "512", cp).expect(t, 1, "Option --keep-key is not supported by luksd reencrypt.\n")
+	if fileSum(t, cp) != fileSum(t, img) {
+		t.Error("--keep-key --sector-size 512 changed the image")
+	}
 }
