@@ -110,6 +110,14 @@ func TestEncryptDetachedResumesAcrossTools(t *testing.T) {
 			// As after its own kill: cryptsetup recovers a hotzone in repair.
 			w.cs(nil, "repair", "-q", "-d", key, "--header", hdr, img).ok(t)
 			r = runTool(t, nil, c.second, resume...)
+			// Killed in the last hotzone (luksd's sync count can shift
+			// further), the repair's recovery of that hotzone finishes
+			// the encryption, and cryptsetup then has nothing to resume;
+			// the data check below holds the result to the plaintext.
+			if r.code != 0 && strings.Contains(r.stderr, "Device reencryption not in progress.") &&
+				!strings.Contains(w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(t).stdout, "online-reencrypt") {
+				r = result{}
+			}
 		}
 		if r.code != 0 {
 			t.Fatalf("%s after %s: exit %d: %s", c.second, c.first, r.code, r.stderr)
