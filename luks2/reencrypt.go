@@ -27,6 +27,11 @@ type ReencryptParams struct {
 	SectorSize int
 	Resilience string // "checksum", "journal" or "none"
 	Hash       string // checksum hash
+	// PBKDF, when set, makes the new keyslots as cryptsetup's reencrypt
+	// --pbkdf, --hash, --iter-time or --pbkdf-force-iterations does: with
+	// these parameters (calibrated unless forced) and each old keyslot's
+	// area cipher. nil copies each old keyslot's PBKDF.
+	PBKDF *PBKDF
 }
 
 // ReencryptRun steers Reencrypt.

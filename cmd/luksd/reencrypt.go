@@ -146,6 +146,10 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	if c.IsSet("key-file") && len(bound) != 1 {
 		return nil, exitf(exitParams, "Key file can be used only with --key-slot or with exactly one key slot active.")
 	}
+	pbkdf, err := reencryptPBKDF(c)
+	if err != nil {
+		return nil, err
+	}
 	passphrases := map[int][]byte{}
 	var last *keyring.Secret
 	defer func() {
@@ -173,6 +177,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		Cipher: c.String("cipher"), KeySize: c.Int("key-size") / 8, SectorSize: c.Int("sector-size"),
 		Resilience: c.String("resilience"), Hash: c.String("resilience-hash"),
 	}
+	params.PBKDF = pbkdf
 	seg, _ := h.Segment()
 	if err := checkDeviceSize(c, f.Size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
 		last.Wipe()
@@ -184,7 +189,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		last.Wipe()
 		return nil, err
 	}
-	err := f.edit(func() error {
+	err = f.edit(func() error {
 		again, err := f.read()
 		if err != nil {
 			return err
@@ -200,6 +205,30 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		return nil, headerError(hp, err)
 	}
 	return last, nil
+}
+
+// reencryptPBKDF is the PBKDF of the new keyslots: nil copies each old
+// keyslot's, as cryptsetup 2.6.1 does unless --pbkdf, --hash, --iter-time
+// or --pbkdf-force-iterations is given (--pbkdf-memory and
+// --pbkdf-parallel alone do not count); then the flags with cryptsetup's
+// defaults for the rest.
+func reencryptPBKDF(c *cli.Context) (*luks2.PBKDF, error) {
+	if !c.IsSet("pbkdf") && !c.IsSet("hash") && !c.IsSet("iter-time") && !c.IsSet("pbkdf-force-iterations") {
+		return nil, nil
+	}
+	p, err := pbkdfFromFlags(c)
+	if err != nil {
+		return nil, err
+	}
+	if p.Hash != "" && !luks2.HashSupported(p.Hash) {
+		return nil, exitf(exitParams, "Requested hash %s is not supported.", p.Hash)
+	}
+	// The keyslot areas keep their cipher.
+	p.AreaCipher, p.AreaKeySize = "", 0
+	if err := checkPBKDF(2, p); err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // checkDeviceSize refuses, as cryptsetup 2.6.1 does before it writes
