@@ -80,6 +80,9 @@ var (
 	// ErrReencryptInvalid: the reencryption metadata does not match the
 	// volume keys (cryptsetup's "Reencryption metadata is invalid.").
 	ErrReencryptInvalid = errors.New("reencryption metadata is invalid")
+	// ErrReencryptDigest: the reencryption digest does not verify, the
+	// metadata was changed (an ErrReencryptInvalid).
+	ErrReencryptDigest = fmt.Errorf("%w: digest mismatch", ErrReencryptInvalid)
 	// ErrReencryptUnsupported: reencryption metadata luksd cannot resume
 	// (backward direction, encrypt or decrypt mode, datashift).
 	ErrReencryptUnsupported = fmt.Errorf("%w: reencryption mode", ErrUnsupported)

@@ -179,7 +179,7 @@ func (h *header) verifyReencryptDigest(st *reencryptState, oldVK, newVK []byte) 
 	}
 	defer clear(data)
 	if ok, err := d.verify(data); err != nil || !ok {
-		return ErrReencryptInvalid
+		return ErrReencryptDigest
 	}
 	return nil
 }

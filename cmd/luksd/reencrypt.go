@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/dmcrypt"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -35,8 +38,46 @@ func init() {
 			&cli.IntFlag{Name: "progress-frequency", Usage: "print progress every `SECONDS`"},
 			&cli.BoolFlag{Name: "progress-json", Usage: "print progress as JSON lines"},
 		}),
-		Action: reencrypt,
+		Action: func(c *cli.Context) error { return reencryptDeviceExit(reencrypt(c)) },
 	})
+}
+
+// reencryptDeviceExit gives a device that does not exist or is no device
+// (a directory) cryptsetup 2.6.1 reencrypt's exit code, 1, where its other
+// actions exit with 4; the message stays.
+func reencryptDeviceExit(err error) error {
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitDevice {
+		return err
+	}
+	msg := ee.Error()
+	if strings.HasPrefix(msg, "Device ") && (strings.HasSuffix(msg, " does not exist or access denied.") || strings.HasSuffix(msg, " is not compatible.")) ||
+		strings.HasPrefix(msg, "Cannot get info about device ") {
+		return exitf(exitParams, "%s", msg)
+	}
+	return err
+}
+
+// checkReencryptDevices refuses, as cryptsetup 2.6.1 does before anything
+// else, a --header that does not exist without --encrypt or --decrypt
+// (without a word), and a data device that cannot be opened beside a
+// --header that can.
+func checkReencryptDevices(c *cli.Context, dev string) error {
+	hp := c.String("header")
+	if hp == "" || blockdev.Scheme(hp) != "" || blockdev.Scheme(dev) != "" {
+		return nil
+	}
+	if _, err := os.Stat(hp); err != nil {
+		if errors.Is(err, os.ErrNotExist) && !c.Bool("encrypt") && !c.Bool("decrypt") {
+			return exitf(exitParams, "")
+		}
+		return nil
+	}
+	f, _, err := openDevice(dev, false)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // reencrypt is cryptsetup 2.6.1's reencrypt for a LUKS2 volume that is not
@@ -47,6 +88,9 @@ func init() {
 func reencrypt(c *cli.Context) error {
 	dev, err := oneDevice(c)
 	if err != nil {
+		return err
+	}
+	if err := checkReencryptDevices(c, dev); err != nil {
 		return err
 	}
 	if c.Bool("keep-key") {
@@ -146,10 +190,6 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	if c.IsSet("key-file") && len(bound) != 1 {
 		return nil, exitf(exitParams, "Key file can be used only with --key-slot or with exactly one key slot active.")
 	}
-	pbkdf, err := reencryptPBKDF(c)
-	if err != nil {
-		return nil, err
-	}
 	passphrases := map[int][]byte{}
 	var last *keyring.Secret
 	defer func() {
@@ -177,17 +217,33 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		Cipher: c.String("cipher"), KeySize: c.Int("key-size") / 8, SectorSize: c.Int("sector-size"),
 		Resilience: c.String("resilience"), Hash: c.String("resilience-hash"),
 	}
-	params.PBKDF = pbkdf
+	if params.Cipher != "" && !strings.Contains(params.Cipher, "-") {
+		params.Cipher += "-cbc-plain" // cryptsetup's default mode
+	}
 	seg, _ := h.Segment()
+	// cryptsetup checks the new keyslots' PBKDF and the new segment only
+	// once the passphrases open.
+	var err error
+	if params.PBKDF, err = reencryptPBKDF(c); err != nil {
+		last.Wipe()
+		return nil, err
+	}
+	if err := checkReencryptParams(params, seg); err != nil {
+		last.Wipe()
+		return nil, err
+	}
 	if err := checkDeviceSize(c, f.Size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
 		last.Wipe()
 		return nil, err
 	}
 	// cryptsetup checks the zone alignment only when it loads the
-	// reencryption it has just marked; luksd before marking it.
-	if err := checkZoneAlignment(c, max(dataBlockSize(f), params.SectorSize, seg.SectorSize)); err != nil {
-		last.Wipe()
-		return nil, err
+	// reencryption it has just marked (not with --init-only); luksd
+	// before marking it.
+	if !c.Bool("init-only") {
+		if err := checkZoneAlignment(c, max(dataBlockSize(f), params.SectorSize, seg.SectorSize)); err != nil {
+			last.Wipe()
+			return nil, err
+		}
 	}
 	err = f.edit(func() error {
 		again, err := f.read()
@@ -229,6 +285,40 @@ func reencryptPBKDF(c *cli.Context) (*luks2.PBKDF, error) {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// checkReencryptParams refuses, with cryptsetup 2.6.1's words, a new
+// cipher or key size luksd cannot use and a resilience mode it does not
+// know (seg is the data segment now).
+func checkReencryptParams(p luks2.ReencryptParams, seg luks2.Segment) error {
+	cipher := cmp.Or(p.Cipher, seg.Cipher)
+	// The key size luks2 picks: --key-size, else the segment's where the
+	// cipher takes it, else the cipher's default.
+	size := p.KeySize
+	if spec, err := dmcrypt.ParseSpec(cipher); err == nil && size == 0 {
+		size = seg.KeySize
+		if spec.CheckKeySize(size) != nil {
+			size = luks2.DefaultKeySize(cipher)
+		}
+	}
+	sc, err := dmcrypt.New(cipher, make([]byte, size))
+	if err != nil {
+		return exitf(exitParams, "Unable to use cipher specification %s for LUKS2.", cipher)
+	}
+	sc.Wipe()
+	switch p.Resilience {
+	case "", "checksum":
+		if p.Hash != "" && !luks2.HashSupported(p.Hash) {
+			return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+		}
+	case "journal", "none":
+	case "datashift":
+		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+	default:
+		fmt.Fprintf(os.Stderr, "Unsupported resilience mode %s\n", p.Resilience)
+		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+	}
+	return nil
 }
 
 // checkDeviceSize refuses, as cryptsetup 2.6.1 does before it writes
@@ -310,7 +400,7 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 	case errors.Is(err, luks2.ErrIllegalDeviceSize):
 		return exitf(exitParams, "Illegal device size requested in reencryption parameters.")
 	}
-	return reencryptError(hp, err)
+	return reencryptRunError(hp, err)
 }
 
 // reencryptProgress returns what prints the progress as --progress-json,
