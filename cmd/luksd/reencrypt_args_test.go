@@ -15,7 +15,7 @@ import (
 // tool on its own copy. IMG is a LUKS2 volume (4096-byte sectors), DIR a
 // directory, MISSING a path that does not exist, TAMPERED a volume marked
 // for reencryption whose metadata was changed after (the reencryption
-// digest no longer verifies).
+// digest no longer verifies), BACKWARD one whose direction was changed.
 func TestReencryptArgumentsLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	key, bad := w.key("key", "pw"), w.key("bad", "nope")
@@ -30,6 +30,14 @@ func TestReencryptArgumentsLikeCryptsetup(t *testing.T) {
 			t.Fatalf("no backup-final segment of 4096-byte sectors in %s", js)
 		}
 		return strings.Replace(js, final, `"sector_size":512,"flags":["backup-final"]`, 1)
+	})
+	// And one whose direction was changed to one luksd does not resume:
+	// the digest still comes first.
+	backward := w.path("backward.img")
+	copyFile(t, base, backward)
+	w.cs(nil, "reencrypt", "--init-only", "--force-offline-reencrypt", "-q", "-d", key, backward).ok(t)
+	rewriteJSON(t, backward, func(js string) string {
+		return strings.Replace(js, `"direction":"forward"`, `"direction":"backward"`, 1)
 	})
 	dir := w.path("dir")
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -49,6 +57,8 @@ func TestReencryptArgumentsLikeCryptsetup(t *testing.T) {
 		{"TAMPERED"},
 		{"TAMPERED", "--resume-only"},
 		{"repair", "TAMPERED"},
+		{"BACKWARD"},
+		{"BACKWARD", "-d", bad},
 		{"IMG", "--init-only", "--resilience", "bogus"},
 		{"IMG", "--init-only", "--resilience-hash", "bogus"},
 		{"IMG", "--init-only", "--resilience", "datashift"},
@@ -71,8 +81,10 @@ func TestReencryptArgumentsLikeCryptsetup(t *testing.T) {
 		var marked [2]bool
 		for i, tool := range []string{w.cryptsetup, ld} {
 			img, tam, hdr := w.path("copy.img"), w.path("tampered-copy.img"), w.path("new.hdr")
+			back := w.path("backward-copy.img")
 			copyFile(t, base, img)
 			copyFile(t, tampered, tam)
+			copyFile(t, backward, back)
 			os.Remove(hdr)
 			line := []string{"reencrypt", "--force-offline-reencrypt", "-q"}
 			if !slices.Contains(args, "-d") {
@@ -87,6 +99,8 @@ func TestReencryptArgumentsLikeCryptsetup(t *testing.T) {
 					a = img
 				case "TAMPERED":
 					a = tam
+				case "BACKWARD":
+					a = back
 				case "DIR":
 					a = dir
 				case "MISSING":
