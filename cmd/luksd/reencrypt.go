@@ -61,21 +61,27 @@ func reencryptDeviceExit(err error) error {
 // checkReencryptDevices refuses, as cryptsetup 2.6.1 does before anything
 // else, a --header that does not exist without --encrypt or --decrypt
 // (without a word), and a data device that cannot be opened beside a
-// --header that can.
+// --header that can, or beside the new --header of --decrypt.
 func checkReencryptDevices(c *cli.Context, dev string) error {
 	hp := c.String("header")
 	if hp == "" || blockdev.Scheme(hp) != "" || blockdev.Scheme(dev) != "" {
 		return nil
 	}
-	if _, err := os.Stat(hp); err != nil {
-		if errors.Is(err, os.ErrNotExist) && !c.Bool("encrypt") && !c.Bool("decrypt") {
-			return exitf(exitParams, "")
-		}
+	_, err := os.Stat(hp)
+	missing := errors.Is(err, os.ErrNotExist)
+	switch {
+	case missing && !c.Bool("encrypt") && !c.Bool("decrypt"):
+		return exitf(exitParams, "")
+	case err != nil && !(missing && c.Bool("decrypt")):
 		return nil
 	}
-	f, _, err := openDevice(dev, false)
-	if err != nil {
-		return err
+	f, _, derr := openDevice(dev, false)
+	if derr != nil {
+		if missing { // --decrypt to a new header: cryptsetup names both
+			fmt.Fprintln(os.Stderr, derr)
+			return exitf(exitParams, "Device %s does not exist or access denied.", hp)
+		}
+		return derr
 	}
 	return f.Close()
 }
@@ -86,6 +92,10 @@ func checkReencryptDevices(c *cli.Context, dev string) error {
 // between hotzones with the metadata written, to be resumed by luksd or
 // cryptsetup.
 func reencrypt(c *cli.Context) error {
+	if c.NArg() > 0 && c.Args().First() == "" {
+		// popt takes an empty argument as the device.
+		return exitf(exitParams, "Device  does not exist or access denied.")
+	}
 	dev, err := oneDevice(c)
 	if err != nil {
 		return err
