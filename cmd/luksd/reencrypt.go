@@ -58,6 +58,37 @@ func reencryptDeviceExit(err error) error {
 	return err
 }
 
+// markedHeader is the LUKS2 header of dev (or --header) when it is marked
+// for reencryption, else nil (also when it cannot be read).
+func markedHeader(c *cli.Context, dev string) *luks2.Header {
+	f, size, err := openDevice(headerPath(c, dev), false)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if h, err := luks2.ReadLUKS2(f, size); err == nil && h.InReencryption() {
+		return h
+	}
+	return nil
+}
+
+// checkResumeResilience refuses, with cryptsetup 2.6.1's words and before
+// the passphrase, a --resilience the reencryption under way in h cannot
+// switch to.
+func checkResumeResilience(c *cli.Context, h *luks2.Header) error {
+	switch r := c.String("resilience"); r {
+	case "", "checksum", "journal", "none":
+		return nil
+	case "datashift":
+		if h.ReencryptResilience() == "datashift" {
+			return nil
+		}
+		return exitf(exitParams, "Requested --resilience option cannot be applied to current reencryption operation.")
+	default:
+		return exitf(exitParams, "Unsupported resilience mode %s", r)
+	}
+}
+
 // checkReencryptDevices refuses, as cryptsetup 2.6.1 does before anything
 // else, a --header that does not exist without --encrypt or --decrypt
 // (without a word), and a data device that cannot be opened beside a
@@ -103,7 +134,8 @@ func reencrypt(c *cli.Context) error {
 	if err := checkReencryptDevices(c, dev); err != nil {
 		return err
 	}
-	if c.Bool("keep-key") {
+	under := markedHeader(c, dev)
+	if c.Bool("keep-key") && under == nil {
 		// cryptsetup keeps the volume key and changes only the segment's
 		// other parameters; luksd has no such run.
 		if !c.IsSet("cipher") && !c.IsSet("key-size") && !c.IsSet("sector-size") && !c.Bool("encrypt") && !c.Bool("decrypt") {
@@ -116,6 +148,9 @@ func reencrypt(c *cli.Context) error {
 	}
 	if err := refuseLUKS1(c, dev); err != nil {
 		return err
+	}
+	if c.Bool("decrypt") && !c.IsSet("header") && under != nil && under.ReencryptMode() != "decrypt" {
+		return exitf(exitParams, "Device is not in LUKS2 decryption. Conflicting option --decrypt.")
 	}
 	if c.Bool("decrypt") || c.IsSet("header") {
 		return reencryptWithHeader(c, dev) // reencrypt_decrypt.go
@@ -169,6 +204,9 @@ func reencrypt(c *cli.Context) error {
 			return headerError(hp, err)
 		}
 	} else {
+		if err := checkResumeResilience(c, h); err != nil {
+			return err
+		}
 		if pass, err = readPassphrase(keySource(c), "Enter passphrase for "+hp+": ", false); err != nil {
 			return err
 		}

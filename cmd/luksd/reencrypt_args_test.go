@@ -15,7 +15,8 @@ import (
 // tool on its own copy. IMG is a LUKS2 volume (4096-byte sectors), DIR a
 // directory, MISSING a path that does not exist, TAMPERED a volume marked
 // for reencryption whose metadata was changed after (the reencryption
-// digest no longer verifies), BACKWARD one whose direction was changed.
+// digest no longer verifies), BACKWARD one whose direction was changed,
+// MARKED one marked for reencryption (given as the copy IMG).
 func TestReencryptArgumentsLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
 	key, bad := w.key("key", "pw"), w.key("bad", "nope")
@@ -31,6 +32,10 @@ func TestReencryptArgumentsLikeCryptsetup(t *testing.T) {
 		}
 		return strings.Replace(js, final, `"sector_size":512,"flags":["backup-final"]`, 1)
 	})
+	// MARKED is a volume marked for reencryption (by cryptsetup).
+	markedImg := w.path("marked.img")
+	copyFile(t, base, markedImg)
+	w.cs(nil, "reencrypt", "--init-only", "--force-offline-reencrypt", "-q", "-d", key, markedImg).ok(t)
 	// And one whose direction was changed to one luksd does not resume:
 	// the digest still comes first.
 	backward := w.path("backward.img")
@@ -80,6 +85,12 @@ func TestReencryptArgumentsLikeCryptsetup(t *testing.T) {
 		{"IMG", "--init-only", "-d", bad, "--hash", "bogus"},
 		{"IMG", "--init-only", "-d", bad, "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "999"},
 		{"IMG", "--init-only", "--init-only", "--resume-only"},
+		{"IMG", "--keep-key"},
+		{"MARKED", "--keep-key"},
+		{"MARKED", "--decrypt"},
+		{"MARKED", "--resilience", "bogus"},
+		{"MARKED", "--resilience", "datashift"},
+		{"MARKED", "--resilience", "bogus", "-d", bad},
 	} {
 		var res [2]result
 		var marked [2]bool
@@ -105,6 +116,9 @@ func TestReencryptArgumentsLikeCryptsetup(t *testing.T) {
 					a = tam
 				case "BACKWARD":
 					a = back
+				case "MARKED":
+					a = img
+					copyFile(t, markedImg, img)
 				case "DIR":
 					a = dir
 				case "MISSING":
