@@ -59,9 +59,14 @@ func reencryptDeviceExit(err error) error {
 }
 
 // markedHeader is the LUKS2 header of dev (or --header) when it is marked
-// for reencryption, else nil (also when it cannot be read).
+// for reencryption, else nil (also when it cannot be read, and for a
+// remote location, not to connect to it twice).
 func markedHeader(c *cli.Context, dev string) *luks2.Header {
-	f, size, err := openDevice(headerPath(c, dev), false)
+	hp := headerPath(c, dev)
+	if blockdev.Scheme(hp) != "" {
+		return nil
+	}
+	f, size, err := openDevice(hp, false)
 	if err != nil {
 		return nil
 	}
