@@ -180,7 +180,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	}
 	// cryptsetup checks the zone alignment only when it loads the
 	// reencryption it has just marked; luksd before marking it.
-	if err := checkZoneAlignment(c, max(dataBlockSize(f), params.SectorSize, seg.SectorSize)); err != nil {
+	if err := checkZoneAlignment(c, max(dataBlockSize(f.File), params.SectorSize, seg.SectorSize)); err != nil {
 		last.Wipe()
 		return nil, err
 	}
