@@ -42,13 +42,16 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 	if hp == "" {
 		return exitf(exitParams, "LUKS2 decryption requires --header option.")
 	}
+	// A header location that does not exist (a local path; a remote one
+	// is read as it is) is where --decrypt exports the device's header.
 	_, err = os.Stat(hp)
-	missing := errors.Is(err, os.ErrNotExist) && blockdev.Scheme(hp) == ""
-	if missing && c.Bool("resume-only") {
-		return exitf(exitParams, "Device reencryption not in progress.")
-	}
-	if errors.Is(err, os.ErrNotExist) && c.Bool("decrypt") {
-		return decryptInit(c, dev, hp)
+	if errors.Is(err, os.ErrNotExist) && blockdev.Scheme(hp) == "" {
+		if c.Bool("resume-only") {
+			return exitf(exitParams, "Device reencryption not in progress.")
+		}
+		if c.Bool("decrypt") {
+			return decryptInit(c, dev, hp)
+		}
 	}
 	h, f, err := readLUKS2Header(c, dev, true)
 	if err != nil {
