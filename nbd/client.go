@@ -394,5 +394,6 @@ func (c *Client) Close() error {
 		}
 		s.mu.Unlock()
 	}
+	c.violations.Flush() // the violations not logged yet, counted
 	return nil
 }
