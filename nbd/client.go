@@ -312,13 +312,20 @@ func (c *Client) unreachable() error {
 // found its connection ended by a violation before it was sent is sent
 // once more, on a new connection.
 func (c *Client) do(typ, flags uint16, off int64, length int, payload, buf []byte) error {
+	_, err := c.doCounted(typ, flags, off, length, payload, buf)
+	return err
+}
+
+// doCounted is do, and reports whether the request had to be sent again
+// on another connection because the one it went on was lost.
+func (c *Client) doCounted(typ, flags uint16, off int64, length int, payload, buf []byte) (resentAfterLoss bool, err error) {
 	var lostAt time.Time
 	resent := false
 	for {
 		i := int(c.next.Add(1)) % len(c.slots)
 		cc, err := c.conn(i)
 		if err != nil {
-			return err
+			return !lostAt.IsZero(), err
 		}
 		err = cc.roundTrip(typ, flags, uint64(off), uint32(length), payload, buf)
 		if errors.Is(err, syscall.ESHUTDOWN) {
@@ -330,18 +337,18 @@ func (c *Client) do(typ, flags uint16, off int64, length int, payload, buf []byt
 		if errors.Is(err, errServerProtocol) && isConnLost(err) {
 			// Never sent: the connection had already failed.
 			if resent || c.closed.Load() {
-				return &violationError{op: commandName(typ), cause: errors.Unwrap(err)}
+				return !lostAt.IsZero(), &violationError{op: commandName(typ), cause: errors.Unwrap(err)}
 			}
 			resent = true
 			continue
 		}
 		if !isConnLost(err) || c.closed.Load() {
-			return err
+			return !lostAt.IsZero(), err
 		}
 		if lostAt.IsZero() {
 			lostAt = time.Now()
 		} else if time.Since(lostAt) > c.opts.GiveUp {
-			return fmt.Errorf("NBD %s: %w (%w)", commandName(typ), err, syscall.EIO)
+			return true, fmt.Errorf("NBD %s: %w (%w)", commandName(typ), err, syscall.EIO)
 		}
 	}
 }
