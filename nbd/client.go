@@ -38,7 +38,11 @@ import (
 // from then on the client dials again at most every 2 s (requests in
 // between fail at once) until the server is back; a
 // connection on which requests wait and no reply comes for IOTimeout is
-// dropped (and redialled) too.
+// dropped (and redialled) too. A server that breaks the protocol (a reply
+// that is no reply, or answers no request, or does not fit it) is not a
+// dropped connection: the requests in flight fail at once with EIO, a
+// line is logged (ClientOptions.Logf), the connection is dropped, and
+// later requests dial a new one.
 type Client struct {
 	target Target
 	tls    *tls.Config

@@ -158,10 +158,10 @@ func (c *Client) Flush() error {
 		case <-cc.dead:
 			// Lost while the flush ran, perhaps with the server that
 			// held its writes (a crash drops every connection): the
-			// flush, sent again, went to a server that may never have
-			// had them. Its slot may not be redialled (and reaped)
-			// before this returns, so report the loss here, and mark
-			// the writes as dealt with so that it is reported once.
+			// flush may have reached a server that never had them. Its
+			// slot may not be redialled (and reaped) before this
+			// returns, so report the loss here, and mark the writes as
+			// dealt with so that it is reported once.
 			if n := cc.acked.Load(); n > cc.flushed.Load() {
 				c.lost.Store(true)
 				raiseTo(&cc.flushed, n)
