@@ -63,11 +63,17 @@ func reencrypt(c *cli.Context) error {
 	if err := refuseLUKS1(c, dev); err != nil {
 		return err
 	}
+	if c.IsSet("header") && c.Int64("reduce-device-size") > 0 && !c.Bool("decrypt") {
+		return exitf(exitParams, "Option --header with --reduce-device-size is not supported by luksd yet.")
+	}
 	if c.Bool("decrypt") || c.IsSet("header") {
 		return reencryptWithHeader(c, dev) // reencrypt_decrypt.go
 	}
 	if st, err := activeVolume(dev); err != nil {
 		return err
+	} else if st != nil && c.Int64("reduce-device-size") > 0 {
+		// The daemon's data path cannot move the data under its clients.
+		return exitf(exitParams, "Option --reduce-device-size with an online reencryption is not supported by luksd.")
 	} else if st != nil && c.IsSet("device-size") {
 		return exitf(exitParams, "Option --device-size with an online reencryption is not supported by luksd.")
 	} else if st != nil {
@@ -172,8 +178,13 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	params := luks2.ReencryptParams{
 		Cipher: c.String("cipher"), KeySize: c.Int("key-size") / 8, SectorSize: c.Int("sector-size"),
 		Resilience: c.String("resilience"), Hash: c.String("resilience-hash"),
+		Shift: c.Int64("reduce-device-size"),
 	}
 	seg, _ := h.Segment()
+	if err := checkShift(params.Shift, max(params.SectorSize, seg.SectorSize)); err != nil {
+		last.Wipe()
+		return nil, err
+	}
 	if err := checkDeviceSize(c, f.Size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
 		last.Wipe()
 		return nil, err
@@ -280,6 +291,8 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		return exitf(exitParams, "")
 	case errors.Is(err, luks2.ErrIllegalDeviceSize):
 		return exitf(exitParams, "Illegal device size requested in reencryption parameters.")
+	case errors.Is(err, luks2.ErrShiftBeyondData):
+		return exitf(exitParams, "Failed to load LUKS2 reencryption context.")
 	}
 	return reencryptError(hp, err)
 }

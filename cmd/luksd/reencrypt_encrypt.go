@@ -75,7 +75,7 @@ func checkReencryptMode(c *cli.Context, h *luks2.Header, dev string) error {
 	}
 	if !c.Bool("encrypt") {
 		for _, o := range newHeaderOptions {
-			if c.IsSet(o) {
+			if c.IsSet(o) && o != "reduce-device-size" { // reencrypt_shift.go
 				return exitf(exitParams, "Option --%s is not supported by luksd reencrypt without --encrypt.", o)
 			}
 		}
