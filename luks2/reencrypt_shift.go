@@ -264,7 +264,7 @@ func (j *reshiftJob) loop(active []*node) error {
 		}
 	}
 	j.progress(active)
-	active, done, err := hotzoneSteps{
+	_, done, err := hotzoneSteps{
 		run:  j.run,
 		left: func(active []*node) bool { return j.front(active) > 0 },
 		hot: func(active []*node) ([]*node, error) {
