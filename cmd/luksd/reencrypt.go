@@ -63,17 +63,11 @@ func reencrypt(c *cli.Context) error {
 	if err := refuseLUKS1(c, dev); err != nil {
 		return err
 	}
-	if c.IsSet("header") && c.Int64("reduce-device-size") > 0 && !c.Bool("decrypt") {
-		return exitf(exitParams, "Option --header with --reduce-device-size is not supported by luksd yet.")
-	}
 	if c.Bool("decrypt") || c.IsSet("header") {
 		return reencryptWithHeader(c, dev) // reencrypt_decrypt.go
 	}
 	if st, err := activeVolume(dev); err != nil {
 		return err
-	} else if st != nil && c.Int64("reduce-device-size") > 0 {
-		// The daemon's data path cannot move the data under its clients.
-		return exitf(exitParams, "Option --reduce-device-size with an online reencryption is not supported by luksd.")
 	} else if st != nil && c.IsSet("device-size") {
 		return exitf(exitParams, "Option --device-size with an online reencryption is not supported by luksd.")
 	} else if st != nil {

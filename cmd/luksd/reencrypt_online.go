@@ -48,6 +48,10 @@ func activeVolume(arg string) (*daemon.State, error) {
 
 // reencryptOnline runs reencrypt on the volume st's daemon serves.
 func reencryptOnline(c *cli.Context, st *daemon.State) error {
+	if c.Int64("reduce-device-size") > 0 {
+		// The daemon's data path cannot move the data under its clients.
+		return exitf(exitParams, "Option --reduce-device-size with an online reencryption is not supported by luksd.")
+	}
 	if c.IsSet("header") || st.Header != "" && st.Header != st.Image {
 		return exitf(exitParams, "Option --header is not supported by luksd for online reencryption.")
 	}

@@ -9,7 +9,9 @@ import (
 // 2.6.1 runs it offline: the data moves SIZE bytes toward the device's
 // end as it is rewritten to the new volume key, and its last SIZE bytes
 // are given up (luks2.ReencryptParams.Shift). The daemon cannot move
-// the data under its clients, so an open volume is refused.
+// the data under its clients: reencryptOnline refuses an open volume.
+// With --header luksd refuses it, as any reencryption of a LUKS2 volume
+// (cryptsetup runs it).
 
 // checkShift refuses, as cryptsetup does before it marks the volume, a
 // data shift that is not a multiple of sectorSize (the larger of the old
