@@ -340,3 +340,92 @@ func (j *reshiftJob) finish() error {
 	}
 	return j.h.commitFinished(j.dev, j.run.Commit, root, areas, nil)
 }
+
+// openReencryptShift is OpenReencrypting for a reencryption with a data
+// shift: a hotzone a crash left is written again first (a recovery that
+// ends the run finishes it), then the data still old is mapped at the
+// old offset with the old key and the rest at the new offset with the
+// new key, as cryptsetup's activation maps the segments.
+func (h *header) openReencryptShift(dev Device, devSize int64, passphrase []byte, slot int, commit func(write func() error) error) (*ReencryptMapping, error) {
+	j, err := h.reshiftState(dev, devSize, ReencryptRun{Commit: commit})
+	if err != nil {
+		return nil, err
+	}
+	oldCipher, oldSector := j.prev.get("encryption").str, int(int64Of(j.prev.get("sector_size")))
+	newCipher, newSector := j.final.get("encryption").str, int(int64Of(j.final.get("sector_size")))
+	for _, s := range []struct {
+		cipher string
+		sector int
+	}{{oldCipher, oldSector}, {newCipher, newSector}} {
+		if err := safeCipher(s.cipher); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		if !ValidSectorSize(2, s.sector) {
+			return nil, fmt.Errorf("%w: sector size %d", ErrUnsupported, s.sector)
+		}
+	}
+	newVK, newSlot, err := h.openDigestKeySlot(dev, j.newD, passphrase, slot)
+	if err != nil {
+		return nil, err
+	}
+	m := &ReencryptMapping{NewKey: newVK, Slot: newSlot,
+		Final: Segment{Offset: int64(j.newOff), Cipher: newCipher, SectorSize: newSector, KeySize: len(newVK)}}
+	finished := func() (*ReencryptMapping, error) {
+		if err := j.finish(); err != nil {
+			m.Wipe()
+			return nil, err
+		}
+		clear(m.OldKey)
+		m.OldKey = nil
+		m.Segments = []MappedSegment{{Segment: m.Final, New: true}}
+		return m, nil
+	}
+	active := activeSegments(h.meta.root)
+	if j.front(active) == 0 && hotIndex(active) < 0 && len(j.oldD.keyslots) == 0 {
+		return finished() // killed while it finished (see reencryptShift)
+	}
+	if m.OldKey, err = h.openDigestKey(dev, j.oldD, passphrase, slot); err != nil {
+		m.Wipe()
+		return nil, err
+	}
+	if err := j.verifyDigest(m.OldKey, newVK); err != nil {
+		m.Wipe()
+		return nil, err
+	}
+	if hotIndex(active) >= 0 {
+		if active, err = j.recoverWith(active, m.OldKey, newVK); err != nil {
+			m.Wipe()
+			return nil, fmt.Errorf("LUKS2 reencryption recovery failed: %w", err)
+		}
+	}
+	front := j.front(active)
+	if front == 0 {
+		return finished()
+	}
+	m.Segments = []MappedSegment{{Segment: Segment{Offset: int64(j.oldOff), Size: int64(front),
+		Cipher: oldCipher, SectorSize: oldSector, KeySize: len(m.OldKey)}}}
+	if front < j.total {
+		m.Segments = append(m.Segments, MappedSegment{Segment: Segment{Offset: int64(j.newOff + front),
+			Cipher: newCipher, SectorSize: newSector, KeySize: len(newVK)}, IVTweak: front / 512, New: true})
+	}
+	return m, nil
+}
+
+// recoverWith writes the hotzone of active again with ciphers made from
+// the keys and commits the segments after it, which it returns.
+func (j *reshiftJob) recoverWith(active []*node, oldVK, newVK []byte) ([]*node, error) {
+	var err error
+	if j.old, err = dmcrypt.New(j.prev.get("encryption").str, oldVK); err != nil {
+		return nil, err
+	}
+	defer j.old.Wipe()
+	if j.new, err = dmcrypt.New(j.final.get("encryption").str, newVK); err != nil {
+		return nil, err
+	}
+	defer j.new.Wipe()
+	if err := j.rewrite(active); err != nil {
+		return nil, err
+	}
+	active = j.post(active)
+	return active, j.commit(j.rootWith(active))
+}

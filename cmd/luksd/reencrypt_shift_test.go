@@ -261,3 +261,43 @@ func TestReencryptShiftRefusedOnline(t *testing.T) {
 	}
 	w.checkData(img, keyFile, reencCase{newCipher: c.oldCipher, newSec: c.oldSec}, model)
 }
+
+// A volume stopped part-way through a data-shift reencryption (kill -9,
+// by either tool) is served as cryptsetup's activation maps it: the data
+// still old at the old offset, the rest at the new one; every byte read
+// is the plaintext, and data written through it is there after
+// cryptsetup finishes the reencryption.
+func TestOpenMidReencryptShift(t *testing.T) {
+	w := newWorkspace(t)
+	if d, err := os.MkdirTemp("/dev/shm", "luksd-shift-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		w.dir = d
+	}
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	key := w.key("key", "pw")
+	tools := map[string]string{"luksd": testtool.Luksd(t), "cryptsetup": w.cryptsetup}
+	const shift = 256 << 10
+	flags := []string{"-q", "-d", key, "--force-offline-reencrypt"}
+	c := reencCases[1]
+	for _, first := range []string{"luksd", "cryptsetup"} {
+		t.Run(first, func(t *testing.T) {
+			w := &workspace{t: t, dir: w.dir, cryptsetup: w.cryptsetup}
+			base, plain := reencImage(w, "base.img", c, key, 64<<20)
+			plain = plain[:len(plain)-shift]
+			runTool(t, nil, tools[first], append(append([]string{"reencrypt", "--init-only", "--reduce-device-size",
+				fmt.Sprint(shift), base}, flags...), c.reencrypt...)...).ok(t)
+			mid, hot := midShift(w, base, "mid.img", tools[first], syscall.SIGKILL, flags)
+			t.Logf("killed with a hotzone: %v", hot)
+			got := serveRead(t, w, mid, key)
+			if len(got) != len(plain) {
+				t.Fatalf("luksd serves %d bytes, want %d", len(got), len(plain))
+			}
+			if i := firstDiff(got, plain); i >= 0 {
+				t.Fatalf("luksd reads the volume in reencryption wrong from byte %d of %d", i, len(got))
+			}
+			want := serveWrite(t, w, mid, key, plain)
+			w.finishWithCryptsetup(mid, key)
+			w.checkEncrypted(mid, key, want)
+		})
+	}
+}
