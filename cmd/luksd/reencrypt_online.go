@@ -147,6 +147,9 @@ func onlineKeys(c *cli.Context, path string) (oldKey, newKey *keyring.Secret, er
 		return nil, nil, exitf(exitParams, "Device reencryption not in progress.")
 	case marked && c.Bool("init-only"):
 		return nil, nil, exitf(exitParams, "LUKS2 reencryption already initialized. Aborting operation.")
+	case marked && h.ReencryptMode() == "reencrypt" && h.ReencryptResilience() == "datashift":
+		// The daemon's data path cannot move the data under its clients.
+		return nil, nil, exitf(exitParams, "Reencryption of %s moves its data (--reduce-device-size): close it and resume it offline.", path)
 	}
 	var pass *keyring.Secret
 	if !marked {

@@ -266,7 +266,8 @@ func TestReencryptShiftRefusedOnline(t *testing.T) {
 // by either tool) is served as cryptsetup's activation maps it: the data
 // still old at the old offset, the rest at the new one; every byte read
 // is the plaintext, and data written through it is there after
-// cryptsetup finishes the reencryption.
+// cryptsetup finishes the reencryption. A daemon serving it refuses to
+// resume it online.
 func TestOpenMidReencryptShift(t *testing.T) {
 	w := newWorkspace(t)
 	if d, err := os.MkdirTemp("/dev/shm", "luksd-shift-"); err == nil {
@@ -296,6 +297,16 @@ func TestOpenMidReencryptShift(t *testing.T) {
 				t.Fatalf("luksd reads the volume in reencryption wrong from byte %d of %d", i, len(got))
 			}
 			want := serveWrite(t, w, mid, key, plain)
+			// The daemon does not take the data shift over.
+			spec, vk := openSpec(t, mid, []byte("pw"), "mid", fakeFrontend().Name())
+			done := startDaemon(t, spec, vk)
+			before := fileSum(t, mid)
+			luksd(t, nil, "reencrypt", "-q", "--resume-only", "-d", key, "mid").
+				expect(t, exitParams, "moves its data (--reduce-device-size): close it and resume it offline.")
+			stopVolume(t, "mid", done)
+			if fileSum(t, mid) != before {
+				t.Error("a refused online resume changed the volume")
+			}
 			w.finishWithCryptsetup(mid, key)
 			w.checkEncrypted(mid, key, want)
 		})
