@@ -81,7 +81,7 @@ var (
 	// volume keys (cryptsetup's "Reencryption metadata is invalid.").
 	ErrReencryptInvalid = errors.New("reencryption metadata is invalid")
 	// ErrReencryptUnsupported: reencryption metadata luksd cannot resume
-	// (backward direction, encrypt or decrypt mode, datashift) here.
+	// or open (a mode, direction or resilience it does not run there).
 	ErrReencryptUnsupported = fmt.Errorf("%w: reencryption mode", ErrUnsupported)
 	// ErrIllegalDeviceSize: a DeviceSize beyond the data ("Illegal device
 	// size requested in reencryption parameters.").
