@@ -172,8 +172,13 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	params := luks2.ReencryptParams{
 		Cipher: c.String("cipher"), KeySize: c.Int("key-size") / 8, SectorSize: c.Int("sector-size"),
 		Resilience: c.String("resilience"), Hash: c.String("resilience-hash"),
+		Shift: c.Int64("reduce-device-size"),
 	}
 	seg, _ := h.Segment()
+	if err := checkShift(params.Shift, max(params.SectorSize, seg.SectorSize)); err != nil {
+		last.Wipe()
+		return nil, err
+	}
 	if err := checkDeviceSize(c, f.Size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
 		last.Wipe()
 		return nil, err
@@ -280,6 +285,8 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		return exitf(exitParams, "")
 	case errors.Is(err, luks2.ErrIllegalDeviceSize):
 		return exitf(exitParams, "Illegal device size requested in reencryption parameters.")
+	case errors.Is(err, luks2.ErrShiftBeyondData):
+		return exitf(exitParams, "Failed to load LUKS2 reencryption context.")
 	}
 	return reencryptError(hp, err)
 }
