@@ -140,7 +140,11 @@ func serveUnnamed(spec Spec, key *keyring.Secret, opts ServeOptions) error {
 		<-served
 	case err := <-served:
 		srv.Close()
-		dev.Flush()
+		if ferr := dev.Flush(); ferr != nil {
+			// Acknowledged writes may not be durable: say so, the
+			// serving error is what the caller reports.
+			Log.Printf("flushing %s: %s", spec.Location, oneLine(ferr))
+		}
 		return fmt.Errorf("serving: %w", err)
 	}
 	if err := dev.Flush(); err != nil {

@@ -25,8 +25,13 @@ type ReencryptParams struct {
 	Cipher     string
 	KeySize    int // bytes
 	SectorSize int
-	Resilience string // "checksum", "journal" or "none"
+	Resilience string // "checksum", "journal" or "none"; "datashift" with Shift
 	Hash       string // checksum hash
+	// Shift, when set, moves the data Shift bytes toward the device's end
+	// as it is rewritten (cryptsetup's reencrypt --reduce-device-size):
+	// the data offset grows by Shift and the data's last Shift bytes are
+	// given up (reencrypt_shift.go).
+	Shift int64
 	// PBKDF, when set, makes the new keyslots as cryptsetup's reencrypt
 	// --pbkdf, --hash, --iter-time or --pbkdf-force-iterations does: with
 	// these parameters (calibrated unless forced) and each old keyslot's
@@ -84,7 +89,7 @@ var (
 	// metadata was changed (an ErrReencryptInvalid).
 	ErrReencryptDigest = fmt.Errorf("%w: digest mismatch", ErrReencryptInvalid)
 	// ErrReencryptUnsupported: reencryption metadata luksd cannot resume
-	// (backward direction, encrypt or decrypt mode, datashift).
+	// or open (a mode, direction or resilience it does not run there).
 	ErrReencryptUnsupported = fmt.Errorf("%w: reencryption mode", ErrUnsupported)
 	// ErrIllegalDeviceSize: a DeviceSize beyond the data ("Illegal device
 	// size requested in reencryption parameters.").
@@ -93,6 +98,9 @@ var (
 	// does not start at offset 0 ("LUKS2 decryption is supported with
 	// detached header device only (with data offset set to 0).").
 	ErrDecryptNotDetached = errors.New("LUKS2 decryption is supported with detached header device only (with data offset set to 0)")
+	// ErrShiftUnaligned: a Shift that is not a multiple of the sector
+	// size ("Data shift value is not aligned to encryption sector size").
+	ErrShiftUnaligned = errors.New("data shift value is not aligned to encryption sector size")
 	// ErrReencryptionInitialized: ReencryptInit on a volume already marked
 	// ("LUKS2 reencryption already initialized in metadata.").
 	ErrReencryptionInitialized = errors.New("LUKS2 reencryption already initialized in metadata")
@@ -128,7 +136,7 @@ func (h *Header) Reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	if !ok || !h.InReencryption() {
 		return ErrNotInReencryption
 	}
-	if r.DeviceSize > 0 && (isEncryptShift(v2.meta.root) || isDecryptShift(v2.meta.root)) {
+	if r.DeviceSize > 0 && (isEncryptShift(v2.meta.root) || isDecryptShift(v2.meta.root) || isReencryptShift(v2.meta.root)) {
 		return fmt.Errorf("%w: --device-size with a data shift", ErrUnsupported)
 	}
 	if isEncryptShift(v2.meta.root) {
@@ -136,6 +144,9 @@ func (h *Header) Reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	}
 	if isDecryptShift(v2.meta.root) {
 		return v2.decryptShift(dev, devSize, passphrase, slot, r)
+	}
+	if isReencryptShift(v2.meta.root) {
+		return v2.reencryptShift(dev, devSize, passphrase, slot, r)
 	}
 	return v2.reencrypt(dev, devSize, passphrase, slot, r)
 }

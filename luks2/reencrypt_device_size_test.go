@@ -2,6 +2,7 @@ package luks2
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -61,5 +62,28 @@ func TestReencryptDeviceSizeLikeCryptsetup(t *testing.T) {
 	}
 	if got := dataWith(t, img, oldVK, part); !bytes.Equal(got, plain[part:]) {
 		t.Fatalf("past %d bytes: not left in the old key (differ at %d)", part, firstDifference(got, plain[part:]))
+	}
+}
+
+// A DeviceSize that is not a whole number of the segments' sectors is
+// refused before anything is written (it once ran into an index out of
+// range on a 4096-byte-sector volume).
+func TestReencryptDeviceSizeOffSectorRefused(t *testing.T) {
+	img, key := reencImage(t, "--sector-size", "4096")
+	cryptsetup(t, "reencrypt", "-q", "--force-offline-reencrypt", "--init-only", "--pbkdf", "pbkdf2",
+		"--pbkdf-force-iterations", "1000", "--key-file", key, img)
+	before, err := os.ReadFile(img)
+	mustNil(t, err)
+	h, f := readHdr(t, img)
+	for _, n := range []int64{6144, 512, 4096 + 512} {
+		err := h.Reencrypt(f, f.Size(), []byte("pw"), -1, ReencryptRun{DeviceSize: n, HotzoneSize: 1 << 20})
+		if !errors.Is(err, ErrIllegalDeviceSize) {
+			t.Errorf("DeviceSize %d: %v, want ErrIllegalDeviceSize", n, err)
+		}
+	}
+	after, err := os.ReadFile(img)
+	mustNil(t, err)
+	if !bytes.Equal(before, after) {
+		t.Fatalf("refused runs changed the image at %d", firstDifference(before, after))
 	}
 }

@@ -24,9 +24,18 @@ func (h *header) reencryptInit(dev Device, devSize int64, passphrases map[int][]
 		return fmt.Errorf("%w: segment 0 has an IV tweak or is not crypt", ErrReencryptUnsupported)
 	}
 	oldDigest := h.meta.segmentDigest(old.id)
+	if p.Shift > 0 {
+		p.Resilience = "datashift" // cryptsetup ignores --resilience here
+	}
 	p, err = h.reencryptDefaults(old, p)
 	if err != nil {
 		return err
+	}
+	if sector := int64(max(p.SectorSize, old.sectorSize)); p.Shift%sector != 0 {
+		return fmt.Errorf("%w (%d bytes)", ErrShiftUnaligned, sector)
+	}
+	if p.Shift > 0 && old.size != 0 {
+		return fmt.Errorf("%w: data shift of a segment with a fixed size", ErrReencryptUnsupported)
 	}
 	if old.size == 0 && devSize > 0 && (uint64(devSize)-old.offset)%uint64(max(p.SectorSize, old.sectorSize)) != 0 {
 		return fmt.Errorf("device size is not aligned to the sector size %d", max(p.SectorSize, old.sectorSize))
@@ -81,21 +90,34 @@ func (h *header) reencryptInit(dev Device, devSize int64, passphrases map[int][]
 		return err
 	}
 	areaOff, areaSize := h.maxAreaGap()
+	direction, newOffset := "forward", old.offset
+	if p.Shift > 0 {
+		// A data shift keeps nothing in the area: cryptsetup takes the
+		// first gap of one alignment unit.
+		if areaOff, err = h.areaGap(keyslotsAlign); err != nil {
+			return err
+		}
+		areaSize = keyslotsAlign
+		direction, newOffset = "backward", old.offset+uint64(p.Shift)
+	}
 	if areaSize == 0 {
 		return ErrNoKeyslotSpace
 	}
 	area := obj("offset", jUint64Str(areaOff), "size", jUint64Str(areaSize), "type", jString(p.Resilience))
-	if p.Resilience == "checksum" {
+	switch p.Resilience {
+	case "checksum":
 		area.set("hash", jString(p.Hash))
 		area.set("sector_size", jInt(int64(max(p.SectorSize, old.sectorSize))))
+	case "datashift":
+		area.set("shift_size", jUint64Str(uint64(p.Shift)))
 	}
 	keyslots.set(strconv.Itoa(reSlot), obj("area", area, "type", jString("reencrypt"), "key_size", jInt(1),
-		"mode", jString("reencrypt"), "direction", jString("forward"), "priority", jInt(0)))
+		"mode", jString("reencrypt"), "direction", jString(direction), "priority", jInt(0)))
 
 	segs := jObject()
 	segs.set("0", root.get("segments").get(strconv.Itoa(old.id)).clone())
 	segs.set("1", segmentNode(old.offset, old.size, 0, old.cipher, old.sectorSize, "backup-previous"))
-	segs.set("2", segmentNode(old.offset, old.size, 0, p.Cipher, p.SectorSize, "backup-final"))
+	segs.set("2", segmentNode(newOffset, old.size, 0, p.Cipher, p.SectorSize, "backup-final"))
 	root.set("segments", segs)
 	digests := root.get("digests")
 	digests.get(strconv.Itoa(oldDigest.id)).set("segments", idsNode([]int{0, 1}))
@@ -201,6 +223,10 @@ func (h *header) reencryptDefaults(old *segment, p ReencryptParams) (ReencryptPa
 			return p, err
 		}
 	case "journal", "none":
+	case "datashift":
+		if p.Shift <= 0 {
+			return p, fmt.Errorf("unsupported resilience mode %s", p.Resilience)
+		}
 	default:
 		return p, fmt.Errorf("unsupported resilience mode %s", p.Resilience)
 	}

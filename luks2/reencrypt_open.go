@@ -59,6 +59,12 @@ func (h *Header) OpenReencryptingDetached(hdr, data Device, dataSize int64, pass
 		}
 		return v2.openEncryptShift(hdr, dataSize, passphrase, slot, commit)
 	}
+	if isReencryptShift(v2.meta.root) {
+		if hdr != data {
+			return nil, fmt.Errorf("%w: reencryption with a data shift and a detached header", ErrReencryptUnsupported)
+		}
+		return v2.openReencryptShift(hdr, dataSize, passphrase, slot, commit)
+	}
 	return v2.openReencrypting(hdr, data, dataSize, passphrase, slot, commit)
 }
 

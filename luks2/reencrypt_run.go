@@ -40,7 +40,10 @@ func (h *header) newReencryptJob(dev Device, devSize int64, run ReencryptRun) (*
 		return nil, err
 	}
 	if n := uint64(run.DeviceSize); n > 0 {
-		if n > j.total || n%512 != 0 {
+		// Every hotzone, the last included, is whole sectors of both
+		// segments and whole checksum blocks.
+		align := uint64(max(512, st.oldSeg.sectorSize, st.newSeg.sectorSize, st.blockSize))
+		if n > j.total || n%align != 0 {
 			return nil, ErrIllegalDeviceSize
 		}
 		j.total, st.fixed = n, true

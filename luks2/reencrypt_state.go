@@ -48,7 +48,7 @@ func (h *header) reencryptState() (*reencryptState, error) {
 	st.backward = dir == "backward"
 	forward := (st.mode == "reencrypt" || st.mode == "encrypt") && dir == "forward"
 	if !forward && !(st.mode == "decrypt" && st.backward) {
-		return nil, fmt.Errorf("%w: %s %s (luksd resumes forward reencrypt and encrypt, backward decrypt)", ErrReencryptUnsupported, st.mode, dir)
+		return nil, fmt.Errorf("%w: %s %s (luksd resumes forward reencrypt and encrypt, backward decrypt and data-shift reencrypt)", ErrReencryptUnsupported, st.mode, dir)
 	}
 	area := ksNode.get("area")
 	st.resilience = area.get("type").str

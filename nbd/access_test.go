@@ -3,6 +3,7 @@ package nbd
 import (
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"encoding/binary"
 	"encoding/pem"
 	"fmt"
@@ -259,5 +260,27 @@ func TestSubjectRuleEscapes(t *testing.T) {
 	a, _ := ParseAccess(strings.NewReader("vol rw subject=O=Example Org,CN=alice"))
 	if g := a.Grant("vol", c); g != GrantNone {
 		t.Errorf("subject in the wrong order matched: %d", g)
+	}
+}
+
+// TestDNValueWideStrings: BMPString and UniversalString values decode
+// as openssl prints them, and a length that is not a whole number of
+// characters is not a string (openssl dumps it as #hex).
+func TestDNValueWideStrings(t *testing.T) {
+	for _, c := range []struct {
+		tag  int
+		b    []byte
+		want string
+		ok   bool
+	}{
+		{asn1.TagBMPString, []byte{0, 'Z', 0, 'o', 0, 0xeb}, "Zoë", true},
+		{asn1.TagBMPString, []byte{0, 'Z', 0}, "", false},
+		{28, []byte{0, 0, 0, 'Z', 0, 1, 0xf6, 0x00}, "Z\U0001F600", true},
+		{28, []byte{0, 0, 0, 'Z', 0, 0}, "", false},
+	} {
+		got, ok := dnValueString(asn1.RawValue{Class: asn1.ClassUniversal, Tag: c.tag, Bytes: c.b})
+		if got != c.want || ok != c.ok {
+			t.Errorf("tag %d % x: got %q %v, want %q %v", c.tag, c.b, got, ok, c.want, c.ok)
+		}
 	}
 }

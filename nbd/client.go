@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/internal/ratelog"
 )
 
 // Client is a blockdev.Device backed by an export of a remote NBD server
@@ -36,7 +38,11 @@ import (
 // from then on the client dials again at most every 2 s (requests in
 // between fail at once) until the server is back; a
 // connection on which requests wait and no reply comes for IOTimeout is
-// dropped (and redialled) too.
+// dropped (and redialled) too. A server that breaks the protocol (a reply
+// that is no reply, or answers no request, or does not fit it) is not a
+// dropped connection: the requests in flight fail at once with EIO, a
+// line is logged (ClientOptions.Logf), the connection is dropped, and
+// later requests dial a new one.
 type Client struct {
 	target Target
 	tls    *tls.Config
@@ -50,6 +56,9 @@ type Client struct {
 	lost  atomic.Bool
 	rmwMu sync.Mutex // unaligned writes read-modify-write one at a time
 	down  serverDown
+	// violations logs protocol violations: a server that breaks the
+	// protocol on every connection must not flood the log.
+	violations ratelog.Limiter
 }
 
 // ClientOptions tune a Client; the zero value is the default.
@@ -65,6 +74,10 @@ type ClientOptions struct {
 	// IOTimeout is how long a reply may take before the connection is
 	// considered dead and redialled (default 30 s).
 	IOTimeout time.Duration
+	// Logf receives a line for each server that broke the protocol
+	// (rate-limited, with a count of the lines suppressed); nil is the
+	// standard logger.
+	Logf func(format string, args ...any)
 }
 
 const (
@@ -108,7 +121,11 @@ func Dial(uri string, opts ClientOptions) (*Client, error) {
 	if opts.IOTimeout <= 0 {
 		opts.IOTimeout = clientIOTimeout
 	}
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
+	}
 	c := &Client{target: t, opts: opts}
+	c.violations.Logf = opts.Logf
 	if t.TLS {
 		if c.tls, err = t.clientTLS(); err != nil {
 			return nil, err
@@ -154,7 +171,14 @@ func (c *Client) connect() (*clientConn, error) {
 			return nil, protocolError("the export changed (size %d, flags %#x) after a reconnection", info.size, info.flags)
 		}
 	}
-	return newClientConn(conn, r, info, c.opts.IOTimeout), nil
+	return newClientConn(conn, r, info, c.opts.IOTimeout, c.violated), nil
+}
+
+// violated logs a connection that ended because the server broke the
+// protocol.
+func (c *Client) violated(err error, inFlight int) {
+	c.violations.Printf("nbd: server %s: %v: dropped the connection, %d request(s) in flight failed with EIO",
+		c.target.Addr, err, inFlight)
 }
 
 // clientSlot holds one of the client's connections, redialled when lost.
@@ -241,7 +265,12 @@ func (c *Client) conn(i int) (*clientConn, error) {
 			c.serverBack()
 			return cc, nil
 		}
-		if c.dialFailed(err) || errors.Is(err, errServerProtocol) {
+		if errors.Is(err, errServerProtocol) {
+			c.dialFailed(err)
+			c.violations.Printf("nbd: server %s: %v (in the handshake): requests fail with EIO", c.target.Addr, err)
+			return nil, c.unreachable()
+		}
+		if c.dialFailed(err) {
 			return nil, c.unreachable()
 		}
 		time.Sleep(wait/2 + rand.N(wait)) // jitter: connections do not redial in step
@@ -282,14 +311,25 @@ func (c *Client) unreachable() error {
 
 // do runs one request (within the server's limits) on the next
 // connection, sending it again on a fresh one when its connection is lost,
-// for as long as GiveUp allows.
+// for as long as GiveUp allows. A request in flight when the server broke
+// the protocol fails at once with EIO (see violationError); one that
+// found its connection ended by a violation before it was sent is sent
+// once more, on a new connection.
 func (c *Client) do(typ, flags uint16, off int64, length int, payload, buf []byte) error {
+	_, err := c.doCounted(typ, flags, off, length, payload, buf)
+	return err
+}
+
+// doCounted is do, and reports whether the request had to be sent again
+// on another connection because the one it went on was lost.
+func (c *Client) doCounted(typ, flags uint16, off int64, length int, payload, buf []byte) (resentAfterLoss bool, err error) {
 	var lostAt time.Time
+	resent := false
 	for {
 		i := int(c.next.Add(1)) % len(c.slots)
 		cc, err := c.conn(i)
 		if err != nil {
-			return err
+			return !lostAt.IsZero(), err
 		}
 		err = cc.roundTrip(typ, flags, uint64(off), uint32(length), payload, buf)
 		if errors.Is(err, syscall.ESHUTDOWN) {
@@ -298,13 +338,21 @@ func (c *Client) do(typ, flags uint16, off int64, length int, payload, buf []byt
 			cc.fail(err)
 			err = &connLostError{err}
 		}
+		if errors.Is(err, errServerProtocol) && isConnLost(err) {
+			// Never sent: the connection had already failed.
+			if resent || c.closed.Load() {
+				return !lostAt.IsZero(), &violationError{op: commandName(typ), cause: errors.Unwrap(err)}
+			}
+			resent = true
+			continue
+		}
 		if !isConnLost(err) || c.closed.Load() {
-			return err
+			return !lostAt.IsZero(), err
 		}
 		if lostAt.IsZero() {
 			lostAt = time.Now()
 		} else if time.Since(lostAt) > c.opts.GiveUp {
-			return fmt.Errorf("NBD %s: %w (%w)", commandName(typ), err, syscall.EIO)
+			return true, fmt.Errorf("NBD %s: %w (%w)", commandName(typ), err, syscall.EIO)
 		}
 	}
 }
@@ -357,5 +405,6 @@ func (c *Client) Close() error {
 		}
 		s.mu.Unlock()
 	}
+	c.violations.Flush() // the violations not logged yet, counted
 	return nil
 }

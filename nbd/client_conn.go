@@ -26,6 +26,9 @@ type clientConn struct {
 	// ioTimeout bounds how long a request waits for its reply: a server
 	// that stops answering loses the connection.
 	ioTimeout time.Duration
+	// violated logs a protocol violation that ended the connection, with
+	// how many requests in flight it failed; nil logs nothing.
+	violated func(err error, inFlight int)
 
 	wmu     sync.Mutex
 	writing bool        // a caller is writing requests; others queue
@@ -70,6 +73,19 @@ type connLostError struct{ cause error }
 func (e *connLostError) Error() string { return "NBD connection lost: " + e.cause.Error() }
 func (e *connLostError) Unwrap() error { return e.cause }
 
+// violationError fails the requests in flight on a connection whose
+// server broke the protocol. They are not sent again: once the replies
+// are out of step nobody knows which of them the server carried out, or
+// what it sent instead of a read's data, and a server that misbehaved
+// once is likely to misbehave again on a new connection. It is EIO.
+type violationError struct {
+	op    string
+	cause error // wraps errServerProtocol
+}
+
+func (e *violationError) Error() string   { return "NBD " + e.op + ": " + e.cause.Error() }
+func (e *violationError) Unwrap() []error { return []error{e.cause, syscall.EIO} }
+
 // RemoteError is an error the NBD server replied with.
 type RemoteError struct {
 	Op    string
@@ -97,8 +113,8 @@ func wireErrno(code uint32) syscall.Errno {
 	return syscall.EIO
 }
 
-func newClientConn(c net.Conn, r *bufio.Reader, info exportInfo, ioTimeout time.Duration) *clientConn {
-	cc := &clientConn{c: c, w: replyWriter(c), r: r, info: info, ioTimeout: ioTimeout,
+func newClientConn(c net.Conn, r *bufio.Reader, info exportInfo, ioTimeout time.Duration, violated func(error, int)) *clientConn {
+	cc := &clientConn{c: c, w: replyWriter(c), r: r, info: info, ioTimeout: ioTimeout, violated: violated,
 		pending: map[uint64]*call{}, dead: make(chan struct{})}
 	c.SetDeadline(time.Time{}) // the handshake's deadline ends here
 	go cc.readLoop()
@@ -239,12 +255,20 @@ func (cc *clientConn) fail(err error) {
 	cc.c.Close()
 }
 
-// failPending fails the requests in flight once the reader has stopped.
+// failPending fails the requests in flight once the reader has stopped:
+// with a *connLostError (they may be sent again) when the connection
+// was lost, with a *violationError (EIO) when the server broke the
+// protocol.
 func (cc *clientConn) failPending() {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
+	violation := errors.Is(cc.err, errServerProtocol)
 	for cookie, cl := range cc.pending {
-		cl.err = &connLostError{cc.err}
+		if violation {
+			cl.err = &violationError{op: commandName(cl.typ), cause: cc.err}
+		} else {
+			cl.err = &connLostError{cc.err}
+		}
 		close(cl.done)
 		delete(cc.pending, cookie)
 	}
@@ -270,6 +294,12 @@ func (cc *clientConn) readLoop() {
 	for {
 		if err := cc.readReply(); err != nil {
 			cc.fail(err)
+			if errors.Is(err, errServerProtocol) && cc.violated != nil {
+				cc.mu.Lock()
+				n := len(cc.pending)
+				cc.mu.Unlock()
+				cc.violated(err, n)
+			}
 			cc.failPending()
 			return
 		}
@@ -331,6 +361,9 @@ func (cc *clientConn) simpleReply(code uint32, cookie uint64) error {
 		return err
 	}
 	if code != 0 {
+		// (A simple error reply to a read under structured replies is
+		// against the protocol too, but harmless: no data follows it,
+		// the replies stay in step, and the read fails as it should.)
 		cl.err = &RemoteError{Op: commandName(cl.typ), Errno: wireErrno(code)}
 	} else if cl.typ == cmdRead {
 		if cc.info.structured {
@@ -414,6 +447,9 @@ func (cc *clientConn) readChunk(cl *call, typ uint16, length uint32) error {
 
 // errorChunk reads an ERROR or ERROR_OFFSET chunk (or an error type this
 // client does not know, which the protocol says to treat as an error).
+// The chunk must hold an error (not 0) and, for ERROR and ERROR_OFFSET,
+// nothing after the message but ERROR_OFFSET's offset, which must lie in
+// the request's range.
 func (cc *clientConn) errorChunk(cl *call, typ uint16, length uint32) error {
 	if length < structuredErrorLength || length > MaxStringBytes+16 {
 		return protocolError("error chunk of %d bytes", length)
@@ -422,9 +458,25 @@ func (cc *clientConn) errorChunk(cl *call, typ uint16, length uint32) error {
 	if _, err := io.ReadFull(cc.r, p); err != nil {
 		return err
 	}
+	code := binary.BigEndian.Uint32(p)
 	msgLen := int(binary.BigEndian.Uint16(p[4:]))
-	if msgLen > len(p)-structuredErrorLength {
+	rest := len(p) - structuredErrorLength - msgLen
+	switch {
+	case rest < 0:
 		return protocolError("error message of %d bytes in a chunk of %d", msgLen, length)
+	case code == 0:
+		return protocolError("error chunk without an error (type %d) to a %s", typ, commandName(cl.typ))
+	case typ == replyTypeError && rest != 0:
+		return protocolError("error chunk of %d bytes with a message of %d", length, msgLen)
+	case typ == replyTypeErrorOffset:
+		if rest != 8 {
+			return protocolError("error at an offset in a chunk of %d bytes with a message of %d", length, msgLen)
+		}
+		off := binary.BigEndian.Uint64(p[len(p)-8:])
+		if cl.typ == cmdFlush || off < cl.offset || off-cl.offset >= uint64(cl.length) {
+			return protocolError("error at an offset (%d) outside the %s of %d bytes at %d",
+				off, commandName(cl.typ), cl.length, cl.offset)
+		}
 	}
 	if cl.err == nil {
 		cl.err = &RemoteError{Op: commandName(cl.typ), Errno: wireErrno(binary.BigEndian.Uint32(p)),

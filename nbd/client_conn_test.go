@@ -34,7 +34,7 @@ func TestClientRequestsCombined(t *testing.T) {
 	const n, size = 16, 512
 	client, server := net.Pipe()
 	defer server.Close()
-	cc := newClientConn(client, bufio.NewReader(client), exportInfo{}, 10*time.Second)
+	cc := newClientConn(client, bufio.NewReader(client), exportInfo{}, 10*time.Second, nil)
 	defer cc.close()
 	cw := &countingWriter{w: client}
 	cc.w = cw
@@ -114,7 +114,7 @@ func TestClientRequestsCombined(t *testing.T) {
 // payload, and nothing hangs.
 func TestClientQueuedWriteLost(t *testing.T) {
 	client, server := net.Pipe()
-	cc := newClientConn(client, bufio.NewReader(client), exportInfo{}, 10*time.Second)
+	cc := newClientConn(client, bufio.NewReader(client), exportInfo{}, 10*time.Second, nil)
 	cw := &countingWriter{w: client}
 	cc.w = cw
 	errs := make(chan error, 2)

@@ -51,7 +51,7 @@ func FuzzClientReplies(f *testing.F) {
 	f.Add(append(binary.BigEndian.AppendUint64(chunk, 0), make([]byte, 512)...), true)
 	f.Fuzz(func(t *testing.T, in []byte, structured bool) {
 		c := fuzzServer(in)
-		cc := newClientConn(c, bufio.NewReader(c), exportInfo{structured: structured}, 10*time.Second)
+		cc := newClientConn(c, bufio.NewReader(c), exportInfo{structured: structured}, 10*time.Second, nil)
 		buf := make([]byte, 512+16)
 		err := cc.roundTrip(cmdRead, 0, 0, 512, nil, buf[:512])
 		cc.close()

@@ -137,17 +137,35 @@ func (c *Client) Flush() error {
 		}
 		s.mu.Unlock()
 	}
-	if err := c.do(cmdFlush, 0, 0, 0, nil, nil); err != nil {
+	resent, err := c.doCounted(cmdFlush, 0, 0, 0, nil, nil)
+	if err != nil {
 		return err
 	}
 	for i, cc := range conns {
 		if cc == nil {
 			continue
 		}
+		if resent && acked[i] > cc.flushed.Load() {
+			// The flush's connection was lost and the flush sent again,
+			// perhaps to a server restarted without the writes this
+			// connection had acknowledged (its own reader may not have
+			// seen the crash yet): they may be lost. Reported once.
+			c.lost.Store(true)
+			raiseTo(&cc.flushed, acked[i])
+			continue
+		}
 		select {
 		case <-cc.dead:
 			// Lost while the flush ran, perhaps with the server that
-			// held its writes: the flush may have reached another.
+			// held its writes (a crash drops every connection): the
+			// flush may have reached a server that never had them. Its
+			// slot may not be redialled (and reaped) before this
+			// returns, so report the loss here, and mark the writes as
+			// dealt with so that it is reported once.
+			if n := cc.acked.Load(); n > cc.flushed.Load() {
+				c.lost.Store(true)
+				raiseTo(&cc.flushed, n)
+			}
 		default:
 			raiseTo(&cc.flushed, acked[i])
 		}

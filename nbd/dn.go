@@ -152,25 +152,29 @@ func dnValueString(v asn1.RawValue) (string, bool) {
 		}
 		return string(r), true
 	case asn1.TagBMPString:
-		if len(b)%2 != 0 {
-			return "", false
-		}
-		var s strings.Builder
-		for i := 0; i < len(b); i += 2 {
-			s.WriteRune(rune(binary.BigEndian.Uint16(b[i:])))
-		}
-		return s.String(), true
+		return bigEndianRunes(b, 2)
 	case 28: // UniversalString
-		if len(b)%4 != 0 {
-			return "", false
-		}
-		var s strings.Builder
-		for i := 0; i < len(b); i += 4 {
-			s.WriteRune(rune(binary.BigEndian.Uint32(b[i:])))
-		}
-		return s.String(), true
+		return bigEndianRunes(b, 4)
 	}
 	return "", false
+}
+
+// bigEndianRunes decodes characters of width bytes each (2: BMPString,
+// 4: UniversalString), big-endian; false when the length is not a whole
+// number of characters.
+func bigEndianRunes(b []byte, width int) (string, bool) {
+	if len(b)%width != 0 {
+		return "", false
+	}
+	var s strings.Builder
+	for i := 0; i < len(b); i += width {
+		c := rune(binary.BigEndian.Uint16(b[i:]))
+		if width == 4 {
+			c = rune(binary.BigEndian.Uint32(b[i:]))
+		}
+		s.WriteRune(c)
+	}
+	return s.String(), true
 }
 
 // escapeDNValue escapes a value as openssl's RFC 2253 flags do: a

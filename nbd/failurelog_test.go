@@ -2,6 +2,7 @@ package nbd
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -41,5 +42,45 @@ func TestBackendFailuresLogged(t *testing.T) {
 	}
 	if want := "read of 10 bytes at 4096 failed (1 so far): injected read failure"; !strings.Contains(failures[0], want) {
 		t.Errorf("first failure line %q, want it to contain %q", failures[0], want)
+	}
+}
+
+// Every failed flush is answered EIO and reaches the log: the read
+// failures before it do not use up its lines, and flush failures beyond
+// the burst are counted in a line when the period ends (here when the
+// server closes), so the log accounts for each of them.
+func TestFlushFailuresLogged(t *testing.T) {
+	var log testtool.LogLines
+	dev := devtest.NewErring(devtest.NewMem(1 << 20))
+	dev.Fail(devtest.OpRead, errors.New("injected read failure"))
+	dev.Fail(devtest.OpFlush, errors.New("injected flush failure"))
+	sock, srv := serveMem(t, dev, Config{Logf: log.Logf})
+	c := dialGo(t, sock, "")
+	for range 15 { // a reconnecting backend: reads failed while it was away
+		c.read(t, 4096, 10)
+	}
+	const flushes = 25
+	for i := range flushes {
+		if code := c.cmd(t, cmdFlush, 0, 0, 0); code != errIO {
+			t.Fatalf("failing flush %d: error %d, want EIO", i, code)
+		}
+	}
+	srv.Close()
+	lines := log.Lines()
+	logged, suppressed := 0, 0
+	for _, l := range lines {
+		if !strings.Contains(l, "injected flush failure") {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscanf(l, "%d more like it suppressed", &n); err == nil {
+			suppressed += n
+		} else {
+			logged++
+		}
+	}
+	if logged == 0 || logged+suppressed != flushes {
+		t.Fatalf("%d flush failures logged and %d counted as suppressed, want %d in all (at least one logged):\n%s",
+			logged, suppressed, flushes, strings.Join(lines, "\n"))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/internal/ratelog"
 )
 
 // Config tunes a Server. Zero values mean the defaults.
@@ -98,7 +99,11 @@ type Server struct {
 	budget    *semaphore    // payload bytes in flight over all connections
 	reserve   int64         // of budget, for connections with nothing in flight
 	ioErrors  atomic.Uint64 // requests the backend failed, for the log
-	panics    panicState    // requests whose handling panicked (server_panic.go)
+	// durability logs failed flushes (FUA writes' too) apart from other
+	// failures: each says acknowledged writes may be lost, so none may
+	// go unlogged, but a burst of them is merged into a count.
+	durability ratelog.Limiter
+	panics     panicState // requests whose handling panicked (server_panic.go)
 }
 
 // NewServer returns a server for dev.
@@ -146,6 +151,7 @@ func NewServer(dev blockdev.Device, cfg Config) *Server {
 	s.trim, _ = dev.(blockdev.Trimmer)
 	s.scratch, _ = dev.(blockdev.ScratchWriter)
 	s.size.Store(dev.Size())
+	s.durability.Logf = cfg.Logf
 	return s
 }
 
@@ -363,6 +369,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.durability.Flush() // the flush failures not logged yet, counted
 	return nil
 }
 

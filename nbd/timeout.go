@@ -53,6 +53,12 @@ func (ss *session) replyTimedOut(req request) {
 
 // logTimeout logs a timed-out request, rate-limited as backend failures.
 func (s *Server) logTimeout(req request) {
+	if req.typ == cmdFlush { // as a failed flush: see flushFailure
+		n := s.ioErrors.Add(1)
+		s.durability.Printf("nbd: flush not done after %v: answered EIO (%d failures so far), acknowledged writes may not be durable",
+			s.cfg.RequestTimeout, n)
+		return
+	}
 	if n := s.ioErrors.Add(1); n <= 10 || n%1000 == 0 {
 		s.logf("nbd: %s of %d bytes at %d not done after %v: answered EIO (%d failures so far)",
 			commandName(req.typ), req.length, req.offset, s.cfg.RequestTimeout, n)

@@ -396,7 +396,7 @@ func (ss *session) doWrite(req request, buf []byte) uint32 {
 
 func (ss *session) doFlush(req request) uint32 {
 	if err := ss.srv.dev.Flush(); err != nil {
-		return ss.failure(req, err, errInval)
+		return ss.flushFailure(req, err)
 	}
 	return 0
 }
@@ -456,9 +456,25 @@ func (ss *session) fua(req request) uint32 {
 		return 0
 	}
 	if err := ss.srv.dev.Flush(); err != nil {
-		return ss.failure(req, err, errInval)
+		return ss.flushFailure(req, err)
 	}
 	return 0
+}
+
+// flushFailure is errorCode for a failed flush (of a FLUSH request or
+// after a FUA write), always logged: writes the client was told had
+// landed may not be durable, the one thing an operator must not miss
+// (after the backend reconnected, say, when read failures may have used
+// up failure's lines). Bursts are merged: the limiter logs how many lines
+// it held back.
+func (ss *session) flushFailure(req request, err error) uint32 {
+	n := ss.srv.ioErrors.Add(1)
+	what := "flush"
+	if req.typ != cmdFlush {
+		what = fmt.Sprintf("flush after a FUA %s of %d bytes at %d", commandName(req.typ), req.length, req.offset)
+	}
+	ss.srv.durability.Printf("nbd: %s failed (%d failures so far), acknowledged writes may not be durable: %v", what, n, err)
+	return errorCode(err, errInval)
 }
 
 // failure is errorCode for req's error, logged when the backend failed

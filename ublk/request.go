@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/internal/ratelog"
 )
 
 // payload moves one request's data between the kernel and the daemon: the
@@ -34,6 +35,10 @@ type handler struct {
 	readOnly bool
 	logf     func(format string, args ...any) // nil: failures are not logged
 	failures atomic.Uint64
+	// durability logs failed flushes apart from other failures: each says
+	// acknowledged writes may be lost, so none may go unlogged, but a
+	// burst of them is merged into a count.
+	durability ratelog.Limiter
 
 	// broken: a request's handling panicked; writes fail (panic.go)
 	broken      atomic.Bool
@@ -45,6 +50,7 @@ func newHandler(dev blockdev.Device, readOnly, allowDiscards bool, logf func(str
 	caps, ops := blockdev.OpsOf(dev)
 	h := &handler{dev: dev, size: dev.Size(), readOnly: readOnly || caps.ReadOnly, zero: ops.Zero, fua: ops.FUA, logf: logf}
 	h.scratch, _ = dev.(blockdev.ScratchWriter)
+	h.durability.Logf = logf
 	if allowDiscards && !h.readOnly {
 		h.trim = ops.Trim
 	}
@@ -175,12 +181,16 @@ func readFull(r io.ReaderAt, buf []byte, off int64) error {
 var opNames = map[uint32]string{opRead: "read", opWrite: "write", opFlush: "flush", opDiscard: "discard", opWriteZeroes: "write zeroes"}
 
 // failed logs a failed request, the first ten and then one in a thousand
-// so a dying disk cannot flood the log, and returns its errno.
+// so a dying disk cannot flood the log (flushes through h.durability,
+// which counts what it holds back), and returns its errno.
 func (h *handler) failed(op uint32, off, n int64, err error) int32 {
 	if errors.Is(err, errTimedOut) {
 		return -int32(syscall.EIO) // logged by the timeout
 	}
-	if h.logf != nil {
+	if h.logf != nil && op == opFlush {
+		k := h.failures.Add(1)
+		h.durability.Printf("ublk: flush failed (%d failures so far), acknowledged writes may not be durable: %v", k, err)
+	} else if h.logf != nil {
 		if k := h.failures.Add(1); k <= 10 || k%1000 == 0 {
 			h.logf("ublk: %s of %d bytes at %d failed (%d so far): %v", opNames[op], n, off, k, err)
 		}

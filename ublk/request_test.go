@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -161,6 +162,49 @@ func TestServeFailuresLogged(t *testing.T) {
 	}
 	if want := "ublk: read of 1024 bytes at 4096 failed (1 so far): injected failure"; lines[0] != want {
 		t.Fatalf("first line %q, want %q", lines[0], want)
+	}
+}
+
+// Every failed flush is logged, or counted in a line that says how many
+// were held back: read failures before them do not use up their lines.
+func TestFlushFailuresLogged(t *testing.T) {
+	dev := devtest.NewErring(devtest.NewMem(1 << 20))
+	dev.Fail(devtest.OpRead, errors.New("injected read failure"))
+	dev.Fail(devtest.OpFlush, errors.New("injected flush failure"))
+	var mu sync.Mutex
+	var lines []string
+	h := newHandler(dev, false, false, func(f string, a ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(f, a...))
+		mu.Unlock()
+	})
+	for range 12 {
+		h.serve(desc(opRead, 8, 2), &memPayload{})
+	}
+	const flushes = 25
+	for range flushes {
+		if res := h.serve(desc(opFlush, 0, 0), &memPayload{}); res != -int32(syscall.EIO) {
+			t.Fatalf("failing flush: result %d, want -EIO", res)
+		}
+	}
+	h.durability.Flush() // as Stop does
+	mu.Lock()
+	defer mu.Unlock()
+	logged, suppressed := 0, 0
+	for _, l := range lines {
+		if !strings.Contains(l, "injected flush failure") {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscanf(l, "%d more like it suppressed", &n); err == nil {
+			suppressed += n
+		} else {
+			logged++
+		}
+	}
+	if logged == 0 || logged+suppressed != flushes {
+		t.Fatalf("%d flush failures logged and %d counted as suppressed, want %d in all:\n%s",
+			logged, suppressed, flushes, strings.Join(lines, "\n"))
 	}
 }
 

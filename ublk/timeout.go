@@ -112,6 +112,11 @@ func (h *handler) timedOut(d ioDesc, after time.Duration) {
 	if h.logf == nil {
 		return
 	}
+	if d.opFlags&0xff == opFlush { // as a failed flush: see failed
+		k := h.failures.Add(1)
+		h.durability.Printf("ublk: flush not done after %v: completed with EIO (%d failures so far), acknowledged writes may not be durable", after, k)
+		return
+	}
 	if k := h.failures.Add(1); k <= 10 || k%1000 == 0 {
 		h.logf("ublk: %s of %d bytes at %d not done after %v: completed with EIO (%d failures so far)",
 			opNames[d.opFlags&0xff], int64(d.nrSectors)<<9, int64(d.startSector)<<9, after, k)

@@ -405,6 +405,7 @@ func (d *Device) Stop() error {
 			errs = append(errs, err)
 		}
 		d.stopQueues(10 * time.Second)
+		d.h.durability.Flush() // the flush failures not logged yet, counted
 		if err := d.h.dev.Flush(); err != nil {
 			errs = append(errs, fmt.Errorf("flush: %w", err))
 		}

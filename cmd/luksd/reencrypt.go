@@ -269,6 +269,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	params := luks2.ReencryptParams{
 		Cipher: c.String("cipher"), KeySize: c.Int("key-size") / 8, SectorSize: c.Int("sector-size"),
 		Resilience: c.String("resilience"), Hash: c.String("resilience-hash"),
+		Shift: c.Int64("reduce-device-size"),
 	}
 	if params.Cipher != "" && !strings.Contains(params.Cipher, "-") {
 		params.Cipher += "-cbc-plain" // cryptsetup's default mode
@@ -285,6 +286,10 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		last.Wipe()
 		return nil, err
 	}
+	if err := checkShift(params.Shift, max(params.SectorSize, seg.SectorSize)); err != nil {
+		last.Wipe()
+		return nil, err
+	}
 	if err := checkDeviceSize(c, f.Size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
 		last.Wipe()
 		return nil, err
@@ -293,7 +298,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	// reencryption it has just marked (not with --init-only); luksd
 	// before marking it.
 	if !c.Bool("init-only") {
-		if err := checkZoneAlignment(c, max(dataBlockSize(f), params.SectorSize, seg.SectorSize)); err != nil {
+		if err := checkZoneAlignment(c, max(dataBlockSize(f.File), params.SectorSize, seg.SectorSize)); err != nil {
 			last.Wipe()
 			return nil, err
 		}
@@ -366,7 +371,9 @@ func checkReencryptParams(p luks2.ReencryptParams, seg luks2.Segment) error {
 		}
 	case "journal", "none":
 	case "datashift":
-		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+		if p.Shift == 0 { // datashift needs --reduce-device-size
+			return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+		}
 	default:
 		fmt.Fprintf(os.Stderr, "Unsupported resilience mode %s\n", p.Resilience)
 		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
@@ -452,6 +459,8 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		return exitf(exitParams, "")
 	case errors.Is(err, luks2.ErrIllegalDeviceSize):
 		return exitf(exitParams, "Illegal device size requested in reencryption parameters.")
+	case errors.Is(err, luks2.ErrShiftBeyondData):
+		return exitf(exitParams, "Failed to load LUKS2 reencryption context.")
 	}
 	return reencryptRunError(hp, err)
 }

@@ -42,13 +42,16 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 	if hp == "" {
 		return exitf(exitParams, "LUKS2 decryption requires --header option.")
 	}
+	// A header location that does not exist (a local path; a remote one
+	// is read as it is) is where --decrypt exports the device's header.
 	_, err = os.Stat(hp)
-	missing := errors.Is(err, os.ErrNotExist) && blockdev.Scheme(hp) == ""
-	if missing && c.Bool("resume-only") {
-		return exitf(exitParams, "Device reencryption not in progress.")
-	}
-	if errors.Is(err, os.ErrNotExist) && c.Bool("decrypt") {
-		return decryptInit(c, dev, hp)
+	if errors.Is(err, os.ErrNotExist) && blockdev.Scheme(hp) == "" {
+		if c.Bool("resume-only") {
+			return exitf(exitParams, "Device reencryption not in progress.")
+		}
+		if c.Bool("decrypt") {
+			return decryptInit(c, dev, hp)
+		}
 	}
 	h, f, err := readLUKS2Header(c, dev, true)
 	if err != nil {
@@ -172,7 +175,7 @@ func decryptInit(c *cli.Context, dev, hp string) error {
 	hf := &headerDevice{&luks2.HeaderFile{File: nf, Path: hp}}
 	defer hf.Close()
 	p := luks2.DecryptParams{Resilience: decryptResilience(c.String("resilience")), Hash: c.String("resilience-hash"),
-		MovedSize: c.Int64("hotzone-size"), BlockSize: dataBlockSize(f)}
+		MovedSize: c.Int64("hotzone-size"), BlockSize: dataBlockSize(f.File)}
 	err = nf.Truncate(h.DecryptExportSize())
 	if err == nil {
 		err = f.edit(func() error { return h.DecryptInit(f, hf, f.Size, pass.Bytes(), slot, p) })
@@ -217,8 +220,8 @@ func decryptResilience(r string) string {
 // dataBlockSize is cryptsetup's block size of the data device: the file
 // system's block size for an image file (at most 4096), the logical
 // block size of a block device.
-func dataBlockSize(f *headerDevice) int {
-	if of, ok := f.File.(*os.File); ok {
+func dataBlockSize(f luks2.File) int {
+	if of, ok := f.(*os.File); ok {
 		st, err := of.Stat()
 		if err == nil && st.Mode().IsRegular() {
 			var fs unix.Statfs_t
@@ -238,7 +241,7 @@ func deviceBlockSize(d luks2.DataDevice) int {
 		d = s.File
 	}
 	if f, ok := d.(luks2.File); ok {
-		return dataBlockSize(&headerDevice{&luks2.HeaderFile{File: f}})
+		return dataBlockSize(f)
 	}
 	return 4096
 }

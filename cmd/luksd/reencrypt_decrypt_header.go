@@ -37,7 +37,7 @@ func decryptDetachedInit(c *cli.Context, h *luks2.Header, f *headerDevice, dev s
 	if err != nil {
 		return err
 	}
-	bs := dataBlockSize(&headerDevice{&luks2.HeaderFile{File: data, Path: dev, Size: size, LockName: remoteLockName(dev)}})
+	bs := dataBlockSize(data)
 	data.Close()
 	pass, err := readPassphrase(keySource(c), "Enter passphrase for "+dev+": ", false)
 	if err != nil {

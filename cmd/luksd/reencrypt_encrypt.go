@@ -21,7 +21,7 @@ import (
 var encryptFlags = flagSet(pbkdfFlags, []cli.Flag{
 	&cli.BoolFlag{Name: "encrypt", Usage: "encrypt a plain device in place"},
 	&cli.BoolFlag{Name: "decrypt", Usage: "decrypt a LUKS2 device in place"},
-	&cli.Int64Flag{Name: "reduce-device-size", Usage: "with --encrypt: give up the device's last `BYTES` and shift the data by half of it"},
+	&cli.Int64Flag{Name: "reduce-device-size", Usage: "give up the device's last `BYTES` and shift the data by all of it (by half of it with --encrypt)"},
 }, pickFlags(formatFlags, "type", "uuid", "label", "subsystem", "offset", "luks2-metadata-size", "luks2-keyslots-size"))
 
 // pickFlags are the flags of set named names.
@@ -74,7 +74,7 @@ func checkReencryptMode(c *cli.Context, h *luks2.Header, dev string) error {
 	}
 	if !c.Bool("encrypt") {
 		for _, o := range newHeaderOptions {
-			if c.IsSet(o) {
+			if c.IsSet(o) && o != "reduce-device-size" { // reencrypt_shift.go
 				return exitf(exitParams, "Option --%s is not supported by luksd reencrypt without --encrypt.", o)
 			}
 		}

@@ -106,7 +106,7 @@ func reencryptEncryptDetached(c *cli.Context, dev string) error {
 	}
 	defer hf.Close()
 	err = hf.edit(func() error {
-		return luks2.EncryptInitDetached(hf, size, opts, pass.Bytes(), params, dataBlockSize(data))
+		return luks2.EncryptInitDetached(hf, size, opts, pass.Bytes(), params, dataBlockSize(data.File))
 	})
 	if err := initFailure(c, dev, err); err != nil || c.Bool("init-only") {
 		return err

@@ -48,6 +48,10 @@ func activeVolume(arg string) (*daemon.State, error) {
 
 // reencryptOnline runs reencrypt on the volume st's daemon serves.
 func reencryptOnline(c *cli.Context, st *daemon.State) error {
+	if c.Int64("reduce-device-size") > 0 {
+		// The daemon's data path cannot move the data under its clients.
+		return exitf(exitParams, "Option --reduce-device-size with an online reencryption is not supported by luksd.")
+	}
 	if c.IsSet("header") || st.Header != "" && st.Header != st.Image {
 		return exitf(exitParams, "Option --header is not supported by luksd for online reencryption.")
 	}
@@ -143,6 +147,9 @@ func onlineKeys(c *cli.Context, path string) (oldKey, newKey *keyring.Secret, er
 		return nil, nil, exitf(exitParams, "Device reencryption not in progress.")
 	case marked && c.Bool("init-only"):
 		return nil, nil, exitf(exitParams, "LUKS2 reencryption already initialized. Aborting operation.")
+	case marked && h.ReencryptMode() == "reencrypt" && h.ReencryptResilience() == "datashift":
+		// The daemon's data path cannot move the data under its clients.
+		return nil, nil, exitf(exitParams, "Reencryption of %s moves its data (--reduce-device-size): close it and resume it offline.", path)
 	}
 	var pass *keyring.Secret
 	if !marked {
