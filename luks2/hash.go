@@ -82,6 +82,13 @@ func mustBlake(f func(key []byte) (hash.Hash, error)) func() hash.Hash {
 }
 
 // hashFunc returns the constructor of a hash named as cryptsetup names it.
+// HashSupported reports whether luksd knows the hash cryptsetup names
+// name (PBKDF2, AF and digest hashes).
+func HashSupported(name string) bool {
+	_, err := hashFunc(name)
+	return err == nil
+}
+
 func hashFunc(name string) (func() hash.Hash, error) {
 	if h, ok := hashes[strings.ToLower(name)]; ok {
 		return h, nil

@@ -32,6 +32,11 @@ type ReencryptParams struct {
 	// the data offset grows by Shift and the data's last Shift bytes are
 	// given up (reencrypt_shift.go).
 	Shift int64
+	// PBKDF, when set, makes the new keyslots as cryptsetup's reencrypt
+	// --pbkdf, --hash, --iter-time or --pbkdf-force-iterations does: with
+	// these parameters (calibrated unless forced) and each old keyslot's
+	// area cipher. nil copies each old keyslot's PBKDF.
+	PBKDF *PBKDF
 }
 
 // ReencryptRun steers Reencrypt.
@@ -80,6 +85,9 @@ var (
 	// ErrReencryptInvalid: the reencryption metadata does not match the
 	// volume keys (cryptsetup's "Reencryption metadata is invalid.").
 	ErrReencryptInvalid = errors.New("reencryption metadata is invalid")
+	// ErrReencryptDigest: the reencryption digest does not verify, the
+	// metadata was changed (an ErrReencryptInvalid).
+	ErrReencryptDigest = fmt.Errorf("%w: digest mismatch", ErrReencryptInvalid)
 	// ErrReencryptUnsupported: reencryption metadata luksd cannot resume
 	// or open (a mode, direction or resilience it does not run there).
 	ErrReencryptUnsupported = fmt.Errorf("%w: reencryption mode", ErrUnsupported)

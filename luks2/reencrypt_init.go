@@ -76,7 +76,7 @@ func (h *header) reencryptInit(dev Device, devSize int64, passphrases map[int][]
 	var newIDs []int
 	taken := map[int]bool{}
 	for _, s := range slots {
-		ks, err := h.copiedKeyslot(h.meta.keyslots[s], p.KeySize, taken)
+		ks, err := h.copiedKeyslot(h.meta.keyslots[s], p.KeySize, p.PBKDF, taken)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,17 @@ func (h *header) reencryptInit(dev Device, devSize int64, passphrases map[int][]
 	digests := root.get("digests")
 	digests.get(strconv.Itoa(oldDigest.id)).set("segments", idsNode([]int{0, 1}))
 	ids := h.freeDigestIDs(2)
-	dn, err := newDigestNode(newVK, oldDigest.hash, minPBKDF2Iterations, newIDs, []int{2})
+	// cryptsetup makes the new volume key's digest with the first new
+	// keyslot's PBKDF hash, the reencryption digest with the last one's;
+	// calibrated unless the PBKDF is copied or forced.
+	digestIter := func(hash string, keyLen int) int {
+		if p.PBKDF == nil {
+			return minPBKDF2Iterations
+		}
+		return digestIterations(*p.PBKDF, hash, keyLen)
+	}
+	firstHash, lastHash := made[0].afHash, made[len(made)-1].afHash
+	dn, err := newDigestNode(newVK, firstHash, digestIter(firstHash, len(newVK)), newIDs, []int{2})
 	if err != nil {
 		return err
 	}
@@ -133,7 +143,7 @@ func (h *header) reencryptInit(dev Device, devSize int64, passphrases map[int][]
 		return err
 	}
 	defer clear(data)
-	rd, err := newDigestNode(data, "sha256", minPBKDF2Iterations, []int{reSlot}, nil)
+	rd, err := newDigestNode(data, lastHash, digestIter(lastHash, len(data)), []int{reSlot}, nil)
 	if err != nil {
 		return err
 	}
@@ -223,10 +233,11 @@ func (h *header) reencryptDefaults(old *segment, p ReencryptParams) (ReencryptPa
 	return p, nil
 }
 
-// copiedKeyslot is a keyslot for a keySize-byte key with k's PBKDF, AF and
-// area cipher (as cryptsetup reencrypt makes the new keyslots), at the
-// first free number not in taken, which it adds there.
-func (h *header) copiedKeyslot(k *keyslot, keySize int, taken map[int]bool) (keyslotParams, error) {
+// copiedKeyslot is a keyslot for a keySize-byte key with k's area cipher
+// at the first free number not in taken, which it adds there, as
+// cryptsetup reencrypt makes the new keyslots: with k's PBKDF, or p's when
+// given, and the PBKDF's hash (sha256 for argon2) as AF hash.
+func (h *header) copiedKeyslot(k *keyslot, keySize int, p *PBKDF, taken map[int]bool) (keyslotParams, error) {
 	id, err := h.freeSlotExcept(taken)
 	if err != nil {
 		return keyslotParams{}, err
@@ -237,14 +248,24 @@ func (h *header) copiedKeyslot(k *keyslot, keySize int, taken map[int]bool) (key
 	if err != nil {
 		return keyslotParams{}, err
 	}
-	h.meta.areas = append(h.meta.areas, interval{off, size})
-	kdf := k.kdf
-	kdf.salt = make([]byte, keyslotSaltSize)
-	if _, err := rand.Read(kdf.salt); err != nil {
+	salt := make([]byte, keyslotSaltSize)
+	if _, err := rand.Read(salt); err != nil {
 		return keyslotParams{}, err
 	}
+	kdf := k.kdf
+	kdf.salt = salt
+	if p != nil {
+		if kdf, err = p.forKeyslot().params(salt, keySize); err != nil {
+			return keyslotParams{}, err
+		}
+	}
+	afHash := "sha256"
+	if kdf.typ == "pbkdf2" {
+		afHash = kdf.hash
+	}
+	h.meta.areas = append(h.meta.areas, interval{off, size})
 	return keyslotParams{id: id, areaOffset: off, areaSize: size, areaCipher: k.areaCipher,
-		areaKeySize: k.areaKeySize, afHash: k.afHash, stripes: k.stripes, kdf: kdf}, nil
+		areaKeySize: k.areaKeySize, afHash: afHash, stripes: k.stripes, kdf: kdf}, nil
 }
 
 func (h *header) freeSlotExcept(taken map[int]bool) (int, error) {

@@ -60,6 +60,13 @@ func (h *header) newReencryptJob(dev Device, devSize int64, run ReencryptRun) (*
 
 func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot int, run ReencryptRun) error {
 	j, err := h.newReencryptJob(dev, devSize, run)
+	if errors.Is(err, ErrReencryptUnsupported) {
+		// cryptsetup opens the keys and checks the digest first: changed
+		// metadata is invalid before it is anything else.
+		if derr := h.checkReencryptDigestFirst(dev, passphrase, slot); derr != nil {
+			return derr
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -84,6 +91,62 @@ func (h *header) reencrypt(dev Device, devSize int64, passphrase []byte, slot in
 	defer clear(oldVK)
 	defer clear(newVK)
 	return j.runWithKeys(oldVK, newVK)
+}
+
+// checkReencryptDigestFirst opens the volume keys of the backup segments
+// (by their flags, whatever the mode says) with passphrase and checks the
+// reencryption digest with them: ErrWrongPassphrase or ErrReencryptDigest
+// when that fails, nil when it passes or cannot be done.
+func (h *header) checkReencryptDigestFirst(dev Device, passphrase []byte, slot int) error {
+	m := h.meta
+	ks := reencryptKeyslotNode(m.root)
+	version, ok := reencryptVersionOf(m.mandatory)
+	if ks == nil || !ok {
+		return nil
+	}
+	var d *digest
+	for id, k := range m.keyslots {
+		if k.obj == ks {
+			d = m.keyslotDigest(id)
+		}
+	}
+	if d == nil {
+		return nil
+	}
+	keys := map[string][]byte{}
+	defer func() {
+		for _, k := range keys {
+			clear(k)
+		}
+	}()
+	for _, id := range sortedIDs(m.segments) {
+		s := m.segments[id]
+		for _, flag := range []string{"backup-previous", "backup-final"} {
+			if !slices.Contains(s.flags, flag) || s.typ != "crypt" {
+				continue
+			}
+			sd := m.segmentDigest(s.id)
+			if sd == nil {
+				return nil
+			}
+			vk, err := h.openDigestKey(dev, sd, passphrase, slot)
+			if errors.Is(err, ErrWrongPassphrase) {
+				return err
+			} else if err != nil {
+				return nil
+			}
+			keys[flag] = vk
+		}
+	}
+	data, err := reencryptVerificationData(m.root, version, keys["backup-previous"], keys["backup-final"])
+	if err != nil {
+		return nil
+	}
+	defer clear(data)
+	if ok, err := d.verify(data); err == nil && !ok {
+		return ErrReencryptDigest
+	}
+	return nil
 }
 
 // runWithKeys checks the keys against the reencryption digest, recovers
@@ -182,7 +245,7 @@ func (h *header) verifyReencryptDigest(st *reencryptState, oldVK, newVK []byte) 
 	}
 	defer clear(data)
 	if ok, err := d.verify(data); err != nil || !ok {
-		return ErrReencryptInvalid
+		return ErrReencryptDigest
 	}
 	return nil
 }

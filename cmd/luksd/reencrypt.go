@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/dmcrypt"
 	"github.com/luksd/luksd/keyring"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -35,8 +38,88 @@ func init() {
 			&cli.IntFlag{Name: "progress-frequency", Usage: "print progress every `SECONDS`"},
 			&cli.BoolFlag{Name: "progress-json", Usage: "print progress as JSON lines"},
 		}),
-		Action: reencrypt,
+		Action: func(c *cli.Context) error { return reencryptDeviceExit(reencrypt(c)) },
 	})
+}
+
+// reencryptDeviceExit gives a device that does not exist or is no device
+// (a directory) cryptsetup 2.6.1 reencrypt's exit code, 1, where its other
+// actions exit with 4; the message stays.
+func reencryptDeviceExit(err error) error {
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitDevice {
+		return err
+	}
+	msg := ee.Error()
+	if strings.HasPrefix(msg, "Device ") && (strings.HasSuffix(msg, " does not exist or access denied.") || strings.HasSuffix(msg, " is not compatible.")) ||
+		strings.HasPrefix(msg, "Cannot get info about device ") {
+		return exitf(exitParams, "%s", msg)
+	}
+	return err
+}
+
+// markedHeader is the LUKS2 header of dev (or --header) when it is marked
+// for reencryption, else nil (also when it cannot be read, and for a
+// remote location, not to connect to it twice).
+func markedHeader(c *cli.Context, dev string) *luks2.Header {
+	hp := headerPath(c, dev)
+	if blockdev.Scheme(hp) != "" {
+		return nil
+	}
+	f, size, err := openDevice(hp, false)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if h, err := luks2.ReadLUKS2(f, size); err == nil && h.InReencryption() {
+		return h
+	}
+	return nil
+}
+
+// checkResumeResilience refuses, with cryptsetup 2.6.1's words and before
+// the passphrase, a --resilience the reencryption under way in h cannot
+// switch to.
+func checkResumeResilience(c *cli.Context, h *luks2.Header) error {
+	switch r := c.String("resilience"); r {
+	case "", "checksum", "journal", "none":
+		return nil
+	case "datashift":
+		if h.ReencryptResilience() == "datashift" {
+			return nil
+		}
+		return exitf(exitParams, "Requested --resilience option cannot be applied to current reencryption operation.")
+	default:
+		return exitf(exitParams, "Unsupported resilience mode %s", r)
+	}
+}
+
+// checkReencryptDevices refuses, as cryptsetup 2.6.1 does before anything
+// else, a --header that does not exist without --encrypt or --decrypt
+// (without a word), and a data device that cannot be opened beside a
+// --header that can, or beside the new --header of --decrypt.
+func checkReencryptDevices(c *cli.Context, dev string) error {
+	hp := c.String("header")
+	if hp == "" || blockdev.Scheme(hp) != "" || blockdev.Scheme(dev) != "" {
+		return nil
+	}
+	_, err := os.Stat(hp)
+	missing := errors.Is(err, os.ErrNotExist)
+	switch {
+	case missing && !c.Bool("encrypt") && !c.Bool("decrypt"):
+		return exitf(exitParams, "")
+	case err != nil && !(missing && c.Bool("decrypt")):
+		return nil
+	}
+	f, _, derr := openDevice(dev, false)
+	if derr != nil {
+		if missing { // --decrypt to a new header: cryptsetup names both
+			fmt.Fprintln(os.Stderr, derr)
+			return exitf(exitParams, "Device %s does not exist or access denied.", hp)
+		}
+		return derr
+	}
+	return f.Close()
 }
 
 // reencrypt is cryptsetup 2.6.1's reencrypt for a LUKS2 volume that is not
@@ -45,11 +128,19 @@ func init() {
 // between hotzones with the metadata written, to be resumed by luksd or
 // cryptsetup.
 func reencrypt(c *cli.Context) error {
+	if c.NArg() > 0 && c.Args().First() == "" {
+		// popt takes an empty argument as the device.
+		return exitf(exitParams, "Device  does not exist or access denied.")
+	}
 	dev, err := oneDevice(c)
 	if err != nil {
 		return err
 	}
-	if c.Bool("keep-key") {
+	if err := checkReencryptDevices(c, dev); err != nil {
+		return err
+	}
+	under := markedHeader(c, dev)
+	if c.Bool("keep-key") && under == nil {
 		// cryptsetup keeps the volume key and changes only the segment's
 		// other parameters; luksd has no such run.
 		if !c.IsSet("cipher") && !c.IsSet("key-size") && !c.IsSet("sector-size") && !c.Bool("encrypt") && !c.Bool("decrypt") {
@@ -62,6 +153,9 @@ func reencrypt(c *cli.Context) error {
 	}
 	if err := refuseLUKS1(c, dev); err != nil {
 		return err
+	}
+	if c.Bool("decrypt") && !c.IsSet("header") && under != nil && under.ReencryptMode() != "decrypt" {
+		return exitf(exitParams, "Device is not in LUKS2 decryption. Conflicting option --decrypt.")
 	}
 	if c.Bool("decrypt") || c.IsSet("header") {
 		return reencryptWithHeader(c, dev) // reencrypt_decrypt.go
@@ -115,6 +209,9 @@ func reencrypt(c *cli.Context) error {
 			return headerError(hp, err)
 		}
 	} else {
+		if err := checkResumeResilience(c, h); err != nil {
+			return err
+		}
 		if pass, err = readPassphrase(keySource(c), "Enter passphrase for "+hp+": ", false); err != nil {
 			return err
 		}
@@ -174,7 +271,21 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		Resilience: c.String("resilience"), Hash: c.String("resilience-hash"),
 		Shift: c.Int64("reduce-device-size"),
 	}
+	if params.Cipher != "" && !strings.Contains(params.Cipher, "-") {
+		params.Cipher += "-cbc-plain" // cryptsetup's default mode
+	}
 	seg, _ := h.Segment()
+	// cryptsetup checks the new keyslots' PBKDF and the new segment only
+	// once the passphrases open.
+	var err error
+	if params.PBKDF, err = reencryptPBKDF(c); err != nil {
+		last.Wipe()
+		return nil, err
+	}
+	if err := checkReencryptParams(params, seg); err != nil {
+		last.Wipe()
+		return nil, err
+	}
 	if err := checkShift(params.Shift, max(params.SectorSize, seg.SectorSize)); err != nil {
 		last.Wipe()
 		return nil, err
@@ -184,12 +295,15 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		return nil, err
 	}
 	// cryptsetup checks the zone alignment only when it loads the
-	// reencryption it has just marked; luksd before marking it.
-	if err := checkZoneAlignment(c, max(dataBlockSize(f.File), params.SectorSize, seg.SectorSize)); err != nil {
-		last.Wipe()
-		return nil, err
+	// reencryption it has just marked (not with --init-only); luksd
+	// before marking it.
+	if !c.Bool("init-only") {
+		if err := checkZoneAlignment(c, max(dataBlockSize(f.File), params.SectorSize, seg.SectorSize)); err != nil {
+			last.Wipe()
+			return nil, err
+		}
 	}
-	err := f.edit(func() error {
+	err = f.edit(func() error {
 		again, err := f.read()
 		if err != nil {
 			return err
@@ -205,6 +319,66 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		return nil, headerError(hp, err)
 	}
 	return last, nil
+}
+
+// reencryptPBKDF is the PBKDF of the new keyslots: nil copies each old
+// keyslot's, as cryptsetup 2.6.1 does unless --pbkdf, --hash, --iter-time
+// or --pbkdf-force-iterations is given (--pbkdf-memory and
+// --pbkdf-parallel alone do not count); then the flags with cryptsetup's
+// defaults for the rest.
+func reencryptPBKDF(c *cli.Context) (*luks2.PBKDF, error) {
+	if !c.IsSet("pbkdf") && !c.IsSet("hash") && !c.IsSet("iter-time") && !c.IsSet("pbkdf-force-iterations") {
+		return nil, nil
+	}
+	p, err := pbkdfFromFlags(c)
+	if err != nil {
+		return nil, err
+	}
+	if p.Hash != "" && !luks2.HashSupported(p.Hash) {
+		return nil, exitf(exitParams, "Requested hash %s is not supported.", p.Hash)
+	}
+	// The keyslot areas keep their cipher.
+	p.AreaCipher, p.AreaKeySize = "", 0
+	if err := checkPBKDF(2, p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// checkReencryptParams refuses, with cryptsetup 2.6.1's words, a new
+// cipher or key size luksd cannot use and a resilience mode it does not
+// know (seg is the data segment now).
+func checkReencryptParams(p luks2.ReencryptParams, seg luks2.Segment) error {
+	cipher := cmp.Or(p.Cipher, seg.Cipher)
+	// The key size luks2 picks: --key-size, else the segment's where the
+	// cipher takes it, else the cipher's default.
+	size := p.KeySize
+	if spec, err := dmcrypt.ParseSpec(cipher); err == nil && size == 0 {
+		size = seg.KeySize
+		if spec.CheckKeySize(size) != nil {
+			size = luks2.DefaultKeySize(cipher)
+		}
+	}
+	sc, err := dmcrypt.New(cipher, make([]byte, size))
+	if err != nil {
+		return exitf(exitParams, "Unable to use cipher specification %s for LUKS2.", cipher)
+	}
+	sc.Wipe()
+	switch p.Resilience {
+	case "", "checksum":
+		if p.Hash != "" && !luks2.HashSupported(p.Hash) {
+			return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+		}
+	case "journal", "none":
+	case "datashift":
+		if p.Shift == 0 { // datashift needs --reduce-device-size
+			return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "Unsupported resilience mode %s\n", p.Resilience)
+		return exitf(exitParams, "Failed to initialize LUKS2 reencryption in metadata.")
+	}
+	return nil
 }
 
 // checkDeviceSize refuses, as cryptsetup 2.6.1 does before it writes
@@ -288,7 +462,7 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 	case errors.Is(err, luks2.ErrShiftBeyondData):
 		return exitf(exitParams, "Failed to load LUKS2 reencryption context.")
 	}
-	return reencryptError(hp, err)
+	return reencryptRunError(hp, err)
 }
 
 // reencryptProgress returns what prints the progress as --progress-json,

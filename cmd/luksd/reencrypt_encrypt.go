@@ -36,8 +36,7 @@ func pickFlags(set []cli.Flag, names ...string) []cli.Flag {
 }
 
 // newHeaderOptions are the options only a new header (--encrypt) takes.
-var newHeaderOptions = []string{"pbkdf", "iter-time", "pbkdf-force-iterations", "pbkdf-memory", "pbkdf-parallel",
-	"uuid", "label", "subsystem", "offset", "luks2-metadata-size", "luks2-keyslots-size", "reduce-device-size"}
+var newHeaderOptions = []string{"uuid", "label", "subsystem", "offset", "luks2-metadata-size", "luks2-keyslots-size", "reduce-device-size"}
 
 // encryptsPlainDevice reports whether reencrypt is to start encrypting
 // dev: --encrypt on a device without a LUKS header.

@@ -167,6 +167,16 @@ func reencryptError(path string, err error) error {
 	return headerError(path, err)
 }
 
+// reencryptRunError is reencryptError for a reencrypt or repair run:
+// metadata whose reencryption digest does not verify exits with 2, as
+// cryptsetup 2.6.1's do.
+func reencryptRunError(path string, err error) error {
+	if errors.Is(err, luks2.ErrReencryptDigest) {
+		return exitf(exitPermission, "Reencryption metadata is invalid.")
+	}
+	return reencryptError(path, err)
+}
+
 // lockReencryption takes cryptsetup's reencryption lock of the volume
 // of header device f (none with --disable-locks, as the metadata locks);
 // busy is cryptsetup's words for a lock another process holds. The

@@ -169,7 +169,7 @@ func reencryptRepair(c *cli.Context, dev string, d *headerDevice, h *luks2.Heade
 		return exitf(exitParams, "") // cryptsetup 2.6.1 says nothing
 	}
 	if err != nil {
-		return reencryptError(headerPath(c, dev), err)
+		return reencryptRunError(headerPath(c, dev), err)
 	}
 	return nil
 }
