@@ -135,19 +135,7 @@ func (h *header) shiftJobFor(dev Device, devSize int64, passphrase []byte, slot 
 
 // verifyDigest checks the reencryption digest with the new volume key.
 func (j *shiftJob) verifyDigest(vk []byte) error {
-	data, err := reencryptVerificationData(j.h.meta.root, reencryptVersion, nil, vk)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrReencryptInvalid, err)
-	}
-	defer clear(data)
-	d := j.h.meta.keyslotDigest(j.slot)
-	if d == nil {
-		return ErrReencryptInvalid
-	}
-	if ok, err := d.verify(data); err != nil || !ok {
-		return ErrReencryptInvalid
-	}
-	return nil
+	return j.h.checkReencryptDigest(j.slot, reencryptVersion, nil, vk, ErrReencryptInvalid)
 }
 
 // activeSegments are the data segments of root in order, backups left out.

@@ -354,15 +354,8 @@ func (h *header) decryptJobFor(dev Device, devSize int64, passphrase []byte, slo
 		return nil, err
 	}
 	defer clear(vk)
-	data, err := reencryptVerificationData(h.meta.root, decryptShiftVersion, vk, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrReencryptInvalid, err)
-	}
-	defer clear(data)
-	if d := h.meta.keyslotDigest(j.slot); d == nil {
-		return nil, ErrReencryptInvalid
-	} else if ok, err := d.verify(data); err != nil || !ok {
-		return nil, ErrReencryptInvalid
+	if err := h.checkReencryptDigest(j.slot, decryptShiftVersion, vk, nil, ErrReencryptInvalid); err != nil {
+		return nil, err
 	}
 	if j.dec, err = dmcrypt.New(j.cipher, vk); err != nil {
 		return nil, err

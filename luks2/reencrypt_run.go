@@ -235,17 +235,24 @@ func (h *header) openDigestKeySlot(dev Device, d *digest, passphrase []byte, slo
 
 // verifyReencryptDigest checks the reencryption digest against the keys.
 func (h *header) verifyReencryptDigest(st *reencryptState, oldVK, newVK []byte) error {
-	d := h.meta.keyslotDigest(st.slot)
+	return h.checkReencryptDigest(st.slot, st.version, oldVK, newVK, ErrReencryptDigest)
+}
+
+// checkReencryptDigest checks the digest of the reencrypt keyslot slot
+// against the reencryption metadata (of that version) under the keys;
+// mismatch is the error when it does not verify.
+func (h *header) checkReencryptDigest(slot, version int, oldVK, newVK []byte, mismatch error) error {
+	d := h.meta.keyslotDigest(slot)
 	if d == nil {
 		return ErrReencryptInvalid
 	}
-	data, err := reencryptVerificationData(h.meta.root, st.version, oldVK, newVK)
+	data, err := reencryptVerificationData(h.meta.root, version, oldVK, newVK)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrReencryptInvalid, err)
 	}
 	defer clear(data)
 	if ok, err := d.verify(data); err != nil || !ok {
-		return ErrReencryptDigest
+		return mismatch
 	}
 	return nil
 }

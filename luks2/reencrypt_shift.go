@@ -147,19 +147,7 @@ func (j *reshiftJob) verifyDigest(oldVK, newVK []byte) error {
 	if !ok {
 		return fmt.Errorf("%w: requirement %v", ErrReencryptUnsupported, j.h.meta.mandatory)
 	}
-	data, err := reencryptVerificationData(j.h.meta.root, version, oldVK, newVK)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrReencryptInvalid, err)
-	}
-	defer clear(data)
-	d := j.h.meta.keyslotDigest(j.slot)
-	if d == nil {
-		return ErrReencryptInvalid
-	}
-	if ok, err := d.verify(data); err != nil || !ok {
-		return ErrReencryptInvalid
-	}
-	return nil
+	return j.h.checkReencryptDigest(j.slot, version, oldVK, newVK, ErrReencryptInvalid)
 }
 
 // isOld reports whether s is the segment of the data still in the old
