@@ -151,7 +151,7 @@ func TestReencryptOnlinePauseResume(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitProgress(t, "pause")
+		waitProgress(t, "pause", cmd, &stderr)
 		return cmd, &stderr
 	}
 	cmd, stderr := start()
@@ -191,16 +191,45 @@ func TestReencryptOnlinePauseResume(t *testing.T) {
 	w.checkData(img, keyFile, c, model)
 }
 
-// waitProgress waits until name's daemon reports a job part-way.
-func waitProgress(t *testing.T, name string) {
+// waitProgress waits until name's daemon reports a job part-way. cli is
+// the `luksd reencrypt` that asked for the job and stderr what it wrote:
+// when it exits first, or the job never shows, the failure says what the
+// daemon last reported and what the command said.
+func waitProgress(t *testing.T, name string, cli *exec.Cmd, stderr *bytes.Buffer) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		st, err := daemon.Active(name)
 		if err == nil && st != nil && st.ReencryptRunning && st.ReencryptDone > 0 {
 			return
 		}
+		switch {
+		case err != nil:
+			last = err.Error()
+		case st == nil:
+			last = "no daemon"
+		default:
+			last = fmt.Sprintf("reencryption %q, running %v, %d of %d bytes", st.Reencryption, st.ReencryptRunning, st.ReencryptDone, st.ReencryptTotal)
+		}
+		if exited(cli.Process.Pid) {
+			cli.Wait() // stderr is complete only once Wait returns
+			t.Fatalf("luksd reencrypt exited before its online job was seen part-way (daemon: %s): %s", last, stderr)
+		}
 	}
-	t.Fatal("the online reencryption never got going")
+	cli.Process.Kill()
+	cli.Wait()
+	t.Fatalf("the online reencryption never got going (daemon: %s; luksd reencrypt: %s)", last, stderr)
+}
+
+// exited reports whether the child pid has exited and waits to be reaped.
+func exited(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// The state follows the command name, which is in parentheses.
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z'
 }
 
 // killedDaemonEnv names the image TestHelperOnlineDaemon serves when the
@@ -245,10 +274,12 @@ func TestReencryptOnlineKilled(t *testing.T) {
 		}
 	}
 	cli := exec.Command(testtool.Luksd(t), append([]string{"reencrypt", "-q", "--hotzone-size", "65536", "-d", keyFile, "killed"}, c.reencrypt...)...)
+	var clierr bytes.Buffer
+	cli.Stderr = &clierr
 	if err := cli.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitProgress(t, "killed")
+	waitProgress(t, "killed", cli, &clierr)
 	time.Sleep(time.Duration(mrand.IntN(20)) * time.Millisecond)
 	d.Process.Kill()
 	d.Wait()
@@ -298,7 +329,7 @@ func TestReencryptOnlineServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := fmt.Sprintf("serve-%d", p.cmd.Process.Pid)
-	waitProgress(t, name)
+	waitProgress(t, name, cmd, &stderr)
 	src := w.path("src")
 	for off := int64(4096*3 + 100); off < int64(len(want)); off += 2<<20 + 777 {
 		data := make([]byte, 100<<10)

@@ -139,7 +139,7 @@ func reencryptRemote(t *testing.T, w *workspace, loc, key string, model []byte, 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitProgress(t, name)
+	waitProgress(t, name, cmd, &stderr)
 	write := func(p *serveProc, off int64) {
 		t.Helper()
 		data := make([]byte, 96<<10)
