@@ -55,6 +55,11 @@ type OpenOptions struct {
 	// Buffered turns direct I/O off: every request goes through the page
 	// cache (benchmarks compare the two).
 	Buffered bool
+	// Logf receives the lines a remote backend logs about failures it
+	// also returns, such as a server that broke the protocol
+	// (rate-limited); nil logs nothing. A daemon logs them; a one-shot
+	// command does not, its error says it once.
+	Logf func(format string, args ...any)
 }
 
 // OpenFile opens a regular file or a block device, not claimed. The size is

@@ -10,7 +10,8 @@ import (
 )
 
 // openCrypt opens and claims spec's data device (blockdev.Open: a path
-// today, any registered location scheme) and puts the crypt layer over it.
+// today, any registered location scheme, which logs to Log) and puts the
+// crypt layer over it.
 // The claim (O_EXCL on a block device, an OFD lock on an image) lasts
 // until the device is closed; a device in use is refused with
 // cryptsetup's message (ErrBusy). The crypt layer holds its own copy of
@@ -18,7 +19,7 @@ import (
 // (keysLocked): the caller may wipe key right away.
 func openCrypt(spec Spec, key *keyring.Secret) (d *dmcrypt.Device, backend blockdev.Backend, keysLocked bool, err error) {
 	ro := spec.Options.ReadOnly
-	backend, err = blockdev.Open(spec.Location, blockdev.OpenOptions{ReadOnly: ro, Exclusive: !spec.Options.Shared})
+	backend, err = blockdev.Open(spec.Location, blockdev.OpenOptions{ReadOnly: ro, Exclusive: !spec.Options.Shared, Logf: Log.Printf})
 	if err != nil {
 		if errors.Is(err, blockdev.ErrInUse) {
 			return nil, nil, false, InUse(spec.Location, err)

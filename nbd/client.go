@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -41,8 +40,8 @@ import (
 // dropped (and redialled) too. A server that breaks the protocol (a reply
 // that is no reply, or answers no request, or does not fit it) is not a
 // dropped connection: the requests in flight fail at once with EIO, a
-// line is logged (ClientOptions.Logf), the connection is dropped, and
-// later requests dial a new one.
+// line is logged (ClientOptions.Logf, if set), the connection is
+// dropped, and later requests dial a new one.
 type Client struct {
 	target Target
 	tls    *tls.Config
@@ -75,8 +74,8 @@ type ClientOptions struct {
 	// considered dead and redialled (default 30 s).
 	IOTimeout time.Duration
 	// Logf receives a line for each server that broke the protocol
-	// (rate-limited, with a count of the lines suppressed); nil is the
-	// standard logger.
+	// (rate-limited, with a count of the lines suppressed); nil logs
+	// nothing (the failed requests' errors say it too).
 	Logf func(format string, args ...any)
 }
 
@@ -93,7 +92,7 @@ func init() {
 			// A remote export cannot be claimed from here: Exclusive is
 			// the server's business (nbdkit serves one client unless
 			// told otherwise).
-			return Dial(location, ClientOptions{ReadOnly: opts.ReadOnly})
+			return Dial(location, ClientOptions{ReadOnly: opts.ReadOnly, Logf: opts.Logf})
 		})
 	}
 }
@@ -120,9 +119,6 @@ func Dial(uri string, opts ClientOptions) (*Client, error) {
 	}
 	if opts.IOTimeout <= 0 {
 		opts.IOTimeout = clientIOTimeout
-	}
-	if opts.Logf == nil {
-		opts.Logf = log.Printf
 	}
 	c := &Client{target: t, opts: opts}
 	c.violations.Logf = opts.Logf

@@ -2,14 +2,14 @@ package nbd
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // TestClientFlushAcrossCrash: with multi-conn, a write acknowledged on one
@@ -21,45 +21,30 @@ func TestClientFlushAcrossCrash(t *testing.T) {
 	var mu sync.Mutex
 	var conns []net.Conn
 	crashed := false
-	uri := fakeServer(t, func(c net.Conn, r *bufio.Reader) {
-		if !fakeMultiConn(c, r) {
+	export := testtool.NBDExport{Flags: FlagSendFlush | FlagCanMultiConn}
+	uri := testtool.FakeNBD(t, func(c net.Conn, r *bufio.Reader) {
+		if !testtool.NBDNegotiate(c, r, export) {
 			return
 		}
 		mu.Lock()
 		conns = append(conns, c)
 		mu.Unlock()
-		var h [requestHeaderLen]byte
-		for {
-			if _, err := io.ReadFull(r, h[:]); err != nil {
-				return
-			}
-			req, err := parseRequest(h[:])
-			if err != nil {
-				return
-			}
-			if req.typ == cmdWrite {
-				if _, err := io.CopyN(io.Discard, r, int64(req.length)); err != nil {
-					return
-				}
-			}
+		testtool.NBDTransmit(c, r, func(req testtool.NBDRequest) []byte {
 			mu.Lock()
-			crash := req.typ == cmdFlush && !crashed
-			if crash { // the crash: every connection drops, unanswered
+			defer mu.Unlock()
+			if req.Type == cmdFlush && !crashed { // the crash: every connection drops, unanswered
 				crashed = true
 				for _, o := range conns {
 					o.Close()
 				}
+				return nil
 			}
-			mu.Unlock()
-			if crash {
-				return
+			reply := simpleBytes(0, req.Cookie)
+			if req.Type == cmdRead {
+				reply = append(reply, make([]byte, req.Length)...)
 			}
-			reply := simpleBytes(0, req.cookie)
-			if req.typ == cmdRead {
-				reply = append(reply, make([]byte, req.length)...)
-			}
-			c.Write(reply)
-		}
+			return reply
+		})
 	})
 	c := dialT(t, uri, ClientOptions{Connections: 4, GiveUp: 10 * time.Second, IOTimeout: 5 * time.Second})
 	if c.Multi() != 4 {
@@ -74,33 +59,5 @@ func TestClientFlushAcrossCrash(t *testing.T) {
 	}
 	if err := c.Flush(); err != nil {
 		t.Fatalf("the Flush after: %v", err)
-	}
-}
-
-// fakeMultiConn negotiates like fakeNegotiate (simple replies), with a
-// 1 MiB export offering flush and multi-conn.
-func fakeMultiConn(c net.Conn, r *bufio.Reader) bool {
-	greet := binary.BigEndian.AppendUint64(nil, magicInit)
-	greet = binary.BigEndian.AppendUint64(greet, magicIHaveOpt)
-	c.Write(binary.BigEndian.AppendUint16(greet, flagFixedNew|flagNoZeroes))
-	var cf [4]byte
-	if _, err := io.ReadFull(r, cf[:]); err != nil {
-		return false
-	}
-	for {
-		opt, _, err := readOption(r, nil)
-		if err != nil {
-			return false
-		}
-		if opt != optGo {
-			writeOptReply(c, opt, repErrUnsup, nil)
-			continue
-		}
-		info := binary.BigEndian.AppendUint16(nil, infoExport)
-		info = binary.BigEndian.AppendUint64(info, 1<<20)
-		info = binary.BigEndian.AppendUint16(info, FlagHasFlags|FlagSendFlush|FlagCanMultiConn)
-		writeOptReply(c, opt, repInfo, info)
-		writeOptReply(c, opt, repAck, nil)
-		return true
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -15,77 +14,22 @@ import (
 	"github.com/luksd/luksd/internal/testtool"
 )
 
-// fakeNegotiate answers the client's options as a 1 MiB export with
-// flush, and structured replies when structured is set.
-func fakeNegotiate(c net.Conn, r *bufio.Reader, structured bool) bool {
-	greet := binary.BigEndian.AppendUint64(nil, magicInit)
-	greet = binary.BigEndian.AppendUint64(greet, magicIHaveOpt)
-	c.Write(binary.BigEndian.AppendUint16(greet, flagFixedNew|flagNoZeroes))
-	var cf [4]byte
-	if _, err := io.ReadFull(r, cf[:]); err != nil {
-		return false
-	}
-	for {
-		opt, _, err := readOption(r, nil)
-		if err != nil {
-			return false
-		}
-		switch {
-		case opt == optStructuredReply && structured:
-			writeOptReply(c, opt, repAck, nil)
-		case opt == optGo:
-			info := binary.BigEndian.AppendUint16(nil, infoExport)
-			info = binary.BigEndian.AppendUint64(info, 1<<20)
-			info = binary.BigEndian.AppendUint16(info, FlagHasFlags|FlagSendFlush|FlagSendTrim)
-			writeOptReply(c, opt, repInfo, info)
-			writeOptReply(c, opt, repAck, nil)
-			return true
-		default:
-			writeOptReply(c, opt, repErrUnsup, nil)
-		}
-	}
-}
-
-// violator is a fake server that negotiates correctly and answers every
-// request with answer's bytes, on every connection.
-func violator(t *testing.T, structured bool, afterGo []byte, answer func(req request) []byte) (uri string, conns *atomic.Int32) {
+// violator is a fake server that negotiates correctly (a 1 MiB export
+// with flush and trim, and structured replies when structured is set),
+// sends afterGo at once, and answers every request with answer's bytes,
+// on every connection.
+func violator(t *testing.T, structured bool, afterGo []byte, answer func(req testtool.NBDRequest) []byte) (uri string, conns *atomic.Int32) {
 	conns = new(atomic.Int32)
-	uri = fakeServer(t, func(c net.Conn, r *bufio.Reader) {
-		if !fakeNegotiate(c, r, structured) {
+	export := testtool.NBDExport{Flags: FlagSendFlush | FlagSendTrim, Structured: structured}
+	uri = testtool.FakeNBD(t, func(c net.Conn, r *bufio.Reader) {
+		if !testtool.NBDNegotiate(c, r, export) {
 			return
 		}
 		conns.Add(1)
 		c.Write(afterGo)
-		var h [requestHeaderLen]byte
-		for {
-			if _, err := io.ReadFull(r, h[:]); err != nil {
-				return
-			}
-			req, err := parseRequest(h[:])
-			if err != nil {
-				return
-			}
-			if req.typ == cmdWrite {
-				if _, err := io.CopyN(io.Discard, r, int64(req.length)); err != nil {
-					return
-				}
-			}
-			c.Write(answer(req))
-		}
+		testtool.NBDTransmit(c, r, answer)
 	})
 	return uri, conns
-}
-
-func simpleBytes(code uint32, cookie uint64, data ...byte) []byte {
-	b := make([]byte, simpleReplyLen)
-	putSimpleHeader(b, code, cookie)
-	return append(b, data...)
-}
-
-func chunkBytes(flags, typ uint16, cookie uint64, payload []byte) []byte {
-	b := make([]byte, structuredHeaderLen)
-	putStructuredHeader(b, flags, typ, cookie, uint32(len(payload)))
-	return append(b, payload...)
 }
 
 // TestClientProtocolViolation: a server that negotiates and then breaks
@@ -106,46 +50,46 @@ func TestClientProtocolViolation(t *testing.T) {
 		name       string
 		structured bool
 		op         string // "read" (4096 bytes at 0), "write" or "flush"
-		answer     func(req request) []byte
+		answer     func(req testtool.NBDRequest) []byte
 		want       string // in the log line and the error
 		afterGo    []byte // sent at once after the handshake, unasked
 	}{
-		{"bad magic", false, "read", func(req request) []byte { return []byte(strings.Repeat("\xfe", 64)) }, "bad reply magic", nil},
-		{"unknown cookie", false, "write", func(req request) []byte { return simpleBytes(0, req.cookie+1000) }, "unknown cookie", nil},
-		{"chunk not negotiated", false, "flush", func(req request) []byte {
-			return chunkBytes(replyFlagDone, replyTypeNone, req.cookie, nil)
+		{"bad magic", false, "read", func(req testtool.NBDRequest) []byte { return []byte(strings.Repeat("\xfe", 64)) }, "bad reply magic", nil},
+		{"unknown cookie", false, "write", func(req testtool.NBDRequest) []byte { return simpleBytes(0, req.Cookie+1000) }, "unknown cookie", nil},
+		{"chunk not negotiated", false, "flush", func(req testtool.NBDRequest) []byte {
+			return chunkBytes(replyFlagDone, replyTypeNone, req.Cookie, nil)
 		}, "structured reply that was not negotiated", nil},
-		{"unknown chunk type", true, "read", func(req request) []byte {
-			return chunkBytes(replyFlagDone, 77, req.cookie, nil)
+		{"unknown chunk type", true, "read", func(req testtool.NBDRequest) []byte {
+			return chunkBytes(replyFlagDone, 77, req.Cookie, nil)
 		}, "chunk type 77", nil},
-		{"data chunk to a write", true, "write", func(req request) []byte {
-			return chunkBytes(replyFlagDone, replyTypeOffsetData, req.cookie, data(req.offset, int(req.length)))
+		{"data chunk to a write", true, "write", func(req testtool.NBDRequest) []byte {
+			return chunkBytes(replyFlagDone, replyTypeOffsetData, req.Cookie, data(req.Offset, int(req.Length)))
 		}, "data chunk", nil},
-		{"NONE with a payload", true, "flush", func(req request) []byte {
-			return chunkBytes(replyFlagDone, replyTypeNone, req.cookie, []byte{1, 2, 3, 4})
+		{"NONE with a payload", true, "flush", func(req testtool.NBDRequest) []byte {
+			return chunkBytes(replyFlagDone, replyTypeNone, req.Cookie, []byte{1, 2, 3, 4})
 		}, "NBD_REPLY_TYPE_NONE", nil},
-		{"short read", true, "read", func(req request) []byte {
-			return chunkBytes(replyFlagDone, replyTypeOffsetData, req.cookie, data(req.offset, int(req.length)-512))
+		{"short read", true, "read", func(req testtool.NBDRequest) []byte {
+			return chunkBytes(replyFlagDone, replyTypeOffsetData, req.Cookie, data(req.Offset, int(req.Length)-512))
 		}, "answered with", nil},
-		{"short error chunk", true, "read", func(req request) []byte {
-			return chunkBytes(replyFlagDone, replyTypeError, req.cookie, []byte{0, 0, 0, 5})
+		{"short error chunk", true, "read", func(req testtool.NBDRequest) []byte {
+			return chunkBytes(replyFlagDone, replyTypeError, req.Cookie, []byte{0, 0, 0, 5})
 		}, "error chunk of 4 bytes", nil},
-		{"simple data reply to a structured read", true, "read", func(req request) []byte {
-			return simpleBytes(0, req.cookie, make([]byte, req.length)...)
+		{"simple data reply to a structured read", true, "read", func(req testtool.NBDRequest) []byte {
+			return simpleBytes(0, req.Cookie, make([]byte, req.Length)...)
 		}, "simple reply", nil},
-		{"error chunk without an error", true, "read", func(req request) []byte {
-			return chunkBytes(replyFlagDone, replyTypeError, req.cookie, errPayload(0))
+		{"error chunk without an error", true, "read", func(req testtool.NBDRequest) []byte {
+			return chunkBytes(replyFlagDone, replyTypeError, req.Cookie, errPayload(0))
 		}, "error chunk without an error", nil},
-		{"ERROR_OFFSET to a flush", true, "flush", func(req request) []byte {
+		{"ERROR_OFFSET to a flush", true, "flush", func(req testtool.NBDRequest) []byte {
 			p := append(errPayload(errIO), binary.BigEndian.AppendUint64(nil, 0)...)
-			return chunkBytes(replyFlagDone, replyTypeErrorOffset, req.cookie, p)
+			return chunkBytes(replyFlagDone, replyTypeErrorOffset, req.Cookie, p)
 		}, "error at an offset", nil},
-		{"ERROR_OFFSET outside the read", true, "read", func(req request) []byte {
-			p := append(errPayload(errIO), binary.BigEndian.AppendUint64(nil, req.offset+uint64(req.length))...)
-			return chunkBytes(replyFlagDone, replyTypeErrorOffset, req.cookie, p)
+		{"ERROR_OFFSET outside the read", true, "read", func(req testtool.NBDRequest) []byte {
+			p := append(errPayload(errIO), binary.BigEndian.AppendUint64(nil, req.Offset+uint64(req.Length))...)
+			return chunkBytes(replyFlagDone, replyTypeErrorOffset, req.Cookie, p)
 		}, "error at an offset", nil},
-		{"garbage after negotiation", false, "read", func(req request) []byte {
-			return simpleBytes(0, req.cookie, make([]byte, req.length)...)
+		{"garbage after negotiation", false, "read", func(req testtool.NBDRequest) []byte {
+			return simpleBytes(0, req.Cookie, make([]byte, req.Length)...)
 		}, "bad reply magic", []byte("garbage!garbage!")},
 	}
 	for _, tc := range cases {

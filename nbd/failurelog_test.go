@@ -2,7 +2,6 @@ package nbd
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -66,21 +65,9 @@ func TestFlushFailuresLogged(t *testing.T) {
 		}
 	}
 	srv.Close()
-	lines := log.Lines()
-	logged, suppressed := 0, 0
-	for _, l := range lines {
-		if !strings.Contains(l, "injected flush failure") {
-			continue
-		}
-		var n int
-		if _, err := fmt.Sscanf(l, "%d more like it suppressed", &n); err == nil {
-			suppressed += n
-		} else {
-			logged++
-		}
-	}
+	logged, suppressed := log.Accounted("injected flush failure")
 	if logged == 0 || logged+suppressed != flushes {
 		t.Fatalf("%d flush failures logged and %d counted as suppressed, want %d in all (at least one logged):\n%s",
-			logged, suppressed, flushes, strings.Join(lines, "\n"))
+			logged, suppressed, flushes, &log)
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/blockdev/devtest"
+	"github.com/luksd/luksd/internal/testtool"
 )
 
 // memPayload plays the kernel's side of the data copy.
@@ -171,13 +171,8 @@ func TestFlushFailuresLogged(t *testing.T) {
 	dev := devtest.NewErring(devtest.NewMem(1 << 20))
 	dev.Fail(devtest.OpRead, errors.New("injected read failure"))
 	dev.Fail(devtest.OpFlush, errors.New("injected flush failure"))
-	var mu sync.Mutex
-	var lines []string
-	h := newHandler(dev, false, false, func(f string, a ...any) {
-		mu.Lock()
-		lines = append(lines, fmt.Sprintf(f, a...))
-		mu.Unlock()
-	})
+	var log testtool.LogLines
+	h := newHandler(dev, false, false, log.Logf)
 	for range 12 {
 		h.serve(desc(opRead, 8, 2), &memPayload{})
 	}
@@ -188,23 +183,10 @@ func TestFlushFailuresLogged(t *testing.T) {
 		}
 	}
 	h.durability.Flush() // as Stop does
-	mu.Lock()
-	defer mu.Unlock()
-	logged, suppressed := 0, 0
-	for _, l := range lines {
-		if !strings.Contains(l, "injected flush failure") {
-			continue
-		}
-		var n int
-		if _, err := fmt.Sscanf(l, "%d more like it suppressed", &n); err == nil {
-			suppressed += n
-		} else {
-			logged++
-		}
-	}
+	logged, suppressed := log.Accounted("injected flush failure")
 	if logged == 0 || logged+suppressed != flushes {
 		t.Fatalf("%d flush failures logged and %d counted as suppressed, want %d in all:\n%s",
-			logged, suppressed, flushes, strings.Join(lines, "\n"))
+			logged, suppressed, flushes, &log)
 	}
 }
 

@@ -1,95 +1,89 @@
 package main
 
 import (
-	"bufio"
-	"encoding/binary"
-	"io"
-	"net"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/luksd/luksd/daemon"
+	"github.com/luksd/luksd/daemon/daemontest"
 	"github.com/luksd/luksd/internal/testtool"
 )
 
+// lyingNBD is a fake NBD server that negotiates a 1 MiB export and then
+// answers every request with bytes that are no reply; violation is what
+// the client's error says of it.
+func lyingNBD(t *testing.T) (uri, violation string) {
+	uri = testtool.FakeNBDExport(t, testtool.NBDExport{}, func(testtool.NBDRequest) []byte {
+		return []byte(strings.Repeat("\xfe", 64))
+	})
+	return uri, "NBD read: NBD server broke the protocol: bad reply magic 0xfefefefe"
+}
+
 // A remote NBD server that negotiates and then answers every request
-// with garbage: luksDump fails at once, saying the server broke the
-// protocol, instead of redialling it for a minute.
+// with garbage: a one-shot verb fails at once, saying the server broke
+// the protocol, instead of redialling it for a minute; and it says so
+// once, in its error message as cryptsetup would word it, with no log
+// line from the NBD client before it.
 func TestNBDRemoteProtocolViolation(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "liar.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go lyingNBDServer(c)
-		}
-	}()
-	uri := "nbd+unix:///?socket=" + sock
+	uri, violation := lyingNBD(t)
 	bin := testtool.Luksd(t) // built before the clock starts
-	start := time.Now()
-	r := runTool(t, nil, bin, "luksDump", uri)
-	took := time.Since(start)
-	t.Logf("exit %d after %v: %s", r.code, took.Round(time.Millisecond), r.stderr)
-	if r.code != exitParams || !strings.Contains(r.stderr, "broke the protocol: bad reply magic") {
-		t.Errorf("exit %d, stderr %q; want exit %d naming the bad reply magic", r.code, r.stderr, exitParams)
+	cases := []struct {
+		args []string
+		code int
+		want []string // stderr's lines
+	}{
+		{[]string{"luksDump", uri}, exitParams, []string{ // the reason, then the verdict
+			"Cannot read device " + uri + ": " + violation + ".",
+			"Device " + uri + " is not a valid LUKS device."}},
+		{[]string{"luksUUID", uri}, exitParams, []string{"Cannot read device " + uri + ": " + violation + "."}},
+		{[]string{"copy", uri, filepath.Join(t.TempDir(), "copy")}, exitDevice, []string{"Cannot read device: " + violation}},
 	}
-	if took > 5*time.Second {
-		t.Errorf("luksDump failed after %v, want at once", took.Round(time.Millisecond))
+	for _, tc := range cases {
+		start := time.Now()
+		r := runTool(t, nil, bin, tc.args...)
+		took := time.Since(start)
+		t.Logf("%s: exit %d after %v: %s", tc.args[0], r.code, took.Round(time.Millisecond), r.stderr)
+		if got := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n"); r.code != tc.code || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d and stderr %q", tc.args[0], r.code, got, tc.code, tc.want)
+		}
+		if took > 5*time.Second {
+			t.Errorf("%s failed after %v, want at once", tc.args[0], took.Round(time.Millisecond))
+		}
 	}
 }
 
-// lyingNBDServer negotiates fixed newstyle (no structured replies, a
-// 1 MiB export) and answers every request with bytes that are no reply.
-func lyingNBDServer(c net.Conn) {
-	defer c.Close()
-	r := bufio.NewReader(c)
-	const optMagic = 0x49484156454F5054                             // IHAVEOPT
-	greet := binary.BigEndian.AppendUint64(nil, 0x4e42444d41474943) // NBDMAGIC
-	greet = binary.BigEndian.AppendUint64(greet, optMagic)
-	c.Write(binary.BigEndian.AppendUint16(greet, 3)) // FIXED_NEWSTYLE|NO_ZEROES
-	var b [16]byte
-	if _, err := io.ReadFull(r, b[:4]); err != nil {
-		return
+// A process that serves a volume logs what its remote volumes log to the
+// daemon's log (logInDaemon): the header of a volume reencrypted online
+// is opened there. Before, the verb's error says it all.
+func TestRemoteLogInDaemon(t *testing.T) {
+	uri, violation := lyingNBD(t)
+	var log daemontest.LogBuffer
+	daemon.Log.SetOutput(&log)
+	saved := remoteLogf
+	t.Cleanup(func() { daemon.Log.SetOutput(os.Stderr); remoteLogf = saved })
+	read := func() {
+		t.Helper()
+		f, _, err := openRemote(uri, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.ReadAt(make([]byte, 4096), 0); err == nil || !strings.Contains(err.Error(), violation) {
+			t.Fatalf("read from a server that broke the protocol: %v, want an error naming %q", err, violation)
+		}
 	}
-	optReply := func(opt, typ uint32, data []byte) {
-		h := binary.BigEndian.AppendUint64(nil, 0x3e889045565a9)
-		h = binary.BigEndian.AppendUint32(h, opt)
-		h = binary.BigEndian.AppendUint32(h, typ)
-		h = binary.BigEndian.AppendUint32(h, uint32(len(data)))
-		c.Write(append(h, data...))
+	remoteLogf = nil // a one-shot verb
+	read()
+	if s := log.String(); s != "" {
+		t.Fatalf("a one-shot verb's remote volume logged %q", s)
 	}
-	for {
-		if _, err := io.ReadFull(r, b[:16]); err != nil {
-			return
-		}
-		opt, n := binary.BigEndian.Uint32(b[8:]), binary.BigEndian.Uint32(b[12:])
-		if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
-			return
-		}
-		if opt != 7 { // not NBD_OPT_GO: NBD_REP_ERR_UNSUP
-			optReply(opt, 1<<31+1, nil)
-			continue
-		}
-		info := binary.BigEndian.AppendUint16(nil, 0) // NBD_INFO_EXPORT
-		info = binary.BigEndian.AppendUint64(info, 1<<20)
-		info = binary.BigEndian.AppendUint16(info, 1) // HAS_FLAGS
-		optReply(opt, 3, info)                        // NBD_REP_INFO
-		optReply(opt, 1, nil)                         // NBD_REP_ACK
-		break
-	}
-	var req [28]byte
-	for {
-		if _, err := io.ReadFull(r, req[:]); err != nil {
-			return
-		}
-		c.Write([]byte(strings.Repeat("\xfe", 64)))
+	logInDaemon()
+	read()
+	if s := log.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "nbd: server ") || !strings.Contains(s, "bad reply magic 0xfefefefe") {
+		t.Fatalf("the daemon's log: %q, want one line of the NBD client's naming the bad reply magic", s)
 	}
 }

@@ -235,6 +235,7 @@ func daemonAction(c *cli.Context) error {
 	if fd < 3 {
 		return exitf(exitParams, "%s is luksd's internal daemon verb; use `luksd open`.", daemon.ChildVerb)
 	}
+	logInDaemon()
 	err := daemon.RunChild(fd, c.Int("ready-fd"), exitCodeOf)
 	if errors.Is(err, daemon.ErrReported) {
 		return exitf(exitParams, "") // told the parent already

@@ -7,6 +7,7 @@ import (
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/blockdev/s3"
+	"github.com/luksd/luksd/daemon"
 	"github.com/luksd/luksd/internal/cmdline"
 	"github.com/luksd/luksd/luks2"
 	"github.com/urfave/cli/v2"
@@ -30,9 +31,21 @@ func (f remoteFile) Refresh() error {
 	return nil
 }
 
+// remoteLogf receives what a remote volume logs besides the errors it
+// returns (blockdev.OpenOptions.Logf: an NBD server that broke the
+// protocol). A one-shot verb leaves it nil and prints its error, one
+// message as cryptsetup's; a process that becomes a volume's daemon sets
+// it to the daemon's log (logInDaemon), where the header of a volume
+// reencrypted online is opened too.
+var remoteLogf func(format string, args ...any)
+
+// logInDaemon sends what remote volumes log to the daemon's log, from
+// now on: this process serves a volume.
+func logInDaemon() { remoteLogf = daemon.Log.Printf }
+
 // openRemote opens the volume at a URL location for the header verbs.
 func openRemote(location string, write bool) (luks2.File, int64, error) {
-	d, err := blockdev.Open(location, blockdev.OpenOptions{ReadOnly: !write})
+	d, err := blockdev.Open(location, blockdev.OpenOptions{ReadOnly: !write, Logf: remoteLogf})
 	if err != nil {
 		return nil, 0, locationError(location, err)
 	}

@@ -89,5 +89,6 @@ func runServe(c *cli.Context) error {
 	}
 	defer v.Close()
 	spec := v.spec("", daemon.Options{ReadOnly: readOnly, AllowDiscards: c.Bool("allow-discards")})
+	logInDaemon()
 	return daemon.Serve(spec, v.Key, opts)
 }
