@@ -127,56 +127,101 @@ echo "vmtest: kernel $KVER; building the initramfs" >&2
 share=$out/results
 rm -rf "$share"
 mkdir -p "$share/logs"
-printf '%s\n' "${plan[@]}" >"$share/plan"
-{
-	echo "VMTEST_SCENARIO_TIMEOUT=${VMTEST_SCENARIO_TIMEOUT:-300}"
-	echo "VMTEST_VERBOSE=${VMTEST_VERBOSE:-0}"
-	echo "VMTEST_STANDIN=${VMTEST_STANDIN:-0}"
-	[ -z "${VMTEST_SPEED_SECONDS:-}" ] || echo "VMTEST_SPEED_SECONDS=$VMTEST_SPEED_SECONDS"
-	[ -z "${VMTEST_SPEED_ROUNDS:-}" ] || echo "VMTEST_SPEED_ROUNDS=$VMTEST_SPEED_ROUNDS"
-} >"$share/config"
-
-# SeaweedFS's weed (static, 160 MB: too big for the initramfs) for the S3
-# scenarios, which run it from the share; `make deps` builds it.
-if weed=$("$top/contrib/s3/seaweedfs.sh" --cached 2>/dev/null); then
-	mkdir -p "$share/bin"
-	ln "$weed" "$share/bin/weed" 2>/dev/null || cp "$weed" "$share/bin/weed"
-else
+weed=$("$top/contrib/s3/seaweedfs.sh" --cached 2>/dev/null) || {
+	weed=
 	echo "vmtest: WARNING: weed is not built (contrib/s3/seaweedfs.sh); the S3 scenarios will fail" >&2
-fi
+}
+
+# The scenarios are spread over VMTEST_VMS VMs that run at once (their
+# guests wait on timeouts and single-threaded steps much of the time), in
+# turn so that neighbours (often the long ones of a kind) part; those with
+# an "# alone:" line (the speed scenarios) run afterwards in a VM of their
+# own, so that no other VM's load moves their figures. Each VM has its own
+# share, $share/vmK; their results are merged into $share at the end.
+vms=${VMTEST_VMS:-1}
+[ "$vms" -ge 1 ] 2>/dev/null || die "VMTEST_VMS must be a positive number, not '$vms'"
+together=() alone=()
+for s in "${plan[@]}"; do
+	if [ -e "$sdir/$s.sh" ] && grep -q '^# alone:' "$sdir/$s.sh"; then alone+=("$s"); else together+=("$s"); fi
+done
+[ "${#together[@]}" -ge "$vms" ] || vms=${#together[@]}
+i=0
+for s in "${together[@]}"; do
+	echo "$s" >>"$share/vm$((i % vms + 1)).plan"
+	i=$((i + 1))
+done
+[ "${#alone[@]}" = 0 ] || printf '%s\n' "${alone[@]}" >"$share/vm$((vms + 1)).plan"
+
+# boot K: runs VM K on the scenarios in $share/vmK.plan, its console in
+# $share/vmK/console.log and on stdout (each line prefixed [vmK] when
+# several VMs share stdout).
+boot() {
+	local d=$share/vm$1 prefix= rc
+	mkdir -p "$d/logs"
+	mv "$share/vm$1.plan" "$d/plan"
+	{
+		echo "VMTEST_SCENARIO_TIMEOUT=${VMTEST_SCENARIO_TIMEOUT:-300}"
+		echo "VMTEST_VERBOSE=${VMTEST_VERBOSE:-0}"
+		echo "VMTEST_STANDIN=${VMTEST_STANDIN:-0}"
+		[ -z "${VMTEST_SPEED_SECONDS:-}" ] || echo "VMTEST_SPEED_SECONDS=$VMTEST_SPEED_SECONDS"
+		[ -z "${VMTEST_SPEED_ROUNDS:-}" ] || echo "VMTEST_SPEED_ROUNDS=$VMTEST_SPEED_ROUNDS"
+	} >"$d/config"
+	# SeaweedFS's weed (static, 160 MB: too big for the initramfs) for the
+	# S3 scenarios, which run it from the share; `make deps` builds it.
+	if [ -n "$weed" ]; then
+		mkdir -p "$d/bin"
+		ln "$weed" "$d/bin/weed" 2>/dev/null || cp "$weed" "$d/bin/weed"
+	fi
+	[ "$vms" = 1 ] || prefix="[vm$1] "
+	echo "vmtest: booting VM $1, scenarios: $(tr '\n' ' ' <"$d/plan")" >&2
+	{
+		timeout -k 10 "${VMTEST_TIMEOUT:-3600}" qemu-system-x86_64 \
+			-cpu max -m "${VMTEST_MEM:-1536}" -smp "${VMTEST_SMP:-2}" \
+			-nographic -no-reboot -nic none \
+			-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$out/initrd.cpio" \
+			-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init" \
+			-device virtio-rng-pci \
+			-virtfs "local,path=$d,mount_tag=vmtest,security_model=none,id=vmtest" \
+			${VMTEST_QEMU_ARGS:-} </dev/null 2>&1 && rc=0 || rc=$?
+		echo "$rc" >"$d/rc"
+	} | tee "$d/console.log" | sed -u "s/^/$prefix/" || true
+	rm -rf "$d/bin"
+}
 
 t1=$(date +%s)
-echo "vmtest: booting ($(( t1 - t0 ))s of preparation), scenarios: ${plan[*]}" >&2
-rc=0
-timeout -k 10 "${VMTEST_TIMEOUT:-3600}" qemu-system-x86_64 \
-	-cpu max -m "${VMTEST_MEM:-1536}" -smp "${VMTEST_SMP:-2}" \
-	-nographic -no-reboot -nic none \
-	-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$out/initrd.cpio" \
-	-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init" \
-	-device virtio-rng-pci \
-	-virtfs "local,path=$share,mount_tag=vmtest,security_model=none,id=vmtest" \
-	${VMTEST_QEMU_ARGS:-} </dev/null 2>&1 | tee "$share/console.log" || rc=$?
+echo "vmtest: $(( t1 - t0 ))s of preparation; $vms VM(s) at once${alone[*]:+, then one for ${alone[*]}}" >&2
+for k in $(seq "$vms"); do boot "$k" & done
+wait
+[ "${#alone[@]}" = 0 ] || boot $((vms + 1))
 t2=$(date +%s)
-[ "${PIPESTATUS[0]}" = 0 ] || rc=${PIPESTATUS[0]}
-rm -rf "$share/bin"
+
+# Merge the VMs' results, in scenario order. A VM that timed out fails the
+# run below; any other end shows as its scenarios' missing results.
+timedout=
+for d in "$share"/vm*; do
+	mv "$d"/logs/* "$share/logs/" 2>/dev/null || true
+	case $(cat "$d/rc" 2>/dev/null) in 124 | 137) timedout="$timedout ${d##*/}" ;; esac
+done
+cat "$share"/vm*/summary 2>/dev/null | LC_ALL=C sort -s -k2,2 >"$share/summary" || true
+cat "$share"/vm*/done 2>/dev/null | LC_ALL=C sort -s -k2,2 >"$share/done" || true
 
 fails=0
 echo
 echo "vmtest summary ($out/results):"
-[ -e "$share/summary" ] && cat "$share/summary"
+cat "$share/summary"
 fails=$(grep -c '^FAIL ' "$share/summary" 2>/dev/null || true)
 for s in "${plan[@]}"; do
 	if ! grep -q "^END $s " "$share/done" 2>/dev/null; then
-		echo "FAIL $s: no result (the VM timed out or crashed; see $share/console.log)"
+		echo "FAIL $s: no result (the VM timed out or crashed; see $share/vm*/console.log)"
 		fails=$((fails + 1))
 	fi
 done
-if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-	echo "FAIL vmtest: the VM did not finish within ${VMTEST_TIMEOUT:-3600}s"
+if [ -n "$timedout" ]; then
+	echo "FAIL vmtest:$timedout did not finish within ${VMTEST_TIMEOUT:-3600}s"
 	fails=$((fails + 1))
 fi
 npass=$(grep -c '^PASS ' "$share/summary" 2>/dev/null || true)
-echo "vmtest: VM ran $(( t2 - t1 ))s, total $(( t2 - t0 ))s"
+echo "vmtest: VMs ran $(( t2 - t1 ))s, total $(( t2 - t0 ))s"
 # The count alone on the last line, in the form CI reads as a test summary.
 echo "vmtest: ${npass:-0} passed, $fails failed"
 if [ "${VMTEST_STANDIN:-0}" = 1 ]; then

@@ -14,6 +14,7 @@
 # and serving 4 KiB requests on the reading goroutine instead of a worker
 # lowered randread from 0.46 to 0.40 (more context switches, not fewer).
 # timeout: 900
+# alone: its figures compare engines; another VM beside it would move them
 # requires: luksd-open-nbd
 . /vmtest/guest/lib.sh
 FRONTEND=${FRONTEND:-nbd}

@@ -8,6 +8,7 @@
 # single runs are noisy).
 # The CPU is emulated, so only the ratio means anything; it is reported
 # (target: ublk at least 1.2x NBD), not judged: PASS = every run moved data.
+# alone: its figures compare engines; another VM beside it would move them
 # requires: luksd-open-nbd luksd-open-ublk
 . /vmtest/guest/lib.sh
 require_luksd
