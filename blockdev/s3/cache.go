@@ -12,9 +12,10 @@ import (
 // clean chunks, dropped when the cache is full) and those written since
 // their last upload (dirty: never dropped; their number is bounded, and a
 // write that would dirty one more waits until an upload makes room).
-// Chunks a sequential stream has read through (readahead.go) are kept
-// apart and dropped first, all but the last passedChunks of them even
-// when the cache is not full: a long sequential read does not push out
+// Chunks a sequential stream has read through (readahead.go: every
+// byte of them, whatever the order its reads came in) are kept apart
+// and dropped first, all but the last passedChunks of them even when
+// the cache is not full: a long sequential read does not push out
 // what other readers use, and it goes on in the memory of the chunks it
 // has passed (chunkmem.go's spares), where fresh memory would cost a page
 // fault per page.
@@ -60,13 +61,19 @@ type entry struct {
 	have extents
 
 	// Guarded by cache.mu.
-	refs      int
-	elem      *list.Element // in lru or passed while unreferenced and clean
-	passed    bool          // a stream read it through; no read or write since
-	dirty     bool          // counted in cache.dirty until uploaded
-	partial   bool          // data is set and not loaded (have): its upload loads it first
-	written   uint64        // generation of the last write
-	uploaded  uint64        // generation of the last write in the store
+	refs   int
+	elem   *list.Element // in lru or passed while unreferenced and clean
+	passed bool          // a stream read it through; no read or write since
+	// streamed lists the bytes a stream has read since the chunk was
+	// cached or last read by another reader: the chunk is passed once
+	// they cover it. Concurrent requests complete out of order, so the
+	// read that reaches the chunk's end may come before the others;
+	// dropping the chunk then made them load it again.
+	streamed  extents
+	dirty     bool   // counted in cache.dirty until uploaded
+	partial   bool   // data is set and not loaded (have): its upload loads it first
+	written   uint64 // generation of the last write
+	uploaded  uint64 // generation of the last write in the store
 	uploading bool
 	lastWrite time.Time
 	failures  int // failed uploads, in a row
@@ -108,15 +115,19 @@ func (c *cache) release(e *entry) {
 	c.evict()
 }
 
-// releaseRead is release after a read of e: one by a stream that read it
-// through (to its end) marks it passed, any other read unmarks it.
-func (c *cache) releaseRead(e *entry, stream, through bool) {
+// releaseRead is release after a read of bytes [lo, hi) of e: reads by
+// a stream that have covered all of its n bytes mark it passed, any
+// other read unmarks it.
+func (c *cache) releaseRead(e *entry, stream bool, lo, hi, n int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if stream && through {
-		e.passed = true
-	} else if !stream {
-		e.passed = false
+	if stream {
+		e.streamed = e.streamed.add(lo, hi)
+		if e.streamed.covers(0, n) {
+			e.passed, e.streamed = true, nil
+		}
+	} else {
+		e.passed, e.streamed = false, nil
 	}
 	e.refs--
 	c.settle(e)

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,5 +201,61 @@ func TestClientKeepsConnections(t *testing.T) {
 	}
 	if n := bc.GetTransport().MaxIdleConnsPerHost; n != idleConnsPerHost {
 		t.Errorf("%d idle connections kept per host, want %d", n, idleConnsPerHost)
+	}
+}
+
+// A chunk read back is checked against the CRC32 its PUT stored (the
+// SDK's response validation, on by default): a body that does not match
+// fails the read rather than being taken as the chunk, whether it is
+// shorter than the chunk, as long or longer. The SDK's own setting
+// AWS_RESPONSE_CHECKSUM_VALIDATION=when_required turns the check off.
+func TestReadChecksChecksum(t *testing.T) {
+	stored := make([]byte, 64<<10)
+	for i := range stored {
+		stored[i] = byte(rand.N(256))
+	}
+	var mu sync.Mutex
+	body, sum := stored, crc32.ChecksumIEEE(stored)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		b, s := body, sum
+		mu.Unlock()
+		if r.Header.Get("X-Amz-Checksum-Mode") == "ENABLED" {
+			w.Header().Set("X-Amz-Checksum-Crc32",
+				base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint32(nil, s)))
+		}
+		w.Header().Set("ETag", `"etag"`)
+		w.Write(b)
+	}))
+	defer srv.Close()
+	clientEnv(t, srv.URL)
+	read := func(n int) ([]byte, error) {
+		t.Helper()
+		api, err := newClient(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := NewStore(api, "bucket", "vol")
+		st.Timeout = 300 * time.Millisecond // no retries to speak of: a check that fails fails again
+		p := make([]byte, n)
+		return p, st.readInto("chunk-0", p)
+	}
+	for _, n := range []int{len(stored), len(stored) + 1, len(stored) - 1} {
+		if p, err := read(n); err != nil || !bytes.Equal(p[:min(n, len(stored))], stored[:min(n, len(stored))]) {
+			t.Fatalf("read of %d bytes of a sound chunk: %v, or other bytes", n, err)
+		}
+	}
+	mu.Lock()
+	body = bytes.Clone(stored)
+	body[len(body)-1] ^= 1 // a bit flipped in the store or on the way
+	mu.Unlock()
+	for _, n := range []int{len(stored), len(stored) + 1, len(stored) - 1} {
+		if _, err := read(n); err == nil {
+			t.Errorf("read of %d bytes of a chunk whose body does not match its checksum: no error", n)
+		}
+	}
+	t.Setenv("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required")
+	if p, err := read(len(stored)); err != nil || !bytes.Equal(p, body) {
+		t.Errorf("read with the check off: %v, or other bytes", err)
 	}
 }

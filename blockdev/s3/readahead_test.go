@@ -17,6 +17,7 @@ func TestReadAheadStream(t *testing.T) {
 	t.Run("EndOfVolume", func(t *testing.T) { testReadAheadEnd(t, srv) })
 	t.Run("NeverStale", func(t *testing.T) { testReadAheadNeverStale(t, srv) })
 	t.Run("DropBehind", func(t *testing.T) { testReadAheadDropBehind(t, srv) })
+	t.Run("DropBehindOutOfOrder", func(t *testing.T) { testReadAheadDropBehindOutOfOrder(t, srv) })
 	t.Run("CacheBound", func(t *testing.T) { testReadAheadCacheBound(t, srv) })
 }
 
@@ -283,6 +284,37 @@ func testReadAheadDropBehind(t *testing.T, srv *s3test.Server) {
 	}
 	if passed > passedChunks {
 		t.Errorf("%d chunks the sequential read passed are cached, want at most %d", passed, passedChunks)
+	}
+}
+
+// A stream's concurrent reads of a chunk complete in any order: the one
+// that reaches the chunk's end first does not make it passed, so those
+// of its start that come after the stream has gone through more chunks
+// than it keeps still find it cached, rather than each loading it again.
+func testReadAheadDropBehindOutOfOrder(t *testing.T, srv *s3test.Server) {
+	data, st := storedVolume(t, srv, 20*testChunk)
+	v := reopen(t, st)
+	const q = testChunk / 4
+	read := func(off int64) {
+		t.Helper()
+		p := make([]byte, q)
+		if _, err := v.ReadAt(p, off); err != nil || !bytes.Equal(p, data[off:][:q]) {
+			t.Fatalf("read at %d: %v, or other bytes", off, err)
+		}
+	}
+	for off := int64(0); off < 2*testChunk; off += q {
+		read(off) // the stream starts
+	}
+	read(3*testChunk - q) // chunk 2's end, before its start
+	for off := int64(3 * testChunk); off < (4+passedChunks)*testChunk; off += q {
+		read(off)
+	}
+	if !v.loaded(2) {
+		t.Fatalf("chunk 2 was dropped before the stream read its start, as passed (%d chunks passed after it)",
+			passedChunks+1)
+	}
+	for off := int64(2 * testChunk); off < 3*testChunk-q; off += q {
+		read(off)
 	}
 }
 

@@ -135,7 +135,10 @@ func (s *Store) getVersion(name string) (data []byte, etag string, err error) {
 }
 
 // readInto reads object name into p; an object shorter than p leaves the
-// rest zero, one longer fills p. A missing object is errNotFound.
+// rest zero, one longer fills p. A missing object is errNotFound. The
+// body is read to its end whatever its length: the SDK checks it
+// against the checksum its PUT stored only there, and a mismatch fails
+// the try.
 func (s *Store) readInto(name string, p []byte) error {
 	return s.retry("get", name, func(ctx context.Context) error {
 		out, err := s.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: s.key(name)})
@@ -145,9 +148,17 @@ func (s *Store) readInto(name string, p []byte) error {
 		defer out.Body.Close()
 		n, err := io.ReadFull(out.Body, p)
 		clear(p[n:]) // a try that failed may have left bytes there
-		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			return nil
+		switch {
+		case err == io.ErrUnexpectedEOF || err == io.EOF:
+			return nil // the body ended, checked
+		case err != nil:
+			return err
 		}
+		// p is full. io.ReadFull drops an error that comes with the
+		// bytes that fill it, the checksum's among them: read on to
+		// the end (an io.EOF there, checked, is what a body as long as
+		// p gives; a longer one is read through).
+		_, err = io.Copy(io.Discard, out.Body)
 		return err
 	})
 }

@@ -346,7 +346,7 @@ func (v *Volume) readChunk(idx, at int64, part []byte, stream bool) error {
 		copy(part, e.data[at:])
 	}
 	e.mu.Unlock()
-	v.c.releaseRead(e, stream, at+int64(len(part)) == v.chunkLen(idx))
+	v.c.releaseRead(e, stream, at, at+int64(len(part)), v.chunkLen(idx))
 	return err
 }
 

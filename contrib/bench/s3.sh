@@ -25,6 +25,10 @@
 # Every measure runs once per round (ROUNDS, default 2), the rounds
 # interleave them all, and each keeps its best: the machine is shared.
 # Targets (issue 12): luksd >= 0.8x raw sequential, ahead of s3backer.
+# Each read through luksd also prints the store requests it made (weed's
+# metrics): one GET per chunk when nothing is loaded twice.
+# AWS_RESPONSE_CHECKSUM_VALIDATION=when_required (the SDK's setting)
+# reaches luksd and s3raw alike: both then skip the GETs' CRC32 check.
 # LUKSD_BEFORE=PATH (another build of luksd, e.g. of main) adds its
 # sequential write, read and copy to each round, for a before/after in
 # one run. SEQ_ONLY=1 runs the sequential measures alone (no s3backer,
@@ -187,11 +191,15 @@ luksd_seq() {
 	unserve
 	cpuline "$1 write (fio $(fiobw "$work/fio.terse" 48))" "$SIZE_MIB"
 	SERVE_LUKSD=$2 serve s3://bench/luksd # a cold cache
+	local reqs
+	reqs=$(s3requests)
 	timed nbdfio seqr --rw=read --bs=1M --iodepth=32 --output-format=terse --terse-version=3 --output="$work/fio.terse"
+	reqs=$(($(s3requests) - reqs))
 	bw[$1-r]=$(best "$(rate "$T")" "${bw[$1-r]:-}")
 	bw[$1-rfio]=$(best "$(fiobw "$work/fio.terse" 7)" "${bw[$1-rfio]:-}")
 	unserve
 	cpuline "$1 read (fio $(fiobw "$work/fio.terse" 7))" "$SIZE_MIB"
+	echo "    its store requests: $reqs for $((SIZE_MIB / 4)) chunks of 4 MiB"
 	rm -f "$work/copy.img"
 	timed "$2" copy -q s3://bench/luksd "$work/copy.img"
 	bw[$1-copy]=$(best "$(awk -v s="$T" -v m="$((SIZE_MIB + 16))" 'BEGIN { printf "%.1f", m / s }')" "${bw[$1-copy]:-}")
