@@ -198,7 +198,7 @@ func reencrypt(c *cli.Context) error {
 	}
 	var pass *keyring.Secret
 	if !marked {
-		if pass, err = reencryptInit(c, h, f); err != nil {
+		if pass, err = reencryptInit(c, h, f, f.File, f.Size); err != nil {
 			return err
 		}
 		if c.Bool("init-only") {
@@ -224,8 +224,10 @@ func reencrypt(c *cli.Context) error {
 }
 
 // reencryptInit asks for the passphrase of each keyslot kept (-S, or all
-// of them) and marks the volume; it returns the last passphrase.
-func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.Secret, error) {
+// of them) and marks the volume (header f, the data on data of size
+// bytes: f itself unless the header is detached); it returns the last
+// passphrase.
+func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice, data luks2.File, size int64) (*keyring.Secret, error) {
 	hp := f.Path
 	slots := h.ActiveKeyslots()
 	if s := c.Int("key-slot"); s >= 0 {
@@ -290,7 +292,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		last.Wipe()
 		return nil, err
 	}
-	if err := checkDeviceSize(c, f.Size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
+	if err := checkDeviceSize(c, size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
 		last.Wipe()
 		return nil, err
 	}
@@ -298,7 +300,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	// reencryption it has just marked (not with --init-only); luksd
 	// before marking it.
 	if !c.Bool("init-only") {
-		if err := checkZoneAlignment(c, max(dataBlockSize(f.File), params.SectorSize, seg.SectorSize)); err != nil {
+		if err := checkZoneAlignment(c, max(dataBlockSize(data), params.SectorSize, seg.SectorSize)); err != nil {
 			last.Wipe()
 			return nil, err
 		}
@@ -308,7 +310,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		if err != nil {
 			return err
 		}
-		return again.ReencryptInit(f, f.Size, passphrases, params)
+		return again.ReencryptInit(f, size, passphrases, params)
 	})
 	if err != nil {
 		last.Wipe()

@@ -114,9 +114,10 @@ func reencryptEncryptDetached(c *cli.Context, dev string) error {
 	return runJustMarked(c, hf, hp, pass.Bytes(), syncedFile{df}, size)
 }
 
-// resumeEncryptDetached resumes the encryption of dev whose header hp
-// (h, on f) is marked for one without a data shift.
-func resumeEncryptDetached(c *cli.Context, h *luks2.Header, f *headerDevice, dev, hp string) error {
+// resumeDetached resumes the encryption (without a data shift) or the
+// reencryption with a data shift of dev whose detached header hp (h, on
+// f) is marked for it.
+func resumeDetached(c *cli.Context, h *luks2.Header, f *headerDevice, dev, hp string) error {
 	if c.Bool("init-only") {
 		return exitf(exitParams, "LUKS2 reencryption already initialized. Aborting operation.")
 	}
