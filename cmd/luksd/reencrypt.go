@@ -59,11 +59,12 @@ func reencryptDeviceExit(err error) error {
 }
 
 // markedHeader is the LUKS2 header of dev (or --header) when it is marked
-// for reencryption, else nil (also when it cannot be read, and for a
-// remote location, not to connect to it twice).
+// for reencryption, else nil (also when it cannot be read). A remote
+// location is read only for the checks that need it (--keep-key,
+// --decrypt), not to connect to it twice on every run.
 func markedHeader(c *cli.Context, dev string) *luks2.Header {
 	hp := headerPath(c, dev)
-	if blockdev.Scheme(hp) != "" {
+	if blockdev.Scheme(hp) != "" && !c.Bool("keep-key") && !c.Bool("decrypt") {
 		return nil
 	}
 	f, size, err := openDevice(hp, false)
