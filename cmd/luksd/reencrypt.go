@@ -61,10 +61,11 @@ func reencryptDeviceExit(err error) error {
 // markedHeader is the LUKS2 header of dev (or --header) when it is marked
 // for reencryption, else nil (also when it cannot be read). A remote
 // location is read only for the checks that need it (--keep-key,
-// --decrypt), not to connect to it twice on every run.
+// --decrypt, --encrypt with --init-only), not to connect to it twice on
+// every run.
 func markedHeader(c *cli.Context, dev string) *luks2.Header {
 	hp := headerPath(c, dev)
-	if blockdev.Scheme(hp) != "" && !c.Bool("keep-key") && !c.Bool("decrypt") {
+	if blockdev.Scheme(hp) != "" && !c.Bool("keep-key") && !c.Bool("decrypt") && !(c.Bool("encrypt") && c.Bool("init-only")) {
 		return nil
 	}
 	f, size, err := openDevice(hp, false)
@@ -141,6 +142,11 @@ func reencrypt(c *cli.Context) error {
 		return err
 	}
 	under := markedHeader(c, dev)
+	if under != nil && c.Bool("init-only") {
+		// cryptsetup 2.6.1 says so before it looks at --encrypt,
+		// --decrypt or --keep-key.
+		return exitf(exitParams, "LUKS2 reencryption already initialized. Aborting operation.")
+	}
 	if c.Bool("keep-key") && under == nil {
 		// cryptsetup keeps the volume key and changes only the segment's
 		// other parameters; luksd has no such run.
