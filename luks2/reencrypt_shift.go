@@ -317,16 +317,33 @@ func (j *reshiftJob) rewrite(hot []*node) error {
 // finish leaves the header cryptsetup leaves: the new segment alone at
 // the new offset, the old keyslots, the reencrypt keyslot, their digests
 // and the requirement gone, and the keyslots area grown up to the new
-// data offset (at most 128 MiB, in whole 4096-byte units).
+// data offset (at most 128 MiB, in whole 4096-byte units; a detached
+// header file grows with it).
 func (j *reshiftJob) finish() error {
 	root, areas := j.h.finishedRoot(segmentNode(j.newOff, 0, 0, j.final.get("encryption").str,
 		int(int64Of(j.final.get("sector_size")))), j.slot, j.oldD)
 	root.get("digests").get(strconv.Itoa(j.newD.id)).set("segments", idsNode([]int{0}))
+	var grow func() error
 	if meta := uint64(2 * j.h.bin.hdrSize); j.newOff > meta {
-		size := min(j.newOff-meta, maxKeyslotsSize) / keyslotsAlign * keyslotsAlign
-		root.get("config").set("keyslots_size", jUint64Str(max(size, j.h.meta.keyslotsSize)))
+		size := max(min(j.newOff-meta, maxKeyslotsSize)/keyslotsAlign*keyslotsAlign, j.h.meta.keyslotsSize)
+		root.get("config").set("keyslots_size", jUint64Str(size))
+		grow = func() error { return growTo(j.dev, int64(meta+size)) }
 	}
-	return j.h.commitFinished(j.dev, j.run.Commit, root, areas, nil)
+	return j.h.commitFinished(j.dev, j.run.Commit, root, areas, grow)
+}
+
+// growTo makes dev (a detached header file) at least end bytes long, as
+// cryptsetup extends a header file whose keyslots area grows: the new
+// part reads as zeros. A device that long already is left alone.
+func growTo(dev Device, end int64) error {
+	b := make([]byte, 1)
+	if _, err := dev.ReadAt(b, end-1); err == nil {
+		return nil
+	}
+	if _, err := dev.WriteAt(b[:1:1], end-1); err != nil {
+		return fmt.Errorf("cannot grow the header to %d bytes: %w", end, err)
+	}
+	return nil
 }
 
 // openReencryptShift is OpenReencrypting for a reencryption with a data

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -507,6 +508,41 @@ func TestBenchmarkPBKDFLinesLikeCryptsetup(t *testing.T) {
 		a, b := counts.ReplaceAllString(want.stdout, "$1 N"), counts.ReplaceAllString(got.stdout, "$1 N")
 		if got.code != want.code || a != b || !strings.Contains(a, " N ") {
 			t.Errorf("%q:\n--- cryptsetup (exit %d)\n%s--- luksd (exit %d)\n%s", args, want.code, a, got.code, b)
+		}
+	}
+}
+
+// An unknown --hash is refused by every command that makes a keyslot
+// with cryptsetup's two lines and exit code, before a passphrase is
+// read (standard input is empty), the volume unchanged.
+func TestHashBogusLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	img, key := w.formatted("pbkdf2")
+	for _, args := range [][]string{
+		{"luksAddKey", "-q", "-d", "{key}", "COPY", "{key}"},
+		{"luksAddKey", "-q", "COPY"},
+		{"luksAddKey", "-q", "-d", "{key}", "--pbkdf-force-iterations", "10", "COPY", "{key}"},
+		{"luksChangeKey", "-q", "-d", "{key}", "COPY", "{key}"},
+		{"luksConvertKey", "-q", "-d", "{key}", "COPY"},
+		{"luksFormat", "-q", "COPY", "{key}"},
+		{"luksFormat", "-q", "--type", "luks1", "COPY", "{key}"},
+		{"luksFormat", "-q", "--pbkdf", "argon2id", "COPY", "{key}"},
+	} {
+		var res [2]result
+		for i, tool := range []string{w.cryptsetup, testtool.Luksd(t)} {
+			cp := w.path(fmt.Sprintf("copy%d.img", i))
+			copyFile(t, img, cp)
+			line := []string{"--hash", "bogus"}
+			for _, a := range args {
+				line = append(line, strings.NewReplacer("{key}", key, "COPY", cp).Replace(a))
+			}
+			res[i] = runTool(t, []byte{}, tool, line...)
+			if fileSum(t, cp) != fileSum(t, img) {
+				t.Errorf("%v: tool %d changed the volume", args, i)
+			}
+		}
+		if res[0].code != exitParams || res[0].code != res[1].code || res[0].stderr != res[1].stderr {
+			t.Errorf("%v: cryptsetup exit %d %q, luksd exit %d %q", args, res[0].code, res[0].stderr, res[1].code, res[1].stderr)
 		}
 	}
 }

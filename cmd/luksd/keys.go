@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,6 +130,11 @@ func checkSlot(h *luks2.Header, slot int, wantActive bool) error {
 func checkPBKDF(version int, p luks2.PBKDF) error {
 	if err := checkKeyslotCipher(version, p); err != nil {
 		return err
+	}
+	if p.Hash != "" && !luks2.HashSupported(p.Hash) {
+		// cryptsetup 2.6.1 checks the hash first, for LUKS1 and argon2 too.
+		fmt.Fprintf(os.Stderr, "Requested hash %s is not supported.\n", p.Hash)
+		return exitf(exitParams, "Failed to set pbkdf parameters.")
 	}
 	err := luks2.CheckPBKDF(p, version)
 	var limit *luks2.PBKDFLimitError

@@ -59,11 +59,13 @@ func reencryptDeviceExit(err error) error {
 }
 
 // markedHeader is the LUKS2 header of dev (or --header) when it is marked
-// for reencryption, else nil (also when it cannot be read, and for a
-// remote location, not to connect to it twice).
+// for reencryption, else nil (also when it cannot be read). A remote
+// location is read only for the checks that need it (--keep-key,
+// --decrypt, --encrypt with --init-only), not to connect to it twice on
+// every run.
 func markedHeader(c *cli.Context, dev string) *luks2.Header {
 	hp := headerPath(c, dev)
-	if blockdev.Scheme(hp) != "" {
+	if blockdev.Scheme(hp) != "" && !c.Bool("keep-key") && !c.Bool("decrypt") && !(c.Bool("encrypt") && c.Bool("init-only")) {
 		return nil
 	}
 	f, size, err := openDevice(hp, false)
@@ -140,6 +142,11 @@ func reencrypt(c *cli.Context) error {
 		return err
 	}
 	under := markedHeader(c, dev)
+	if under != nil && c.Bool("init-only") {
+		// cryptsetup 2.6.1 says so before it looks at --encrypt,
+		// --decrypt or --keep-key.
+		return exitf(exitParams, "LUKS2 reencryption already initialized. Aborting operation.")
+	}
 	if c.Bool("keep-key") && under == nil {
 		// cryptsetup keeps the volume key and changes only the segment's
 		// other parameters; luksd has no such run.
@@ -198,7 +205,7 @@ func reencrypt(c *cli.Context) error {
 	}
 	var pass *keyring.Secret
 	if !marked {
-		if pass, err = reencryptInit(c, h, f); err != nil {
+		if pass, err = reencryptInit(c, h, f, f.File, f.Size); err != nil {
 			return err
 		}
 		if c.Bool("init-only") {
@@ -224,8 +231,10 @@ func reencrypt(c *cli.Context) error {
 }
 
 // reencryptInit asks for the passphrase of each keyslot kept (-S, or all
-// of them) and marks the volume; it returns the last passphrase.
-func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.Secret, error) {
+// of them) and marks the volume (header f, the data on data of size
+// bytes: f itself unless the header is detached); it returns the last
+// passphrase.
+func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice, data luks2.File, size int64) (*keyring.Secret, error) {
 	hp := f.Path
 	slots := h.ActiveKeyslots()
 	if s := c.Int("key-slot"); s >= 0 {
@@ -290,7 +299,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		last.Wipe()
 		return nil, err
 	}
-	if err := checkDeviceSize(c, f.Size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
+	if err := checkDeviceSize(c, size-h.DataOffset(), max(params.SectorSize, seg.SectorSize)); err != nil {
 		last.Wipe()
 		return nil, err
 	}
@@ -298,7 +307,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 	// reencryption it has just marked (not with --init-only); luksd
 	// before marking it.
 	if !c.Bool("init-only") {
-		if err := checkZoneAlignment(c, max(dataBlockSize(f.File), params.SectorSize, seg.SectorSize)); err != nil {
+		if err := checkZoneAlignment(c, max(dataBlockSize(data), params.SectorSize, seg.SectorSize)); err != nil {
 			last.Wipe()
 			return nil, err
 		}
@@ -308,7 +317,7 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice) (*keyring.S
 		if err != nil {
 			return err
 		}
-		return again.ReencryptInit(f, f.Size, passphrases, params)
+		return again.ReencryptInit(f, size, passphrases, params)
 	})
 	if err != nil {
 		last.Wipe()

@@ -19,8 +19,9 @@ import (
 // moves to the start of the device (luks2.DecryptInit). A decryption
 // under way is resumed with --header FILE, as any reencryption.
 
-// reencryptWithHeader runs reencrypt --decrypt, and reencrypt --header
-// on a decryption under way; the rest with --header luksd refuses.
+// reencryptWithHeader runs reencrypt --decrypt, reencrypt --header on a
+// decryption under way, and a data shift (--reduce-device-size) with a
+// detached header; the rest with --header luksd refuses.
 func reencryptWithHeader(c *cli.Context, dev string) error {
 	if st, err := activeVolume(dev); err != nil {
 		return err
@@ -68,7 +69,7 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 		if err := checkReencryptMode(c, h, dev); err != nil {
 			return err
 		}
-		return resumeEncryptDetached(c, h, f, dev, hp) // reencrypt_encrypt_header.go
+		return resumeDetached(c, h, f, dev, hp) // reencrypt_encrypt_header.go
 	}
 	if h.ReencryptMode() != "decrypt" {
 		if c.Bool("decrypt") && !h.InReencryption() {
@@ -78,6 +79,18 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 				return exitf(exitParams, "LUKS2 decryption is supported with detached header device only (with data offset set to 0).")
 			}
 			return decryptDetachedInit(c, h, f, dev) // reencrypt_decrypt_header.go
+		}
+		if h.ReencryptMode() == "reencrypt" && h.ReencryptResilience() == "datashift" {
+			if err := checkReencryptMode(c, h, dev); err != nil {
+				return err
+			}
+			if err := checkResumeResilience(c, h); err != nil {
+				return err
+			}
+			return resumeDetached(c, h, f, dev, hp) // reencrypt_encrypt_header.go
+		}
+		if !h.InReencryption() && c.IsSet("reduce-device-size") && !c.Bool("decrypt") {
+			return reencryptShiftDetached(c, h, f, dev, hp) // reencrypt_shift.go
 		}
 		return exitf(exitParams, "Option --header is not supported by luksd reencrypt.")
 	}

@@ -89,6 +89,13 @@ func reencryptEncrypt(c *cli.Context, dev string) error {
 	case c.Bool("resume-only"):
 		return exitf(exitParams, "Device reencryption not in progress.")
 	case c.IsSet("header") && c.IsSet("reduce-device-size"):
+		if f, size, err := openDevice(dev, false); err == nil {
+			err = refuseLUKSData(f, size, dev)
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
 		return exitf(exitParams, "Option --header with --reduce-device-size is not supported by luksd yet.")
 	case c.IsSet("header"):
 		return reencryptEncryptDetached(c, dev) // reencrypt_encrypt_header.go

@@ -65,8 +65,8 @@ func reencryptEncryptDetached(c *cli.Context, dev string) error {
 	}
 	defer df.Close()
 	data := &headerDevice{&luks2.HeaderFile{File: df, Path: dev, Size: size, LockName: remoteLockName(dev)}}
-	if luks2.IsLUKS(df) {
-		return exitf(exitParams, "Device %s is already LUKS device. Aborting operation.", dev)
+	if err := refuseLUKSData(df, size, dev); err != nil {
+		return err
 	}
 	msg := fmt.Sprintf("This will overwrite data on %s irrevocably.", hp)
 	if _, err := os.Stat(hp); errors.Is(err, os.ErrNotExist) {
@@ -114,9 +114,10 @@ func reencryptEncryptDetached(c *cli.Context, dev string) error {
 	return runJustMarked(c, hf, hp, pass.Bytes(), syncedFile{df}, size)
 }
 
-// resumeEncryptDetached resumes the encryption of dev whose header hp
-// (h, on f) is marked for one without a data shift.
-func resumeEncryptDetached(c *cli.Context, h *luks2.Header, f *headerDevice, dev, hp string) error {
+// resumeDetached resumes the encryption (without a data shift) or the
+// reencryption with a data shift of dev whose detached header hp (h, on
+// f) is marked for it.
+func resumeDetached(c *cli.Context, h *luks2.Header, f *headerDevice, dev, hp string) error {
 	if c.Bool("init-only") {
 		return exitf(exitParams, "LUKS2 reencryption already initialized. Aborting operation.")
 	}
@@ -139,4 +140,17 @@ func resumeEncryptDetached(c *cli.Context, h *luks2.Header, f *headerDevice, dev
 	}
 	defer df.Close()
 	return runReencrypt(c, h, f, hp, pass.Bytes(), syncedFile{df}, size)
+}
+
+// refuseLUKSData refuses, in cryptsetup 2.6.1's words, to encrypt a data
+// device (f, size bytes) that holds a LUKS header already: one marked for
+// reencryption is named so.
+func refuseLUKSData(f luks2.File, size int64, dev string) error {
+	if !luks2.IsLUKS(f) {
+		return nil
+	}
+	if h, err := luks2.ReadLUKS2(f, size); err == nil && h.InReencryption() {
+		return exitf(exitParams, "Device %s is already in LUKS reencryption. Aborting operation.", dev)
+	}
+	return exitf(exitParams, "Device %s is already LUKS device. Aborting operation.", dev)
 }

@@ -141,11 +141,17 @@ func TestEncryptDetachedRefusalsLikeCryptsetup(t *testing.T) {
 	luks, _ := w.formatted("pbkdf2")
 	luksHdr := w.path("luks.hdr")
 	w.cs(nil, append([]string{"luksFormat", "-q", "-d", key, "--header", luksHdr, plainImg}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	marked := w.path("marked.img")
+	copyFile(t, luks, marked)
+	w.cs(nil, "reencrypt", "--init-only", "--force-offline-reencrypt", "-q", "-d", key, marked).ok(t)
 	for n, c := range []struct {
 		img  string
 		args []string
 	}{
-		{luks, []string{"--header", "{new}"}},                                  // the data device is LUKS
+		{luks, []string{"--header", "{new}"}},   // the data device is LUKS
+		{marked, []string{"--header", "{new}"}}, // in reencryption already
+		{luks, []string{"--header", "{new}", "--reduce-device-size", "8M"}},
+		{marked, []string{"--header", "{new}", "--reduce-device-size", "8M"}},
 		{plainImg, []string{"--header", luksHdr}},                              // the header is LUKS already
 		{plainImg, []string{"--header", "{new}", "--resume-only"}},             // nothing to resume
 		{plainImg, []string{"--header", "{new}", "--resilience", "datashift"}}, // no shift

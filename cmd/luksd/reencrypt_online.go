@@ -153,7 +153,7 @@ func onlineKeys(c *cli.Context, path string) (oldKey, newKey *keyring.Secret, er
 	}
 	var pass *keyring.Secret
 	if !marked {
-		pass, err = reencryptInit(c, h, hw)
+		pass, err = reencryptInit(c, h, hw, hw.File, hw.Size)
 	} else {
 		pass, err = readPassphrase(keySource(c), "Enter passphrase for "+path+": ", false)
 	}

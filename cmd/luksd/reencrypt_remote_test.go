@@ -197,3 +197,36 @@ func TestReencryptRemoteNBD(t *testing.T) {
 	model = reencryptRemote(t, w, "nbd+unix:///?socket="+sock, key, model, nbdkit.WaitIdle)
 	w.checkData(disk, key, remoteCase, model)
 }
+
+// A volume marked for reencryption behind an NBD location gets the
+// argument checks a local one gets: --decrypt conflicts with the mode
+// and --keep-key resumes it, as cryptsetup does on a local copy (exit
+// code and words; marked or not after).
+func TestReencryptRemoteMarkedArgsLikeCryptsetup(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	w := newWorkspace(t)
+	key := w.key("key", "pw")
+	marked := w.image("marked.img")
+	w.cs(nil, append([]string{"luksFormat", "-q", marked, key}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	w.cs(nil, "reencrypt", "--init-only", "--force-offline-reencrypt", "-q", "-d", key, marked).ok(t)
+	local, remote := w.path("local.img"), w.path("remote.img")
+	copyFile(t, marked, remote)
+	sock := filepath.Join(t.TempDir(), "nbdkit.sock")
+	testtool.StartPeerServer(t, "unix", sock, "nbdkit", "-f", "-U", sock, "file", remote)
+	loc := "nbd+unix:///?socket=" + sock
+	for _, args := range [][]string{{"--keep-key"}, {"--decrypt"}, {"--keep-key", "--decrypt"}} {
+		copyFile(t, marked, local)
+		copyFile(t, marked, remote) // in place: nbdkit serves the new bytes
+		line := append([]string{"reencrypt", "--force-offline-reencrypt", "-q", "-d", key}, args...)
+		want := w.cs(nil, append(line, local)...)
+		got := w.luksd(nil, append(line, loc)...)
+		if want.code != got.code || want.stderr != got.stderr {
+			t.Errorf("%v: cryptsetup exit %d %q, luksd on %s exit %d %q", args, want.code, want.stderr, loc, got.code, got.stderr)
+		}
+		wm := strings.Contains(w.cs(nil, "luksDump", local).ok(t).stdout, "online-reencrypt")
+		gm := strings.Contains(w.cs(nil, "luksDump", remote).ok(t).stdout, "online-reencrypt")
+		if wm != gm {
+			t.Errorf("%v: cryptsetup left the volume marked: %v, luksd: %v", args, wm, gm)
+		}
+	}
+}

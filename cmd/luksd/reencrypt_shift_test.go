@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/luksd/luksd/dmcrypt"
 	"github.com/luksd/luksd/internal/testtool"
 )
 
@@ -310,5 +312,109 @@ func TestOpenMidReencryptShift(t *testing.T) {
 			w.finishWithCryptsetup(mid, key)
 			w.checkEncrypted(mid, key, want)
 		})
+	}
+}
+
+// detachedPlain is the plaintext of img whose detached header is hdr:
+// the first n data bytes, decrypted with the volume key cryptsetup dumps.
+func (w *workspace) detachedPlain(img, hdr, key string, n int64) []byte {
+	w.t.Helper()
+	var meta struct {
+		Segments map[string]struct {
+			Offset, Encryption string
+			SectorSize         int `json:"sector_size"`
+		}
+	}
+	if err := json.Unmarshal([]byte(w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(w.t).stdout), &meta); err != nil {
+		w.t.Fatal(err)
+	}
+	seg := meta.Segments["0"]
+	vk, err := hex.DecodeString(volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, hdr).ok(w.t).stdout))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	sc, err := dmcrypt.New(seg.Encryption, vk)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer sc.Wipe()
+	f, err := os.Open(img)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer f.Close()
+	var off int64
+	fmt.Sscan(seg.Offset, &off)
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		w.t.Fatal(err)
+	}
+	sc.Decrypt(b, 0, seg.SectorSize)
+	return b
+}
+
+// A data shift with a detached header (reencrypt --header HDR
+// --reduce-device-size SIZE): luksd leaves the header cryptsetup leaves
+// (the data offset grown by SIZE, the keyslots area and the header file
+// with it) and the same plaintext; either tool resumes the other's. A
+// SIZE that puts the data inside the keyslots area, which cryptsetup runs
+// and then fails at its last hotzone, luksd refuses before it writes.
+func TestReencryptShiftDetachedLikeCryptsetup(t *testing.T) {
+	w := newWorkspace(t)
+	if d, err := os.MkdirTemp("/dev/shm", "luksd-shift-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(d) })
+		w.dir = d
+	}
+	key := w.key("key", "pw")
+	tools := map[string]string{"luksd": testtool.Luksd(t), "cryptsetup": w.cryptsetup}
+	const size = 48 << 20
+	img := testtool.ImageAt(t, w.dir, "data.img", size)
+	hdr := w.path("base.hdr")
+	w.cs(nil, append([]string{"luksFormat", "-q", "-d", key, "--header", hdr, "--sector-size", "4096", img}, cheapPBKDF("pbkdf2")...)...).ok(t)
+	plain := w.detachedPlain(img, hdr, key, size)
+	flags := []string{"-q", "-d", key, "--force-offline-reencrypt", "--hotzone-size", "4M"}
+	for _, shift := range []int64{16 << 20, 24 << 20} {
+		var shapes []any
+		var hdrSizes []int64
+		for _, first := range []string{"cryptsetup", "luksd"} {
+			for _, second := range []string{"", "cryptsetup", "luksd"} {
+				name := fmt.Sprintf("%d-%s-%s", shift, first, second)
+				d, h := w.path(name+".img"), w.path(name+".hdr")
+				copyFile(t, img, d)
+				copyFile(t, hdr, h)
+				run := append([]string{"reencrypt", "--header", h, "--reduce-device-size", fmt.Sprint(shift), d}, flags...)
+				if second != "" {
+					run = append(run, "--init-only")
+				}
+				runTool(t, nil, tools[first], run...).ok(t)
+				if second != "" {
+					runTool(t, nil, tools[second], append([]string{"reencrypt", "--resume-only", "--header", h, d}, flags...)...).ok(t)
+				}
+				if i := firstDiff(w.detachedPlain(d, h, key, size-2*shift), plain[:size-2*shift]); i >= 0 {
+					t.Fatalf("%s: data differs from byte %d", name, i)
+				}
+				fi, err := os.Stat(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				shapes, hdrSizes = append(shapes, w.metadataShape(h)), append(hdrSizes, fi.Size())
+				os.Remove(d)
+			}
+		}
+		for i := range shapes {
+			if !reflect.DeepEqual(shapes[i], shapes[0]) || hdrSizes[i] != hdrSizes[0] {
+				t.Errorf("shift %d, run %d: header differs from cryptsetup's (%d bytes, %d):\n%v\n%v", shift, i, hdrSizes[i], hdrSizes[0], shapes[i], shapes[0])
+			}
+		}
+	}
+	d, h := w.path("short.img"), w.path("short.hdr")
+	copyFile(t, img, d)
+	copyFile(t, hdr, h)
+	r := runTool(t, nil, tools["luksd"], append([]string{"reencrypt", "--header", h, "--reduce-device-size", "8M", d}, flags...)...)
+	if r.code != exitParams || !strings.Contains(r.stderr, "Use --reduce-device-size of at least 16777216.") {
+		t.Errorf("a shift into the keyslots area: exit %d: %s", r.code, r.stderr)
+	}
+	if fileSum(t, d) != fileSum(t, img) || fileSum(t, h) != fileSum(t, hdr) {
+		t.Error("a refused shift into the keyslots area changed the volume")
 	}
 }
