@@ -2,14 +2,12 @@ package main
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/luksd/luksd/dmcrypt"
 	"github.com/luksd/luksd/internal/testtool"
 )
 
@@ -21,10 +19,7 @@ import (
 func TestDecryptDetachedResumesAcrossTools(t *testing.T) {
 	strace := testtool.Need(t, "strace") // kills a run at a fixed point
 	w := newWorkspace(t)
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-decrypt-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	key := w.key("key", "pw")
 	ld := testtool.Luksd(t)
 	cipher := make([]byte, 4<<20)
@@ -44,7 +39,7 @@ func TestDecryptDetachedResumesAcrossTools(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.cs(nil, append([]string{"luksFormat", "-q", "-d", key, "--header", hdr, img}, cheapPBKDF("pbkdf2")...)...).ok(t)
-		plain := w.detachedPlaintext(img, hdr, key)
+		plain := w.detachedPlain(img, hdr, key, -1)
 		init := append([]string{"reencrypt", "--decrypt", "--init-only", "--header", hdr, img}, flags...)
 		runTool(t, nil, c.first, init...).ok(t)
 		resume := append([]string{"reencrypt", "--resume-only", "--header", hdr, img}, flags...)
@@ -83,35 +78,6 @@ func TestDecryptDetachedResumesAcrossTools(t *testing.T) {
 			t.Fatalf("%s after %s: header left %s", c.second, c.first, dump)
 		}
 	}
-}
-
-// detachedPlaintext is the plaintext of the volume img with header hdr.
-func (w *workspace) detachedPlaintext(img, hdr, key string) []byte {
-	w.t.Helper()
-	var meta struct {
-		Segments map[string]struct {
-			Encryption string
-			SectorSize int `json:"sector_size"`
-		}
-	}
-	if err := json.Unmarshal([]byte(w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(w.t).stdout), &meta); err != nil {
-		w.t.Fatal(err)
-	}
-	vk, err := hex.DecodeString(volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, hdr).ok(w.t).stdout))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	sc, err := dmcrypt.New(meta.Segments["0"].Encryption, vk)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer sc.Wipe()
-	b, err := os.ReadFile(img)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	sc.Decrypt(b, 0, meta.Segments["0"].SectorSize)
-	return b
 }
 
 // What cryptsetup refuses for --decrypt of a detached-header volume,

@@ -72,10 +72,7 @@ func midDecryption(w *workspace, base, baseHdr, name, tool string, flags []strin
 
 func TestDecryptResumesAcrossTools(t *testing.T) {
 	w := newWorkspace(t)
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-decrypt-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	key := w.key("key", "pw")
 	ld := testtool.Luksd(t)
 	tools := map[string]string{"luksd": ld, "cryptsetup": w.cryptsetup}

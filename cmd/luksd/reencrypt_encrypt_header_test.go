@@ -2,15 +2,12 @@ package main
 
 import (
 	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
-	"github.com/luksd/luksd/dmcrypt"
 	"github.com/luksd/luksd/internal/testtool"
 )
 
@@ -32,38 +29,13 @@ func killedAt(t *testing.T, strace, syscall string, n int, prog string, args ...
 }
 
 // checkEncryptedDetached fails unless hdr is a LUKS2 header out of
-// reencryption whose data on img decrypts to want.
+// reencryption whose data on img, all of it, decrypts to want.
 func (w *workspace) checkEncryptedDetached(img, hdr, key string, want []byte) {
 	w.t.Helper()
-	var meta struct {
-		Segments map[string]struct {
-			Offset, Encryption string
-			SectorSize         int `json:"sector_size"`
-		}
-		Config struct{ Requirements any }
+	got, off := w.segmentData(img, hdr, key, -1)
+	if off != 0 {
+		w.t.Fatalf("%s: data at offset %d, want 0", hdr, off)
 	}
-	dump := w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(w.t).stdout
-	if err := json.Unmarshal([]byte(dump), &meta); err != nil {
-		w.t.Fatal(err)
-	}
-	seg, ok := meta.Segments["0"]
-	if len(meta.Segments) != 1 || !ok || seg.Offset != "0" || meta.Config.Requirements != nil {
-		w.t.Fatalf("%s: not a finished encryption: %s", hdr, dump)
-	}
-	vk, err := hex.DecodeString(volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, hdr).ok(w.t).stdout))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	sc, err := dmcrypt.New(seg.Encryption, vk)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer sc.Wipe()
-	got, err := os.ReadFile(img)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	sc.Decrypt(got, 0, seg.SectorSize)
 	if i := firstDiff(got, want); i >= 0 || len(got) != len(want) {
 		w.t.Fatalf("%s: data differs from byte %d", img, i)
 	}
@@ -72,10 +44,7 @@ func (w *workspace) checkEncryptedDetached(img, hdr, key string, want []byte) {
 func TestEncryptDetachedResumesAcrossTools(t *testing.T) {
 	strace := testtool.Need(t, "strace") // kills a run at a fixed point
 	w := newWorkspace(t)
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-encrypt-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	key := w.key("key", "pw")
 	ld := testtool.Luksd(t)
 	plain := make([]byte, 4<<20)

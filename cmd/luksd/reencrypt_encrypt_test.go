@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/luksd/luksd/dmcrypt"
 	"github.com/luksd/luksd/internal/testtool"
 )
 
@@ -39,42 +37,7 @@ func plainImage(w *workspace, name string, size int64) (string, []byte) {
 // whose data decrypts to want.
 func (w *workspace) checkEncrypted(img, key string, want []byte) {
 	w.t.Helper()
-	var meta struct {
-		Segments map[string]struct {
-			Offset, Encryption string
-			SectorSize         int `json:"sector_size"`
-		}
-		Config struct{ Requirements any }
-	}
-	dump := w.cs(nil, "luksDump", "--dump-json-metadata", img).ok(w.t).stdout
-	if err := json.Unmarshal([]byte(dump), &meta); err != nil {
-		w.t.Fatal(err)
-	}
-	seg, ok := meta.Segments["0"]
-	if len(meta.Segments) != 1 || !ok || meta.Config.Requirements != nil {
-		w.t.Fatalf("%s: not a finished encryption: %s", img, dump)
-	}
-	vk, err := hex.DecodeString(volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, img).ok(w.t).stdout))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	sc, err := dmcrypt.New(seg.Encryption, vk)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer sc.Wipe()
-	f, err := os.Open(img)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer f.Close()
-	var off int64
-	fmt.Sscan(seg.Offset, &off)
-	got := make([]byte, len(want))
-	if _, err := f.ReadAt(got, off); err != nil {
-		w.t.Fatal(err)
-	}
-	sc.Decrypt(got, 0, seg.SectorSize)
+	got, _ := w.segmentData(img, img, key, int64(len(want)))
 	if i := firstDiff(got, want); i >= 0 {
 		w.t.Fatalf("%s: data differs from byte %d", img, i)
 	}
@@ -133,11 +96,7 @@ func midEncryption(w *workspace, base, name, tool string, flags []string) (strin
 
 func TestEncryptResumesAcrossTools(t *testing.T) {
 	w := newWorkspace(t)
-	// On tmpfs where there is one: the runs fsync after every hotzone.
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-encrypt-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	key := w.key("key", "pw")
 	ld := testtool.Luksd(t)
 	tools := map[string]string{"luksd": ld, "cryptsetup": w.cryptsetup}
@@ -227,10 +186,7 @@ func TestEncryptRefusalsLikeCryptsetup(t *testing.T) {
 // through it is there after cryptsetup finishes the encryption.
 func TestOpenMidEncryption(t *testing.T) {
 	w := newWorkspace(t)
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-encrypt-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	key := w.key("key", "pw")
 	tools := map[string]string{"luksd": testtool.Luksd(t), "cryptsetup": w.cryptsetup}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/luksd/luksd/dmcrypt"
 	"github.com/luksd/luksd/internal/testtool"
 )
 
@@ -80,10 +78,7 @@ func (w *workspace) shiftState(img string) (old, new, hot bool) {
 // header: data offset, segments, keyslots, the grown keyslots area.
 func TestReencryptShiftLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-shift-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	key := w.key("key", "pw")
 	tools := map[string]string{"luksd": testtool.Luksd(t), "cryptsetup": w.cryptsetup}
 	for i, c := range reencCases {
@@ -153,10 +148,7 @@ func midShift(w *workspace, base, name, tool string, sig syscall.Signal, flags [
 // the data reads back whole.
 func TestReencryptShiftResumesAcrossTools(t *testing.T) {
 	w := newWorkspace(t)
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-shift-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	key := w.key("key", "pw")
 	tools := map[string]string{"luksd": testtool.Luksd(t), "cryptsetup": w.cryptsetup}
 	const shift = 256 << 10 // many small hotzones to be stopped in
@@ -272,10 +264,7 @@ func TestReencryptShiftRefusedOnline(t *testing.T) {
 // resume it online.
 func TestOpenMidReencryptShift(t *testing.T) {
 	w := newWorkspace(t)
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-shift-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
 	key := w.key("key", "pw")
 	tools := map[string]string{"luksd": testtool.Luksd(t), "cryptsetup": w.cryptsetup}
@@ -316,40 +305,10 @@ func TestOpenMidReencryptShift(t *testing.T) {
 }
 
 // detachedPlain is the plaintext of img whose detached header is hdr:
-// the first n data bytes, decrypted with the volume key cryptsetup dumps.
+// its first n data bytes, or all of them for n < 0.
 func (w *workspace) detachedPlain(img, hdr, key string, n int64) []byte {
 	w.t.Helper()
-	var meta struct {
-		Segments map[string]struct {
-			Offset, Encryption string
-			SectorSize         int `json:"sector_size"`
-		}
-	}
-	if err := json.Unmarshal([]byte(w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(w.t).stdout), &meta); err != nil {
-		w.t.Fatal(err)
-	}
-	seg := meta.Segments["0"]
-	vk, err := hex.DecodeString(volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, hdr).ok(w.t).stdout))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	sc, err := dmcrypt.New(seg.Encryption, vk)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer sc.Wipe()
-	f, err := os.Open(img)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer f.Close()
-	var off int64
-	fmt.Sscan(seg.Offset, &off)
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, off); err != nil {
-		w.t.Fatal(err)
-	}
-	sc.Decrypt(b, 0, seg.SectorSize)
+	b, _ := w.segmentData(img, hdr, key, n)
 	return b
 }
 
@@ -361,10 +320,7 @@ func (w *workspace) detachedPlain(img, hdr, key string, n int64) []byte {
 // and then fails at its last hotzone, luksd refuses before it writes.
 func TestReencryptShiftDetachedLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-shift-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	key := w.key("key", "pw")
 	tools := map[string]string{"luksd": testtool.Luksd(t), "cryptsetup": w.cryptsetup}
 	const size = 48 << 20

@@ -5,12 +5,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	mathrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,6 +55,66 @@ func reencImage(w *workspace, name string, c reencCase, key string, size int64) 
 	rand.Read(plain)
 	w.cryptData(img, key, c.oldCipher, c.oldSec, plain, true)
 	return img, plain
+}
+
+// onTmpfs moves w's files to a directory on /dev/shm where there is one:
+// reencryption fsyncs after every hotzone, which on a disk would write
+// whole images out again and again.
+func (w *workspace) onTmpfs() {
+	if d, err := os.MkdirTemp("/dev/shm", "luksd-test-"); err == nil {
+		w.t.Cleanup(func() { os.RemoveAll(d) })
+		w.dir = d
+	}
+}
+
+// segmentData decrypts n bytes of img's data (n < 0: all from the data
+// offset on) with the volume key cryptsetup dumps from header hdr (img
+// itself for a volume that holds its header) and hdr's segment, and
+// returns them and the data offset. It fails unless hdr has one segment
+// and is out of reencryption.
+func (w *workspace) segmentData(img, hdr, key string, n int64) ([]byte, int64) {
+	w.t.Helper()
+	var meta struct {
+		Segments map[string]struct {
+			Offset, Encryption string
+			SectorSize         int `json:"sector_size"`
+		}
+		Config struct{ Requirements any }
+	}
+	dump := w.cs(nil, "luksDump", "--dump-json-metadata", hdr).ok(w.t).stdout
+	if err := json.Unmarshal([]byte(dump), &meta); err != nil {
+		w.t.Fatal(err)
+	}
+	seg, ok := meta.Segments["0"]
+	if len(meta.Segments) != 1 || !ok || meta.Config.Requirements != nil {
+		w.t.Fatalf("%s: not one segment out of reencryption: %s", hdr, dump)
+	}
+	vk, err := hex.DecodeString(volumeKey(w.t, w.cs(nil, "luksDump", "--dump-volume-key", "-q", "-d", key, hdr).ok(w.t).stdout))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	sc, err := dmcrypt.New(seg.Encryption, vk)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer sc.Wipe()
+	off, err := strconv.ParseInt(seg.Offset, 10, 64)
+	if err != nil {
+		w.t.Fatalf("%s: segment offset %q", hdr, seg.Offset)
+	}
+	b, err := os.ReadFile(img)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if off > int64(len(b)) || n > int64(len(b))-off {
+		w.t.Fatalf("%s: %d bytes, shorter than its data (%d bytes from %d)", img, len(b), n, off)
+	}
+	b = b[off:]
+	if n >= 0 {
+		b = b[:n]
+	}
+	sc.Decrypt(b, 0, seg.SectorSize)
+	return b, off
 }
 
 // cryptData encrypts plain into img's data area (encrypt) or decrypts the
@@ -163,12 +225,7 @@ func TestReencryptResumesAcrossTools(t *testing.T) {
 // test runs trials for a bounded time.
 func TestReencryptKilledAtRandom(t *testing.T) {
 	w := newWorkspace(t)
-	// On tmpfs where there is one: each trial's first fsync would write
-	// the whole copied image to disk.
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-reencrypt-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	key := w.key("key", "pw")
 	ld := testtool.Luksd(t)
 	c := reencCases[1]

@@ -125,10 +125,7 @@ func TestRepairReencryptionLikeCryptsetup(t *testing.T) {
 // without asking for a repair and finishes with the data intact.
 func TestRepairCrashedReencryptionLikeCryptsetup(t *testing.T) {
 	w := newWorkspace(t)
-	if d, err := os.MkdirTemp("/dev/shm", "luksd-repair-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(d) })
-		w.dir = d
-	}
+	w.onTmpfs()
 	key := w.key("key", "pw")
 	c := reencCases[1]
 	base, plain := reencImage(w, "base.img", c, key, 32<<20)
