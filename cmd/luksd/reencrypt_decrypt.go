@@ -89,7 +89,7 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 			}
 			return resumeDetached(c, h, f, dev, hp) // reencrypt_encrypt_header.go
 		}
-		if !h.InReencryption() && c.IsSet("reduce-device-size") && !c.Bool("decrypt") {
+		if !h.InReencryption() && c.IsSet("reduce-device-size") { // --decrypt returned above
 			return reencryptShiftDetached(c, h, f, dev, hp) // reencrypt_shift.go
 		}
 		return exitf(exitParams, "Option --header is not supported by luksd reencrypt.")
