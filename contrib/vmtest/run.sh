@@ -19,7 +19,8 @@
 # (scenario output on the console), VMTEST_LUKSD (a prebuilt luksd to test
 # instead of building one), VMTEST_MEM (MiB, default 1536), VMTEST_SMP (2),
 # VMTEST_SPEED_SECONDS and VMTEST_SPEED_ROUNDS (the speed scenarios),
-# VMTEST_QEMU_ARGS (more qemu arguments, e.g. "-icount shift=3,sleep=on").
+# VMTEST_QEMU_ARGS (more qemu arguments, e.g. "-icount shift=3,sleep=on"),
+# VMTEST_VMS (VMs at once, default 1), VMTEST_PART (shared or alone).
 set -euo pipefail
 export PATH=$PATH:/usr/local/go/bin:/usr/sbin:/sbin
 
@@ -144,6 +145,17 @@ together=() alone=()
 for s in "${plan[@]}"; do
 	if [ -e "$sdir/$s.sh" ] && grep -q '^# alone:' "$sdir/$s.sh"; then alone+=("$s"); else together+=("$s"); fi
 done
+# VMTEST_PART runs one part: "shared" the scenarios the VMs share, "alone"
+# those that run alone (make test runs the shared part beside the unit
+# tests, then the alone part by itself).
+case ${VMTEST_PART:-} in
+"") ;;
+shared) alone=() ;;
+alone) together=() ;;
+*) die "VMTEST_PART must be shared or alone, not '$VMTEST_PART'" ;;
+esac
+plan=("${together[@]}" "${alone[@]}")
+[ ${#plan[@]} -gt 0 ] || { echo "vmtest: no scenario in part ${VMTEST_PART:-}" >&2; exit 0; }
 [ "${#together[@]}" -ge "$vms" ] || vms=${#together[@]}
 i=0
 for s in "${together[@]}"; do

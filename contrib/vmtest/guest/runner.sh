@@ -3,7 +3,7 @@
 # in its own scratch directory with a time limit, and records the outcome:
 #   /out/summary        PASS/FAIL lines of every scenario, in order
 #   /out/logs/NN-name.log   the scenario's stdout and stderr
-#   /out/done           "END NN-name rc=N pass=P fail=F" once a scenario ended
+#   /out/done           "END NN-name rc=N pass=P fail=F secs=S" once a scenario ended
 # A scenario that exits non-zero without a FAIL line, or reports nothing,
 # gets a FAIL line from here.
 . /vmtest/guest/lib.sh
@@ -57,8 +57,8 @@ while read -r s; do
 	fi
 	cleanup_all >>"$log" 2>&1
 	rm -rf "$scratch" "$scratch.rc" "$res"
-	echo "END $s rc=$rc pass=$npass fail=$nfail" >>/out/done
-	t1=$(uptime_s)
-	echo "--- $s: $npass passed, $nfail failed, $(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")s"
+	secs=$(awk "BEGIN { printf \"%.1f\", $(uptime_s) - $t0 }")
+	echo "END $s rc=$rc pass=$npass fail=$nfail secs=$secs" >>/out/done
+	echo "--- $s: $npass passed, $nfail failed, ${secs}s"
 done </out/plan
 echo "vmtest: finished at $(uptime_s)s"
