@@ -146,8 +146,7 @@ for s in "${plan[@]}"; do
 	if [ -e "$sdir/$s.sh" ] && grep -q '^# alone:' "$sdir/$s.sh"; then alone+=("$s"); else together+=("$s"); fi
 done
 # VMTEST_PART runs one part: "shared" the scenarios the VMs share, "alone"
-# those that run alone (make test runs the shared part beside the unit
-# tests, then the alone part by itself).
+# those that run alone.
 case ${VMTEST_PART:-} in
 "") ;;
 shared) alone=() ;;
