@@ -182,7 +182,9 @@ func flush(dev Device) error {
 // unchanged refuses an edit when the header on dev is no longer the one h
 // was read from: LUKS2, a primary header of this volume with another seqid
 // (cryptsetup's LUKS2_check_sequence_id, which skips a primary of another
-// volume or none).
+// volume or none). A primary that was damaged when h was read through the
+// secondary (a write torn by a crash: cryptsetup repairs it as it loads)
+// is another editor's only once it is whole again with a newer seqid.
 func (h *header) unchanged(dev io.ReaderAt) error {
 	var b [512]byte
 	if _, err := dev.ReadAt(b[:], 0); err != nil {
@@ -192,7 +194,13 @@ func (h *header) unchanged(dev io.ReaderAt) error {
 		cString(b[offUUID:offUUID+uuidLen]) != h.bin.uuid {
 		return nil
 	}
-	if binary.BigEndian.Uint64(b[offSeqID:]) != h.bin.seqID {
+	seqID := binary.BigEndian.Uint64(b[offSeqID:])
+	if h.damaged == "primary" {
+		if !loadCopy(dev, 0, false).good() || seqID < h.bin.seqID {
+			return nil
+		}
+	}
+	if seqID != h.bin.seqID {
 		return ErrConcurrentUpdate
 	}
 	return nil
