@@ -72,8 +72,14 @@ prepare() {
 # kill_daemon_while_writing: start the writer, let it run, SIGKILL luksd.
 kill_daemon_while_writing() {
 	start_writer "$mnt"
+	# At least 3 s, and a finished file (a busy host slows the guest).
 	sleep 3
-	[ "$(written)" -ge 1 ] || because "the writer finished no file in 3 s"
+	_i=0
+	while [ "$(written)" -lt 1 ]; do
+		_i=$((_i + 1))
+		[ $_i -le 27 ] || because "the writer finished no file in 30 s"
+		sleep 1
+	done
 	pids=$(luksd_pids)
 	[ -n "$pids" ] || because "no luksd process to kill"
 	say "kill -9 $pids (daemon) while the writer runs"
