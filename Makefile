@@ -34,7 +34,7 @@ deps:
 	contrib/s3/seaweedfs.sh >/dev/null
 
 # test runs all the tests; CI runs exactly this. (Running the unit tests
-# beside the VMs saved about 10 minutes but failed timing-bound checks on
+# beside the VMs saved about 15 minutes but failed timing-bound checks on
 # both sides: 2 cores cannot carry both.)
 test: lint unit crossarch releasecheck vmtest
 
