@@ -195,10 +195,8 @@ func (h *header) unchanged(dev io.ReaderAt) error {
 		return nil
 	}
 	seqID := binary.BigEndian.Uint64(b[offSeqID:])
-	if h.damaged == "primary" {
-		if !loadCopy(dev, 0, false).good() || seqID < h.bin.seqID {
-			return nil
-		}
+	if h.damaged == "primary" && (seqID < h.bin.seqID || !loadCopy(dev, 0, false).good()) {
+		return nil
 	}
 	if seqID != h.bin.seqID {
 		return ErrConcurrentUpdate
