@@ -309,6 +309,14 @@ mem_kib() {
 	awk '/^VmRSS:/ { r = $2 } /^VmLck:/ { l = $2 } END { print r, l }' "/proc/$1/status"
 }
 
+# pss_kib PID prints PID's proportional set size and private memory (KiB):
+# the pages only it maps, plus its share of those it maps with others (the
+# luksd binary's text, which the guest keeps in tmpfs, is shared by every
+# daemon but counted whole in each one's VmRSS).
+pss_kib() {
+	awk '/^Pss:/ { p = $2 } /^Private_(Clean|Dirty):/ { v += $2 } END { print p, v }' "/proc/$1/smaps_rollup"
+}
+
 # cleanup_all releases whatever a scenario left behind: mounts under /mnt,
 # luksd daemons, dm-crypt mappings, fault_stack devices, loop devices.
 cleanup_all() {
