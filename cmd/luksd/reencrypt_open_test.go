@@ -123,13 +123,7 @@ func midReencryption(t *testing.T, w *workspace, base, tool string, sig syscall.
 // cryptsetup, running repair first where cryptsetup asks for it.
 func (w *workspace) finishWithCryptsetup(img, key string) {
 	w.t.Helper()
-	resume := []string{"reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img}
-	r := w.cs(nil, resume...)
-	if strings.Contains(r.stderr, "Run repair first") {
-		w.cs(nil, "repair", "-q", "-d", key, img).ok(w.t)
-		r = w.cs(nil, resume...)
-	}
-	r.ok(w.t)
+	w.csResume(key, "", img, "reencrypt", "--resume-only", "--force-offline-reencrypt", "-q", "-d", key, img).ok(w.t)
 }
 
 // serveRead reads all of img's plaintext through `luksd serve`.
