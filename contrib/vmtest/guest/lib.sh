@@ -309,6 +309,24 @@ mem_kib() {
 	awk '/^VmRSS:/ { r = $2 } /^VmLck:/ { l = $2 } END { print r, l }' "/proc/$1/status"
 }
 
+# held_by DIR prints " (held by PID comm ...)" for the processes whose
+# working directory or open files are under DIR, and the mounts on top of
+# it: what makes an umount of DIR say busy. Nothing when there is none.
+held_by() {
+	_h=$(for _p in /proc/[0-9]*; do
+		for _l in "$_p"/cwd "$_p"/fd/*; do
+			case $(readlink "$_l" 2>/dev/null) in
+			"$1" | "$1"/*)
+				echo "${_p#/proc/} $(cat "$_p"/comm 2>/dev/null)"
+				break
+				;;
+			esac
+		done
+	done
+	awk -v d="$1/" 'index($2, d) == 1 { print "mount " $2 }' /proc/mounts)
+	[ -z "$_h" ] || echo " (held by $(echo "$_h" | tr '\n' ',' | sed 's/,$//; s/,/, /g'))"
+}
+
 # pss_kib PID prints PID's proportional set size and private memory (KiB):
 # the pages only it maps, plus its share of those it maps with others (the
 # luksd binary's text, which the guest keeps in tmpfs, is shared by every

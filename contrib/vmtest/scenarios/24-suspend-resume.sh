@@ -78,7 +78,7 @@ suspend_resume() {
 	cryptsetup luksResume --key-file "$key" vmt || because "cryptsetup luksResume failed"
 	luksd status vol | grep -q 'mode: *read/write$' || because "luksd status after resume: $(luksd status vol)"
 	[ "$(sum_of "$mnt/during.bin")" = "$(sum_of "$SCRATCH/during.bin")" ] || because "the file written across the suspension differs"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	fsck_clean "$dev" "after resume"
 	luksd_close vol || because "luksd close failed"
 	cs_close vmt || because "cryptsetup close failed"

@@ -83,8 +83,8 @@ grow_nbd() {
 	head -c $((80 << 20)) /dev/zero >"$mnt/fill.bin" || because "cannot fill the grown file system"
 	sync -f "$mnt"
 	verify_tree "$mnt" || because "files differ after the online resize"
-	umount "$mnt" || because "umount failed"
-	umount "$csmnt" || because "umount of dm-crypt's failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
+	umount "$csmnt" || because "umount of dm-crypt's failed$(held_by "$csmnt")"
 	fsck_clean /dev/mapper/vol "through luksd"
 
 	same_refusal "resize past the device" --device-size 200m

@@ -85,7 +85,7 @@ discards_nbd() {
 	luksd status vol | grep -qx '  mode:    read/write' || because "refresh --readonly changed the mode"
 	touch "$mnt/still-writable" || because "the file system became read-only"
 
-	umount "$mnt" && umount "$csmnt" || because "umount failed"
+	umount "$mnt" && umount "$csmnt" || because "umount failed$(held_by "$csmnt")"
 	fsck_clean /dev/mapper/vol "through luksd"
 	luksd_close vol || because "luksd close failed"
 	cs_close vmt

@@ -43,7 +43,7 @@ deferred_nbd() {
 	note "close --deferred: $_l"
 	luksd close --cancel-deferred vol || because "luksd close --cancel-deferred failed"
 	cryptsetup close --cancel-deferred vmt || because "cryptsetup close --cancel-deferred failed"
-	umount "$mnt" && umount "$csmnt" || because "umount failed"
+	umount "$mnt" && umount "$csmnt" || because "umount failed$(held_by "$csmnt")"
 	sleep 2 # the daemon polls for release every second
 	luksd status vol >/dev/null && cryptsetup status vmt >/dev/null || because "a cancelled deferred close removed a device"
 	# Without udev, libdevmapper drops the node of a device scheduled for
@@ -54,7 +54,7 @@ deferred_nbd() {
 	mount -t ext4 /dev/mapper/vmt "$csmnt" || because "remounting dm-crypt's device failed"
 	luksd close --deferred vol >/dev/null || because "luksd close --deferred failed"
 	cryptsetup close --deferred vmt >/dev/null || because "cryptsetup close --deferred failed"
-	umount "$mnt" && umount "$csmnt" || because "umount failed"
+	umount "$mnt" && umount "$csmnt" || because "umount failed$(held_by "$csmnt")"
 	gone_within cryptsetup vmt || because "dm-crypt's device stayed after umount"
 	gone_within luksd vol || because "luksd's device stayed after umount"
 }

@@ -25,21 +25,21 @@ filesystem() {
 	make_tree "$mnt/tree" 200 97
 	save_tree "$mnt" 201
 	sync -f "$mnt" # syncfs: a global sync could hang on a dead device
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	luksd_close vol || because "luksd close failed"
 
 	dev=$(luksd_open "$FRONTEND" "$img" vol "$key") || because "luksd reopen failed"
 	fsck_clean "$dev" "through luksd"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "mounting $dev after reopen failed"
 	verify_tree "$mnt" || because "files differ after luksd close and reopen"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	luksd_close vol || because "luksd close failed"
 
 	cs_open "$img" vmt "$key" || because "cryptsetup open failed"
 	fsck_clean /dev/mapper/vmt "through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/vmt "$mnt" || because "mounting through dm-crypt failed"
 	verify_tree "$mnt" || because "files read through dm-crypt differ"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	cs_close vmt || because "cryptsetup close failed"
 	rm -f "$img"
 }

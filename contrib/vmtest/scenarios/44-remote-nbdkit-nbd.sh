@@ -67,7 +67,7 @@ remote() {
 	make_tree "$mnt/tree" 100 97
 	save_tree "$mnt" 101
 	sync -f "$mnt"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	luksd_close vol || because "luksd close failed"
 	# A fresh nbdkit: nothing is served from the old one's state.
 	loc=$(start_nbdkit "$transport") || because "nbdkit did not restart: $(tail -n2 "$SCRATCH/nbdkit.log")"
@@ -75,7 +75,7 @@ remote() {
 	fsck_clean "$dev" "through luksd and nbdkit"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "mounting $dev after reopen failed"
 	verify_tree "$mnt" || because "files differ after reopening through nbdkit"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	luksd_close vol || because "luksd close failed"
 	stop_nbdkit
 
@@ -84,7 +84,7 @@ remote() {
 	fsck_clean /dev/mapper/vmt "through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/vmt "$mnt" || because "mounting through dm-crypt failed"
 	verify_tree "$mnt" || because "files read through dm-crypt differ"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	cs_close vmt || because "cryptsetup close failed"
 }
 

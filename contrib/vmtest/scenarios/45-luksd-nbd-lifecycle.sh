@@ -91,7 +91,7 @@ lifecycle() {
 	luksd close vol 2>"$SCRATCH/err" || rc=$?
 	[ "$rc" = 5 ] || because "close while mounted exit $rc, want 5 ($(cat "$SCRATCH/err"))"
 	[ -b "$dev" ] && [ -e /run/luksd/vol/state ] || because "refused close still tore the device down"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	fsck_clean "$dev" "after the steps"
 	luksd close vol || because "close failed"
 	[ ! -e /run/luksd/vol ] || because "state left in /run/luksd/vol"

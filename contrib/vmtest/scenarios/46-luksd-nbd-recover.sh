@@ -107,7 +107,7 @@ takeover() {
 		note "$VMTEST_SCENARIO: the writer went on ${t}s after the takeover ($how)"
 		stop_writer || because "the writer failed after the takeover ($how): $(tail -n1 "$SCRATCH/writer.err")"
 	done
-	umount "$mnt" || because "umount after the takeovers failed"
+	umount "$mnt" || because "umount after the takeovers failed$(held_by "$mnt")"
 	errors_after=$(dmesg | grep -c 'I/O error' || true)
 	[ "$errors_after" = "$errors_before" ] || because "the kernel logged I/O errors: $(dmesg | grep 'I/O error' | tail -n1)"
 	fsck_clean "$dev" "after the takeovers"

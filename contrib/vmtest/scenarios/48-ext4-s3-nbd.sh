@@ -74,7 +74,7 @@ s3volume() {
 	make_tree "$mnt/tree" 100 197
 	save_tree "$mnt" 101
 	sync -f "$mnt"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	luksd_close vol || because "luksd close failed"
 	say "written and closed"
 
@@ -83,7 +83,7 @@ s3volume() {
 	fsck_clean "$dev" "through luksd"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "mounting $dev after reopen failed"
 	verify_tree "$mnt" || because "files differ after luksd close and reopen"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	luksd_close vol || because "luksd close failed"
 
 	say "verified through luksd"
@@ -93,7 +93,7 @@ s3volume() {
 	fsck_clean /dev/mapper/vmt "through dm-crypt"
 	mount -t ext4 -o ro /dev/mapper/vmt "$mnt" || because "mounting the copy through dm-crypt failed"
 	verify_tree "$mnt" || because "files read through dm-crypt from the copy differ"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	cs_close vmt || because "cryptsetup close failed"
 }
 

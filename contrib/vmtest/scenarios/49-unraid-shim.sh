@@ -39,7 +39,7 @@ start_array() {
 
 stop_array() {
 	for n in 1 2 3; do
-		umount "/mnt/disk$n" || because "umount disk$n failed"
+		umount "/mnt/disk$n" || because "umount disk$n failed$(held_by "/mnt/disk$n")"
 		"$shim" luksClose "md${n}p1" || because "luksClose md${n}p1 exit $?"
 		[ ! -e "/dev/mapper/md${n}p1" ] || because "luksClose left /dev/mapper/md${n}p1"
 	done

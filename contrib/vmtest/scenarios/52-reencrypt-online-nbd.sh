@@ -87,7 +87,7 @@ mounted() {
 	wait "$rp" || rc=$?
 	[ "$rc" = 0 ] || because "luksd reencrypt under ext4 exited $rc: $(cat "$SCRATCH/reenc.err")"
 	save_tree "$mnt" 400
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	drop_caches
 	mount "$dev" "$mnt" || because "mounting $dev again failed"
 	verify_tree "$mnt" || { umount "$mnt"; because "files differ through luksd after the online reencryption"; }

@@ -28,7 +28,7 @@ plain_ext4() {
 	mkpattern "$mnt/big.bin" 20
 	make_tree "$mnt/tree" 150 211
 	save_tree "$mnt" 151
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	losetup -d "$_l"
 }
 

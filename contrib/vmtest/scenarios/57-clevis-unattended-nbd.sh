@@ -46,7 +46,7 @@ unattended() {
 	mkpattern "$mnt/more" 2
 	more=$(sum_of "$mnt/more")
 	sync -f "$mnt"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 	luksd_close vol || because "luksd close failed"
 
 	kill "$TANG" 2>/dev/null

@@ -91,11 +91,11 @@ kill_daemon_while_writing() {
 check_after_replay() {
 	say "mount (journal replay), umount, e2fsck -fn, compare"
 	mount -t ext4 "$dev" "$mnt" || because "mount after the crash (journal replay) failed"
-	umount "$mnt" || because "umount after journal replay failed"
+	umount "$mnt" || because "umount after journal replay failed$(held_by "$mnt")"
 	fsck_clean "$dev" "after journal replay"
 	mount -t ext4 -o ro "$dev" "$mnt" || because "read-only mount failed"
 	verify_tree "$mnt" || because "data synced before the kill is not intact"
-	umount "$mnt" || because "umount failed"
+	umount "$mnt" || because "umount failed$(held_by "$mnt")"
 }
 
 replay() {

@@ -33,7 +33,7 @@ recover() {
 	say "the writer goes on: $(written) files (was $n)"
 	stop_writer
 	say "writer stopped; umount"
-	timeout 60 umount "$mnt" || because "umount after the takeover failed"
+	timeout 60 umount "$mnt" || because "umount after the takeover failed$(held_by "$mnt")"
 	errors_after=$(dmesg | grep -c 'I/O error' || true)
 	[ "$errors_after" = "$errors_before" ] || because "the kernel logged I/O errors: $(dmesg | grep 'I/O error' | tail -n1)"
 	fsck_clean "$dev" "after the takeover"

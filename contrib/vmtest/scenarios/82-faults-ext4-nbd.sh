@@ -64,7 +64,7 @@ ext4_faults() {
 	fi
 	fault_set flt linear || because "cannot heal flt"
 
-	umount "$mnt" || because "umount after healing failed"
+	umount "$mnt" || because "umount after healing failed$(held_by "$mnt")"
 	rc=0
 	e2fsck -fn "$dev" >"$SCRATCH/fsck.n" 2>&1 || rc=$?
 	echo "fsync $fsync, syncfs $syncfs, e2fsck -fn exit $rc" >"$SCRATCH/verdict.$mode.$engine"

@@ -54,13 +54,13 @@ signal() {
 	(cd "$mnt" && find before after -type f | sort | xargs sha256sum) >"$SCRATCH/manifest"
 	if [ "$sig" = HUP ]; then
 		grep -q 'vol: hangup: reopened /run/luksd/vol.log' "$log" || because "SIGHUP did not reopen the log: $(cat "$log" 2>/dev/null)"
-		umount "$mnt" || because "umount failed"
+		umount "$mnt" || because "umount failed$(held_by "$mnt")"
 		sleep 2
 		running "$pid" || because "the daemon ended after SIGHUP"
 		luksd_close vol || because "close after SIGHUP failed"
 	else
 		grep -q "is in use: serving on, closing once it is released" "$log" || because "no waiting line in the log: $(tail -n2 "$log")"
-		umount "$mnt" || because "umount failed"
+		umount "$mnt" || because "umount failed$(held_by "$mnt")"
 		i=0
 		while running "$pid"; do
 			i=$((i + 1))
