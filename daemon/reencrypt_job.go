@@ -42,7 +42,9 @@ func (o *onlineJob) run(job *ReencryptJob, report func(line string)) error {
 	o.mu.Unlock()
 	o.saveState(func(st *State) { st.Reencryption, st.ReencryptRunning = "in-progress", true })
 	Log.Printf("%s: online reencryption started", o.spec.Name)
+	restore := allCPUs()
 	err := Reencrypter(job)
+	restore()
 	o.mu.Lock()
 	o.running, o.report = nil, nil
 	close(done)
