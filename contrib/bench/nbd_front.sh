@@ -28,26 +28,34 @@ cryptsetup luksFormat -q --type luks2 --sector-size 4096 --pbkdf pbkdf2 --pbkdf-
 	--key-file "$work/pass" "$work/luks2.img"
 
 wait_for() { for _ in $(seq 200); do eval "$1" && return 0; sleep 0.05; done; echo "nbd_front.sh: $2 did not start" >&2; exit 1; }
-port=$((20000 + RANDOM % 40000))
-nbdkit -f -U "$work/nbdkit.sock" file "$work/luks2.img" 2>>"$work/nbdkit.log" &
-pids+=($!)
-nbdkit -f -i 127.0.0.1 -p "$port" file "$work/luks2.img" 2>>"$work/nbdkit.log" &
-pids+=($!)
-wait_for '[ -S "$work/nbdkit.sock" ]' "nbdkit (unix)"
-wait_for '(: </dev/tcp/127.0.0.1/$port) 2>/dev/null' "nbdkit (tcp)"
-
+# Each luksd server has its own pair of nbdkit servers on its own copy of
+# the image: luksd refuses a second serve of the same location.
 declare -A backing peer
-backing[unix]="nbd+unix:///?socket=$work/nbdkit.sock"
-backing[tcp]="nbd://127.0.0.1:$port/"
-peer[unix]="nbd+unix:///?socket=$work/nbdkit.sock"
-peer[tcp]="nbd://127.0.0.1:$port/"
 servers=(luksd)
 [ -z "${LUKSD_BEFORE:-}" ] || servers+=(before)
+for s in "${servers[@]}"; do
+	img=$work/luks2.img
+	if [ "$s" != luksd ]; then
+		img=$work/$s.img
+		cp "$work/luks2.img" "$img"
+	fi
+	port=$((20000 + RANDOM % 40000))
+	nbdkit -f -U "$work/nbdkit-$s.sock" file "$img" 2>>"$work/nbdkit.log" &
+	pids+=($!)
+	nbdkit -f -i 127.0.0.1 -p "$port" file "$img" 2>>"$work/nbdkit.log" &
+	pids+=($!)
+	wait_for '[ -S "$work/nbdkit-$s.sock" ]' "nbdkit (unix)"
+	wait_for '(: </dev/tcp/127.0.0.1/$port) 2>/dev/null' "nbdkit (tcp, port $port)"
+	backing[$s-unix]="nbd+unix:///?socket=$work/nbdkit-$s.sock"
+	backing[$s-tcp]="nbd://127.0.0.1:$port/"
+	# The peer reads the first pair.
+	[ "$s" != luksd ] || peer=([unix]=${backing[$s-unix]} [tcp]=${backing[$s-tcp]})
+done
 for t in unix tcp; do
 	for s in "${servers[@]}"; do
 		bin=$LUKSD
 		[ "$s" = luksd ] || bin=$LUKSD_BEFORE
-		"$bin" serve --socket "$work/$s-$t.sock" --key-file "$work/pass" "${backing[$t]}" \
+		"$bin" serve --socket "$work/$s-$t.sock" --key-file "$work/pass" "${backing[$s-$t]}" \
 			</dev/null >/dev/null 2>"$work/$s-$t.log" &
 		pids+=($!)
 		wait_for '[ -S "$work/$s-$t.sock" ]' "$s serve ($t)"
