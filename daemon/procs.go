@@ -4,6 +4,10 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"time"
+
+	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/dmcrypt"
 )
 
 // An NBD export's requests cost microseconds of CPU each, and its clients
@@ -19,11 +23,52 @@ import (
 // decryption would run on both CPUs, moved within noise (0.94x to 1.07x).
 // So an export of a local file or block device leaves one CPU to its
 // clients, unless GOMAXPROCS says otherwise or the runtime has fewer than
-// every CPU already (a cgroup limit). An export of a remote volume keeps
-// them all: it also speaks the store's protocol, and in front of nbdkit
+// every CPU already (a cgroup limit). Not when its cipher is slow: then a
+// large request's decryption is the work, and it runs on every CPU
+// (parallel.go in dmcrypt): tried in the VM suite (TCG, aes-xts at 70
+// MiB/s a vCPU), GOMAXPROCS=1 took `open`'s 1 MiB reads through /dev/nbdN
+// and /dev/ublkbN from 0.41 and 0.49x of dm-crypt to 0.31 and 0.33x while
+// its 4 KiB shapes gained. So a CPU is left only where one decrypts at
+// least fastCipherMiBs, and only by `serve` (`open` is measured in the VM
+// alone, where no cipher is fast). An export of a remote volume keeps
+// every CPU: it also speaks the store's protocol, and in front of nbdkit
 // (contrib/bench/nbd_front.sh, same run) one CPU fewer cost it 5-20%. An
 // online reencryption, whose CPU work is its own, takes every CPU while
 // it runs.
+
+// fastCipherMiBs is the one-CPU decryption speed (MiB/s, 4096-byte
+// sectors) from which a volume's cipher costs less per 1 MiB request than
+// the CPU an idle P's spinning takes. Here (2 CPUs with VAES) aes-xts
+// decrypts over 20 GiB/s on one CPU (TestFastCipher logs it) and 1 MiB
+// reads lost 5% without the second CPU; the VM suite's TCG vCPUs manage
+// 70 MiB/s.
+const fastCipherMiBs = 2048
+
+// serveProcs sets GOMAXPROCS for serving spec's volume (before the crypt
+// layer sizes its parallelism by it).
+func serveProcs(spec Spec) {
+	if blockdev.Scheme(spec.Location) != "" || !fastCipher(spec.Segment) {
+		return
+	}
+	if leaveOneCPU() {
+		Log.Printf("using %d of %d CPUs, one left to the clients (GOMAXPROCS in the environment overrides)",
+			runtime.GOMAXPROCS(0), runtime.NumCPU())
+	}
+}
+
+// fastCipher reports whether seg's cipher decrypts at least
+// fastCipherMiBs on one CPU, measured for a few milliseconds.
+func fastCipher(seg Segment) bool {
+	if seg.Cipher == LinearSegment {
+		return true
+	}
+	ss := seg.SectorSize
+	if ss == 0 {
+		ss = 512
+	}
+	_, dec, err := dmcrypt.Speed(seg.Cipher, seg.KeySize, ss, 256<<10, 5*time.Millisecond)
+	return err == nil && dec >= fastCipherMiBs
+}
 
 var procs struct {
 	sync.Mutex
@@ -31,19 +76,21 @@ var procs struct {
 	raised  int  // CPU-bound jobs running with every CPU
 }
 
-// leaveOneCPU lowers GOMAXPROCS by one for serving, as explained above.
-func leaveOneCPU() {
+// leaveOneCPU lowers GOMAXPROCS by one for serving, as explained above,
+// and reports whether it did.
+func leaveOneCPU() bool {
 	if os.Getenv("GOMAXPROCS") != "" {
-		return
+		return false
 	}
 	procs.Lock()
 	defer procs.Unlock()
 	n := runtime.GOMAXPROCS(0)
 	if procs.lowered || n < 2 || n < runtime.NumCPU() {
-		return
+		return false
 	}
 	runtime.GOMAXPROCS(n - 1)
 	procs.lowered = true
+	return true
 }
 
 // allCPUs gives every CPU to a CPU-bound job when leaveOneCPU took one

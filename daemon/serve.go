@@ -80,9 +80,7 @@ const serveMemoryLimit = 80 << 20
 // IMAGE`). Only where the run directory cannot be written does an unnamed
 // export run without them (serveUnnamed).
 func Serve(spec Spec, key *keyring.Secret, opts ServeOptions) error {
-	if blockdev.Scheme(spec.Location) == "" {
-		leaveOneCPU() // procs.go; before the crypt layer sizes its parallelism
-	}
+	serveProcs(spec) // procs.go
 	if opts.tlsConfig == nil {
 		if err := opts.Prepare(); err != nil {
 			key.Wipe()
