@@ -185,12 +185,19 @@ boot() {
 	fi
 	[ "$vms" = 1 ] || prefix="[vm$1] "
 	echo "vmtest: booting VM $1, scenarios: $(tr '\n' ' ' <"$d/plan")" >&2
+	# tsc=reliable: no clocksource watchdog on the TSC. On a loaded host the
+	# watchdog finds TCG's TSC skewed against the HPET and marks it
+	# unstable, and the kernel then patches the sched_clock_stable static
+	# key into running code; under TCG that once ended a CI run in "Oops:
+	# int3" at sched_clock_idle_wakeup_event, killing the VM and its
+	# scenarios. TCG derives every vCPU's TSC from one host clock, so it is
+	# reliable.
 	{
 		timeout -k 10 "${VMTEST_TIMEOUT:-3600}" qemu-system-x86_64 \
 			-cpu max -m "${VMTEST_MEM:-1536}" -smp "${VMTEST_SMP:-2}" \
 			-nographic -no-reboot -nic none \
 			-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$out/initrd.cpio" \
-			-append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init" \
+			-append "console=ttyS0 quiet loglevel=3 panic=-1 tsc=reliable rdinit=/init" \
 			-device virtio-rng-pci \
 			-virtfs "local,path=$d,mount_tag=vmtest,security_model=none,id=vmtest" \
 			${VMTEST_QEMU_ARGS:-} </dev/null 2>&1 && rc=0 || rc=$?
