@@ -36,8 +36,8 @@ import (
 // online reencryption, whose CPU work is its own, takes every CPU while
 // it runs.
 
-// fastCipherMiBs is the one-CPU decryption speed (MiB/s, 4096-byte
-// sectors) from which a volume's cipher costs less per 1 MiB request than
+// fastCipherMiBs is the one-CPU decryption speed (MiB/s, in the volume's
+// sectors) from which its cipher costs less per 1 MiB request than
 // the CPU an idle P's spinning takes. Here (2 CPUs with VAES) aes-xts
 // decrypts over 20 GiB/s on one CPU (TestFastCipher logs it) and 1 MiB
 // reads lost 5% without the second CPU; the VM suite's TCG vCPUs manage
