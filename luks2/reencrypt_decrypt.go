@@ -482,8 +482,8 @@ func (j *decryptJob) source(off uint64) uint64 {
 }
 
 func (j *decryptJob) loop() error {
-	buf := make([]byte, j.shift)
-	defer clear(buf)
+	buf, free := hotzoneBuffer(int(j.shift))
+	defer free()
 	active := activeSegments(j.h.meta.root)
 	if r := hotIndex(active); r >= 0 {
 		if err := j.recover(active, buf); err != nil {

@@ -41,7 +41,11 @@ func EncryptInit(dev Device, devSize, reduce int64, opts FormatOptions, passphra
 	if int64(opts.SectorSize) > dataSize || dataSize%int64(opts.SectorSize) != 0 {
 		return fmt.Errorf("device size is not aligned to the sector size %d", opts.SectorSize)
 	}
-	hdr := make(memDevice, shift)
+	// Both buffers are mapped populated, as a hotzone's: Go slices this
+	// large fault their pages in one by one.
+	buf, free := hotzoneBuffer(int(shift))
+	defer free()
+	hdr := memDevice(buf)
 	h, vk, err := Format(hdr, devSize, opts, passphrase)
 	if err != nil {
 		return err
@@ -55,8 +59,8 @@ func EncryptInit(dev Device, devSize, reduce int64, opts FormatOptions, passphra
 	if err := v2.replace(hdr, root); err != nil {
 		return err
 	}
-	moved := make([]byte, min(shift, dataSize))
-	defer clear(moved)
+	moved, freeMoved := hotzoneBuffer(int(min(shift, dataSize)))
+	defer freeMoved()
 	if _, err := dev.ReadAt(moved, 0); err != nil {
 		return fmt.Errorf("failed to read data at offset 0: %w", err)
 	}

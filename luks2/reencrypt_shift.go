@@ -284,8 +284,8 @@ func (j *reshiftJob) rewrite(hot []*node) error {
 	if n == 0 || n > j.shift || off+n > j.total {
 		return fmt.Errorf("hotzone %d+%d is out of range", off, n)
 	}
-	b := make([]byte, n)
-	defer clear(b)
+	b, free := hotzoneBuffer(int(n))
+	defer free()
 	oss, nss := int(int64Of(j.prev.get("sector_size"))), int(int64Of(j.final.get("sector_size")))
 	err := onPiecesErr(len(b), hotzonePiece, func(lo, hi int) error {
 		p := b[lo:hi]
