@@ -291,8 +291,8 @@ func (j *shiftJob) recover(buf []byte) ([]*node, error) {
 }
 
 func (j *shiftJob) loop() error {
-	buf := make([]byte, j.shift)
-	defer clear(buf)
+	buf, free := hotzoneBuffer(int(j.shift))
+	defer free()
 	active, err := j.recover(buf)
 	if err != nil {
 		return err
@@ -380,16 +380,24 @@ func (j *shiftJob) encryptHotzone(hot []*node, buf []byte) error {
 	if off == 0 {
 		src = uint64Field(j.moved, "offset")
 	}
+	// The hotzone is at most a shift long, so its source and its place
+	// do not overlap: each piece is read, encrypted and written while it
+	// is in the cache, on all cores.
 	b := buf[:n]
-	if _, err := j.run.Data.ReadAt(b, int64(src)); err != nil {
-		return fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
-	}
 	sectorSize := int(int64Of(j.final.get("sector_size")))
-	onPieces(len(b), 1<<20, func(lo, hi int) {
-		j.enc.Encrypt(b[lo:hi], (off+uint64(lo))/512, sectorSize)
+	err := onPiecesErr(len(b), hotzonePiece, func(lo, hi int) error {
+		p := b[lo:hi]
+		if _, err := j.run.Data.ReadAt(p, int64(src)+int64(lo)); err != nil {
+			return fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
+		}
+		j.enc.Encrypt(p, (off+uint64(lo))/512, sectorSize)
+		if _, err := j.run.Data.WriteAt(p, int64(j.offset+off)+int64(lo)); err != nil {
+			return fmt.Errorf("failed to write hotzone area starting at %d: %w", off, err)
+		}
+		return nil
 	})
-	if _, err := j.run.Data.WriteAt(b, int64(j.offset+off)); err != nil {
-		return fmt.Errorf("failed to write hotzone area starting at %d: %w", off, err)
+	if err != nil {
+		return err
 	}
 	if err := j.dev.Flush(); err != nil {
 		return fmt.Errorf("failed to sync data: %w", err)

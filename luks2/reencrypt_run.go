@@ -334,6 +334,8 @@ func (j *reencryptJob) loop() error {
 	st := j.st
 	none := st.resilience == "none"
 	var buf []byte
+	free := func() {}
+	defer func() { free() }()
 	if j.run.Progress != nil {
 		j.run.Progress(int64(st.done), int64(j.total))
 	}
@@ -344,19 +346,27 @@ func (j *reencryptJob) loop() error {
 		}
 		n := j.hotzone(st.done)
 		if uint64(len(buf)) < n {
-			buf = make([]byte, n)
+			free()
+			buf, free = hotzoneBuffer(int(n))
 		}
 		b := buf[:n]
 		at := j.at(st.done, n)
 		held = j.hold(at, n)
-		// The checksums are taken as each piece is read, while it is in
-		// the cache.
-		sums, err := j.readHotzone(b, at)
-		if err != nil {
-			held(false)
-			return fmt.Errorf("failed to read hotzone area starting at %d: %w", at, err)
-		}
-		if !none {
+		if none {
+			// Nothing to protect: each piece is read, rewritten and
+			// written while it is in the cache.
+			if err := j.rewriteThrough(b, at); err != nil {
+				held(false)
+				return err
+			}
+		} else {
+			// The checksums are taken as each piece is read, while it is
+			// in the cache.
+			sums, err := j.readHotzone(b, at)
+			if err != nil {
+				held(false)
+				return fmt.Errorf("failed to read hotzone area starting at %d: %w", at, err)
+			}
 			root := j.h.stepSegments(st, st.done, n, j.total, true)
 			data := b // journal: the old ciphertext itself
 			if sums != nil {
@@ -366,12 +376,10 @@ func (j *reencryptJob) loop() error {
 				held(false)
 				return fmt.Errorf("failed to write reencryption resilience metadata: %w", err)
 			}
-		}
-		if err := j.rewriteOut(b, at); err != nil {
-			held(false)
-			return fmt.Errorf("failed to write hotzone area starting at %d: %w", at, err)
-		}
-		if !none {
+			if err := j.rewriteOut(b, at); err != nil {
+				held(false)
+				return fmt.Errorf("failed to write hotzone area starting at %d: %w", at, err)
+			}
 			if err := j.syncData(); err != nil {
 				held(false)
 				return fmt.Errorf("failed to sync data: %w", err)
@@ -393,7 +401,6 @@ func (j *reencryptJob) loop() error {
 			j.run.Progress(int64(st.done), int64(j.total))
 		}
 	}
-	clear(buf)
 	if st.done < j.total {
 		return j.commit(j.h.stepSegments(st, st.done, 0, j.total, false))
 	}
@@ -434,12 +441,14 @@ func (j *reencryptJob) commit(root *node) error {
 // rewrite decrypts b (the data at off) with the old cipher and encrypts it
 // with the new one, in place, on all cores.
 func (j *reencryptJob) rewrite(b []byte, off uint64) {
-	oss, nss := j.st.oldSeg.sectorSize, j.st.newSeg.sectorSize
-	onPieces(len(b), 1<<20, func(lo, hi int) {
-		sector := (off + uint64(lo)) / 512
-		j.old.Decrypt(b[lo:hi], sector, oss)
-		j.new.Encrypt(b[lo:hi], sector, nss)
-	})
+	onPieces(len(b), 1<<20, func(lo, hi int) { j.rewritePiece(b[lo:hi], off+uint64(lo)) })
+}
+
+// rewritePiece decrypts p (the data at off) with the old cipher and
+// encrypts it with the new one, in place.
+func (j *reencryptJob) rewritePiece(p []byte, off uint64) {
+	j.old.Decrypt(p, off/512, j.st.oldSeg.sectorSize)
+	j.new.Encrypt(p, off/512, j.st.newSeg.sectorSize)
 }
 
 // hotzonePiece is how much of a hotzone one goroutine reads and hashes,
@@ -476,13 +485,27 @@ func (j *reencryptJob) readHotzone(b []byte, off uint64) ([]byte, error) {
 // cipher to the new and writes it, each piece written as soon as it is
 // rewritten, on all cores.
 func (j *reencryptJob) rewriteOut(b []byte, off uint64) error {
-	oss, nss := j.st.oldSeg.sectorSize, j.st.newSeg.sectorSize
 	return onPiecesErr(len(b), hotzonePiece, func(lo, hi int) error {
-		sector := (off + uint64(lo)) / 512
-		j.old.Decrypt(b[lo:hi], sector, oss)
-		j.new.Encrypt(b[lo:hi], sector, nss)
+		j.rewritePiece(b[lo:hi], off+uint64(lo))
 		_, err := j.run.Data.WriteAt(b[lo:hi], int64(j.st.dataOffset+off)+int64(lo))
 		return err
+	})
+}
+
+// rewriteThrough reads, rewrites and writes the hotzone at data offset
+// off piece by piece on all cores, b holding the pieces: each piece is
+// read, rewritten and written while it is in the cache.
+func (j *reencryptJob) rewriteThrough(b []byte, off uint64) error {
+	return onPiecesErr(len(b), hotzonePiece, func(lo, hi int) error {
+		p, pos := b[lo:hi], int64(j.st.dataOffset+off)+int64(lo)
+		if _, err := j.run.Data.ReadAt(p, pos); err != nil {
+			return fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
+		}
+		j.rewritePiece(p, off+uint64(lo))
+		if _, err := j.run.Data.WriteAt(p, pos); err != nil {
+			return fmt.Errorf("failed to write hotzone area starting at %d: %w", off, err)
+		}
+		return nil
 	})
 }
 
