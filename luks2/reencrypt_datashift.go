@@ -381,20 +381,10 @@ func (j *shiftJob) encryptHotzone(hot []*node, buf []byte) error {
 		src = uint64Field(j.moved, "offset")
 	}
 	// The hotzone is at most a shift long, so its source and its place
-	// do not overlap: each piece is read, encrypted and written while it
-	// is in the cache, on all cores.
-	b := buf[:n]
+	// do not overlap.
 	sectorSize := int(int64Of(j.final.get("sector_size")))
-	err := onPiecesErr(len(b), hotzonePiece, func(lo, hi int) error {
-		p := b[lo:hi]
-		if _, err := j.run.Data.ReadAt(p, int64(src)+int64(lo)); err != nil {
-			return fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
-		}
+	err := rewritePieces(j.run.Data, buf[:n], int64(src), int64(j.offset+off), off, func(p []byte, lo int) {
 		j.enc.Encrypt(p, (off+uint64(lo))/512, sectorSize)
-		if _, err := j.run.Data.WriteAt(p, int64(j.offset+off)+int64(lo)); err != nil {
-			return fmt.Errorf("failed to write hotzone area starting at %d: %w", off, err)
-		}
-		return nil
 	})
 	if err != nil {
 		return err

@@ -493,16 +493,27 @@ func (j *reencryptJob) rewriteOut(b []byte, off uint64) error {
 }
 
 // rewriteThrough reads, rewrites and writes the hotzone at data offset
-// off piece by piece on all cores, b holding the pieces: each piece is
-// read, rewritten and written while it is in the cache.
+// off in place, b holding its pieces.
 func (j *reencryptJob) rewriteThrough(b []byte, off uint64) error {
+	at := int64(j.st.dataOffset + off)
+	return rewritePieces(j.run.Data, b, at, at, off, func(p []byte, lo int) {
+		j.rewritePiece(p, off+uint64(lo))
+	})
+}
+
+// rewritePieces reads b's pieces from data at src, rewrites each in place
+// (rewrite gets it and its offset in b) and writes it at dst, each piece
+// while it is in the cache, on all cores: for a hotzone at data offset
+// off (which errors name) whose writes need nothing made durable first,
+// and whose source, when it is elsewhere, the writes do not overlap.
+func rewritePieces(data DataDevice, b []byte, src, dst int64, off uint64, rewrite func(p []byte, lo int)) error {
 	return onPiecesErr(len(b), hotzonePiece, func(lo, hi int) error {
-		p, pos := b[lo:hi], int64(j.st.dataOffset+off)+int64(lo)
-		if _, err := j.run.Data.ReadAt(p, pos); err != nil {
+		p := b[lo:hi]
+		if _, err := data.ReadAt(p, src+int64(lo)); err != nil {
 			return fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
 		}
-		j.rewritePiece(p, off+uint64(lo))
-		if _, err := j.run.Data.WriteAt(p, pos); err != nil {
+		rewrite(p, lo)
+		if _, err := data.WriteAt(p, dst+int64(lo)); err != nil {
 			return fmt.Errorf("failed to write hotzone area starting at %d: %w", off, err)
 		}
 		return nil

@@ -287,18 +287,10 @@ func (j *reshiftJob) rewrite(hot []*node) error {
 	b, free := hotzoneBuffer(int(n))
 	defer free()
 	oss, nss := int(int64Of(j.prev.get("sector_size"))), int(int64Of(j.final.get("sector_size")))
-	err := onPiecesErr(len(b), hotzonePiece, func(lo, hi int) error {
-		p := b[lo:hi]
-		if _, err := j.run.Data.ReadAt(p, int64(j.oldOff+off)+int64(lo)); err != nil {
-			return fmt.Errorf("failed to read hotzone area starting at %d: %w", off, err)
-		}
+	err := rewritePieces(j.run.Data, b, int64(j.oldOff+off), int64(j.newOff+off), off, func(p []byte, lo int) {
 		sector := (off + uint64(lo)) / 512
 		j.old.Decrypt(p, sector, oss)
 		j.new.Encrypt(p, sector, nss)
-		if _, err := j.run.Data.WriteAt(p, int64(j.newOff+off)+int64(lo)); err != nil {
-			return fmt.Errorf("failed to write hotzone area starting at %d: %w", off, err)
-		}
-		return nil
 	})
 	if err != nil {
 		return err

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/luksd/luksd/internal/populated"
 )
 
 // The cache's chunks live outside the Go heap, each in its own anonymous
@@ -71,29 +73,12 @@ func takeChunk(n int64) (b []byte, reused bool) {
 	return mapChunk(int(n)), false
 }
 
-// hugePage is the size of a transparent huge page on the architectures
-// luksd runs on (x86-64, arm64 with 4 KiB pages); a smaller mapping
-// cannot hold one.
-const hugePage = 2 << 20
-
-// mapChunk maps n bytes of zeros, populated.
+// mapChunk maps n bytes of zeros, populated (populated.Map).
 func mapChunk(n int) []byte {
-	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
-	if n < hugePage {
-		flags |= unix.MAP_POPULATE
-	}
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, flags)
+	b, err := populated.Map(n)
 	if err != nil {
 		panic(fmt.Sprintf("s3: cannot map a chunk of %d bytes: %v", n, err))
 	}
-	if n < hugePage {
-		return b
-	}
-	// Both fail harmlessly: huge pages off or not offered for anonymous
-	// memory (the pages are then small), MADV_POPULATE_WRITE before Linux
-	// 5.14 (the pages are then faulted in as first written).
-	unix.Madvise(b, unix.MADV_HUGEPAGE)
-	unix.Madvise(b, unix.MADV_POPULATE_WRITE)
 	return b
 }
 
