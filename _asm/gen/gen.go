@@ -28,3 +28,15 @@ func Words(name string, words ...uint64) Mem {
 	}
 	return m
 }
+
+// CPUID7 declares name, a func() uint32 that returns out (EBX, ECX or EDX)
+// of CPUID leaf 7, subleaf 0: the feature bits that x/sys/cpu does not
+// name.
+func CPUID7(name string, out Register) {
+	TEXT(name, NOSPLIT, "func() uint32")
+	MOVL(U32(7), EAX)
+	XORL(ECX, ECX)
+	CPUID()
+	Store(out, ReturnIndex(0))
+	RET()
+}

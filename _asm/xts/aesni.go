@@ -113,13 +113,3 @@ func ecbEncrypt() {
 	JNZ(LabelRef("next"))
 	RET()
 }
-
-// cpuid7ecx returns ECX of CPUID leaf 7, subleaf 0.
-func cpuid7ecx() {
-	TEXT("cpuid7ecx", NOSPLIT, "func() uint32")
-	MOVL(U32(7), EAX)
-	XORL(ECX, ECX)
-	CPUID()
-	Store(ECX, ReturnIndex(0))
-	RET()
-}

@@ -27,7 +27,7 @@ func main() {
 		kernels(d, "VAES256", 512, func() {}, func(frame Mem) { vaes256Body(d, frame) }, true)
 	}
 	ecbEncrypt()
-	cpuid7ecx()
+	CPUID7("cpuid7ecx", ECX)
 	Generate()
 }
 
