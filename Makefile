@@ -52,7 +52,7 @@ unit:
 	rc=0; wait $$race || rc=1; wait $$cli || rc=1; exit $$rc
 	$(GO) test -count=1 -run 'Alloc|ReferenceVectors' ./xts ./adiantum ./dmcrypt ./argon2
 
-# crossarch runs the cipher and argon2 packages' tests as arm64 and ARMv7 binaries
+# crossarch runs the cipher, argon2 and sha256mb packages' tests as arm64 and ARMv7 binaries
 # under qemu-user.
 crossarch:
 	contrib/crossarch.sh
@@ -82,7 +82,7 @@ lint: asmcheck
 # asmcheck regenerates the amd64 assembly from _asm into a temporary
 # directory and fails when a committed file differs (but for its first
 # line, which names the output path).
-ASM := xts/xts_amd64.s adiantum/adiantum_amd64.s argon2/argon2_amd64.s
+ASM := xts/xts_amd64.s adiantum/adiantum_amd64.s argon2/argon2_amd64.s sha256mb/sha256mb_amd64.s
 asmcheck:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	for s in $(ASM); do \

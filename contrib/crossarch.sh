@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Runs the cipher and argon2 packages' tests as arm64 and ARMv7 binaries under qemu-user
+# Runs the cipher, argon2 and sha256mb packages' tests as arm64 and ARMv7 binaries under qemu-user
 # (Debian's qemu-user-static), so the non-amd64 paths are proven in CI.
 # -short leaves out argon2's 256 MiB and 1 GiB vectors, minutes each under
 # qemu; its other tests run every path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pkgs=(./xts ./adiantum ./dmcrypt ./argon2)
+pkgs=(./xts ./adiantum ./dmcrypt ./argon2 ./sha256mb)
 run() {
 	local arch=$1 qemu=$2; shift 2
 	command -v "$qemu" >/dev/null || { echo "FAIL: $qemu missing (make deps)"; exit 1; }
