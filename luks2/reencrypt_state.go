@@ -57,6 +57,10 @@ func (h *header) reencryptState() (*reencryptState, error) {
 	case "checksum":
 		st.hash = area.get("hash").str
 		st.blockSize = int(int64Of(area.get("sector_size")))
+		// cryptsetup: "Hash algorithm %s is not available."
+		if _, err := hashFunc(st.hash); err != nil {
+			return nil, err
+		}
 	case "journal", "none":
 	default:
 		return nil, fmt.Errorf("%w: resilience %s", ErrReencryptUnsupported, st.resilience)

@@ -288,3 +288,32 @@ func TestReencryptFinishesAbandonedEnd(t *testing.T) {
 		t.Fatal("plaintext differs after finishing")
 	}
 }
+
+// A checksum hash luksd does not have stops a reencryption with an error
+// (cryptsetup: "Hash algorithm ... is not available."), before any block
+// is read: every hotzone's checksums need it.
+func TestReencryptUnknownChecksumHash(t *testing.T) {
+	before, _ := reencMemVolume(t)
+	mem := devtest.MemOf(before)
+	size := int64(len(before))
+	h, err := Read(mem, size)
+	mustNil(t, err)
+	p := ReencryptParams{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "checksum", Hash: "sha256"}
+	mustNil(t, h.ReencryptInit(mem, size, map[int][]byte{0: []byte("pw")}, p))
+	h, err = Read(mem, size)
+	mustNil(t, err)
+	v2, _ := h.v2()
+	root := v2.meta.root
+	reencryptKeyslotNode(root).get("area").get("hash").str = "nosuchhash"
+	mustNil(t, v2.replace(mem, root))
+
+	h, err = Read(mem, size)
+	mustNil(t, err)
+	v2, _ = h.v2()
+	if _, err := v2.reencryptState(); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("reencryption state with hash nosuchhash: %v, want ErrUnsupported", err)
+	}
+	if err := h.Reencrypt(mem, size, []byte("pw"), -1, ReencryptRun{}); err == nil {
+		t.Fatal("reencryption with hash nosuchhash went on")
+	}
+}
