@@ -31,14 +31,12 @@ func (j *reencryptJob) recover() error {
 		if _, err := j.run.Data.ReadAt(buf, at); err != nil {
 			return fmt.Errorf("failed to read hotzone area: %w", err)
 		}
-		hf, _ := hashFunc(st.hash)
+		now := checksums(buf[:count*st.blockSize], st.blockSize, st.hash)
 		for i := range count {
-			blk := buf[i*st.blockSize : (i+1)*st.blockSize]
-			h := hf()
-			h.Write(blk)
-			if string(h.Sum(nil)) != string(sums[i*hs:(i+1)*hs]) {
+			if string(now[i*hs:(i+1)*hs]) != string(sums[i*hs:(i+1)*hs]) {
 				continue
 			}
+			blk := buf[i*st.blockSize : (i+1)*st.blockSize]
 			off := hz + uint64(i*st.blockSize)
 			j.old.Decrypt(blk, off/512, st.oldSeg.sectorSize)
 			j.new.Encrypt(blk, off/512, st.newSeg.sectorSize)
