@@ -100,7 +100,7 @@ func with(keys map[string][]byte, pass string, key []byte) map[string][]byte {
 	return out
 }
 
-func mustNil(t *testing.T, err error) {
+func mustNil(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -94,3 +94,59 @@ func TestKeyslotRoundTripInMemory(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReencryptMetadata stores arbitrary JSON, with valid checksums, as the
+// metadata of a small volume luksd put in reencryption (checksum, journal
+// or none resilience, picked by mode), then does what a user would: dump
+// it, open it as a mapping, and resume the reencryption with the right
+// passphrase. Errors are expected and must be one line; nothing panics.
+// Seeds: each volume's own metadata.
+func FuzzReencryptMetadata(f *testing.F) {
+	base, _ := reencMemVolume(f)
+	size := int64(len(base))
+	var images [][]byte
+	for i, p := range []ReencryptParams{
+		{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "checksum", Hash: "sha256"},
+		{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "journal"},
+		{Cipher: "aes-xts-plain64", KeySize: 64, Resilience: "none"},
+	} {
+		mem := devtest.MemOf(bytes.Clone(base))
+		h, err := Read(mem, size)
+		mustNil(f, err)
+		mustNil(f, h.ReencryptInit(mem, size, map[int][]byte{0: []byte("pw")}, p))
+		h, err = Read(mem, size)
+		mustNil(f, err)
+		images = append(images, mem.Bytes())
+		f.Add(byte(i), []byte(h.impl.(*header).meta.root.compact()))
+	}
+	oneLine := func(t *testing.T, what string, err error) {
+		if err != nil && strings.Contains(err.Error(), "\n") {
+			t.Fatalf("%s: multi-line error: %q", what, err)
+		}
+	}
+	f.Fuzz(func(t *testing.T, mode byte, js []byte) {
+		if len(js) > 12<<10 {
+			return
+		}
+		mem := devtest.MemOf(bytes.Clone(images[int(mode)%len(images)]))
+		writeRawJSON(t, mem, js)
+		h, err := Read(mem, size)
+		if err != nil {
+			oneLine(t, "read", err)
+			return
+		}
+		h.Dump(io.Discard, DumpOptions{})
+		if !h.InReencryption() {
+			return
+		}
+		_, err = h.ReencryptLayout(size)
+		oneLine(t, "layout", err)
+		m, err := h.OpenReencrypting(devtest.MemOf(bytes.Clone(mem.Bytes())), size, []byte("pw"), -1,
+			func(write func() error) error { return write() })
+		oneLine(t, "open", err)
+		if err == nil {
+			m.Wipe()
+		}
+		oneLine(t, "reencrypt", h.Reencrypt(mem, size, []byte("pw"), -1, ReencryptRun{}))
+	})
+}

@@ -196,7 +196,7 @@ func reencPowerCuts(t *testing.T, p ReencryptParams, fn func(cut string, mem *de
 
 // reencMemVolume formats a small volume in memory (1 MiB keyslots area,
 // 256 KiB of data, 4096-byte sectors) and fills it with random plaintext.
-func reencMemVolume(t *testing.T) ([]byte, []byte) {
+func reencMemVolume(t testing.TB) ([]byte, []byte) {
 	t.Helper()
 	const dataOff, dataSize = 2 << 20, 256 << 10
 	mem := devtest.NewMem(dataOff + dataSize)
