@@ -102,23 +102,17 @@ func TestKeyslotRoundTripInMemory(t *testing.T) {
 // passphrase. Errors are expected and must be one line; nothing panics.
 // Seeds: each volume's own metadata.
 func FuzzReencryptMetadata(f *testing.F) {
-	base, _ := reencMemVolume(f)
-	size := int64(len(base))
 	var images [][]byte
 	for i, p := range []ReencryptParams{
 		{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "checksum", Hash: "sha256"},
 		{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "journal"},
 		{Cipher: "aes-xts-plain64", KeySize: 64, Resilience: "none"},
 	} {
-		mem := devtest.MemOf(bytes.Clone(base))
-		h, err := Read(mem, size)
-		mustNil(f, err)
-		mustNil(f, h.ReencryptInit(mem, size, map[int][]byte{0: []byte("pw")}, p))
-		h, err = Read(mem, size)
-		mustNil(f, err)
+		mem, h, _ := reencInitMem(f, p)
 		images = append(images, mem.Bytes())
 		f.Add(byte(i), []byte(h.impl.(*header).meta.root.compact()))
 	}
+	size := int64(len(images[0]))
 	oneLine := func(t *testing.T, what string, err error) {
 		if err != nil && strings.Contains(err.Error(), "\n") {
 			t.Fatalf("%s: multi-line error: %q", what, err)

@@ -218,6 +218,21 @@ func reencMemVolume(t testing.TB) ([]byte, []byte) {
 	return mem.Bytes(), plain
 }
 
+// reencInitMem is reencMemVolume put in reencryption by ReencryptInit with
+// p (passphrase "pw"): the device, its header read back and the plaintext.
+func reencInitMem(t testing.TB, p ReencryptParams) (*devtest.Mem, *Header, []byte) {
+	t.Helper()
+	before, plain := reencMemVolume(t)
+	mem := devtest.MemOf(before)
+	size := int64(len(before))
+	h, err := Read(mem, size)
+	mustNil(t, err)
+	mustNil(t, h.ReencryptInit(mem, size, map[int][]byte{0: []byte("pw")}, p))
+	h, err = Read(mem, size)
+	mustNil(t, err)
+	return mem, h, plain
+}
+
 // memPlaintext decrypts the data segment of a volume out of reencryption.
 func memPlaintext(t *testing.T, h *Header, dev Device) []byte {
 	t.Helper()
@@ -242,15 +257,8 @@ func memPlaintext(t *testing.T, h *Header, dev Device) []byte {
 // still there; it can then neither open nor resume the volume. luksd
 // finishes it with the new key alone.
 func TestReencryptFinishesAbandonedEnd(t *testing.T) {
-	before, plain := reencMemVolume(t)
-	mem := devtest.MemOf(before)
-	size := int64(len(before))
-	h, err := Read(mem, size)
-	mustNil(t, err)
-	p := ReencryptParams{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "journal"}
-	mustNil(t, h.ReencryptInit(mem, size, map[int][]byte{0: []byte("pw")}, p))
-	h, err = Read(mem, size)
-	mustNil(t, err)
+	mem, h, plain := reencInitMem(t, ReencryptParams{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "journal"})
+	size := int64(len(mem.Bytes()))
 
 	// The state cryptsetup leaves: data rewritten, segments final, the
 	// old digest's keyslots gone.
@@ -293,21 +301,14 @@ func TestReencryptFinishesAbandonedEnd(t *testing.T) {
 // (cryptsetup: "Hash algorithm ... is not available."), before any block
 // is read: every hotzone's checksums need it.
 func TestReencryptUnknownChecksumHash(t *testing.T) {
-	before, _ := reencMemVolume(t)
-	mem := devtest.MemOf(before)
-	size := int64(len(before))
-	h, err := Read(mem, size)
-	mustNil(t, err)
-	p := ReencryptParams{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "checksum", Hash: "sha256"}
-	mustNil(t, h.ReencryptInit(mem, size, map[int][]byte{0: []byte("pw")}, p))
-	h, err = Read(mem, size)
-	mustNil(t, err)
+	mem, h, _ := reencInitMem(t, ReencryptParams{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: "checksum", Hash: "sha256"})
+	size := int64(len(mem.Bytes()))
 	v2, _ := h.v2()
 	root := v2.meta.root
 	reencryptKeyslotNode(root).get("area").get("hash").str = "nosuchhash"
 	mustNil(t, v2.replace(mem, root))
 
-	h, err = Read(mem, size)
+	h, err := Read(mem, size)
 	mustNil(t, err)
 	v2, _ = h.v2()
 	if _, err := v2.reencryptState(); !errors.Is(err, ErrUnsupported) {

@@ -51,9 +51,10 @@ func sumBlocks(im impl, sums, data []byte, size int) {
 	done := 0
 	// blocks16 takes whole blocks only: every lane then ends with the
 	// same padding block.
-	if im >= x16 && size%64 == 0 {
+	if im >= x16 && size%64 == 0 && n >= 16 {
+		pad := padding(size)
 		for ; done+16 <= n; done += 16 {
-			sum16(sums[done*Size:], data[done*size:], size)
+			sum16(sums[done*Size:], data[done*size:], size, pad)
 		}
 	}
 	if im >= x2 {
@@ -70,8 +71,9 @@ func sumBlocks(im impl, sums, data []byte, size int) {
 }
 
 // sum16 hashes the sixteen size-byte blocks at the start of data (size a
-// multiple of 64) into the sixteen digests at the start of sums.
-func sum16(sums, data []byte, size int) {
+// multiple of 64, pad its padding) into the sixteen digests at the start
+// of sums.
+func sum16(sums, data []byte, size int, pad []byte) {
 	var h [8][16]uint32
 	for i := range h {
 		for j := range h[i] {
@@ -79,7 +81,6 @@ func sum16(sums, data []byte, size int) {
 		}
 	}
 	blocks16(&h, &data[0], size, size/64)
-	pad := padding(size)
 	blocks16(&h, &pad[0], 0, len(pad)/64)
 	for j := range 16 {
 		for i := range 8 {

@@ -33,12 +33,13 @@ func main() {
 // (abef holds words A, B, E, F from the top lane down; cdgh C, D, G, H),
 // the four message-schedule registers (w[i] holds the words of the round
 // group i mod 4), a scratch register, the message pointer, and its state's
-// place in memory and in the frame (the state at the block's start).
+// offset in h, which is also where the frame keeps its state at the
+// block's start.
 type lane struct {
 	abef, cdgh, tmp Register
 	w               [4]Register
 	p               Register
-	h, saved        int
+	h               int
 }
 
 // blocks2 is
@@ -56,16 +57,16 @@ func blocks2(k Mem) {
 	flip := X15
 	MOVOU(flipMask(), flip)
 	lanes := []lane{
-		{abef: X1, cdgh: X2, w: [4]Register{X3, X4, X5, X6}, tmp: X13, p: RSI, h: 0, saved: 0},
-		{abef: X7, cdgh: X8, w: [4]Register{X9, X10, X11, X12}, tmp: X14, p: RDI, h: 32, saved: 32},
+		{abef: X1, cdgh: X2, w: [4]Register{X3, X4, X5, X6}, tmp: X13, p: RSI, h: 0},
+		{abef: X7, cdgh: X8, w: [4]Register{X9, X10, X11, X12}, tmp: X14, p: RDI, h: 32},
 	}
 	for _, l := range lanes {
 		toSHAOrder(At(RAX, l.h), At(RAX, l.h+16), l)
 	}
 	Label("block2")
 	for _, l := range lanes {
-		MOVOU(l.abef, frame.Offset(l.saved))
-		MOVOU(l.cdgh, frame.Offset(l.saved+16))
+		MOVOU(l.abef, frame.Offset(l.h))
+		MOVOU(l.cdgh, frame.Offset(l.h+16))
 	}
 	for g := range 16 {
 		for _, l := range lanes {
@@ -92,8 +93,8 @@ func blocks2(k Mem) {
 		}
 	}
 	for _, l := range lanes {
-		VPADDD(frame.Offset(l.saved), l.abef, l.abef)
-		VPADDD(frame.Offset(l.saved+16), l.cdgh, l.cdgh)
+		VPADDD(frame.Offset(l.h), l.abef, l.abef)
+		VPADDD(frame.Offset(l.h+16), l.cdgh, l.cdgh)
 		ADDQ(Imm(64), l.p)
 	}
 	DECQ(RCX)
