@@ -9,7 +9,7 @@ APT_PKGS := cryptsetup-bin libnbd-bin nbdkit qemu-utils fio qemu-user-static \
             util-linux binutils dmsetup time clevis-luks tang keyutils \
             systemd swtpm swtpm-tools libtss2-tcti-swtpm0 libtss2-esys-3.0.2-0 \
             libtss2-rc0 libtss2-mu0 \
-            nbd-server s3backer curl strace
+            nbd-server s3backer curl strace gnutls-bin
 export GOFLAGS := -mod=mod
 # staticcheck, pinned; `make deps` installs it from the module proxy.
 STATICCHECK_VERSION := v0.8.2

@@ -124,7 +124,7 @@ func (s *Server) startTLS(hc *handshakeConn, data []byte, res *handshakeResult) 
 	tc := tls.Server(&corkedConn{Conn: hc.conn}, s.cfg.TLS)
 	// The connection's handshake deadline bounds the TLS handshake too.
 	if err := tc.Handshake(); err != nil {
-		return fmt.Errorf("TLS handshake: %w", err)
+		return fmt.Errorf("TLS handshake: %w%s", err, noClientCertHint(err))
 	}
 	hc.tls = tc
 	hc.conn = tc
@@ -134,6 +134,16 @@ func (s *Server) startTLS(hc *handshakeConn, data []byte, res *handshakeResult) 
 	*res = handshakeResult{}
 	s.logf("nbd: %s: %s", hc.who, describeTLS(tc.ConnectionState()))
 	return nil
+}
+
+// noClientCertHint explains a client that sent no certificate when one was
+// required: often a GnuTLS client holding an RSA key (tls_gnutls.go).
+// crypto/tls exports no error value for it, only this text.
+func noClientCertHint(err error) string {
+	if !strings.Contains(err.Error(), "client didn't provide a certificate") {
+		return ""
+	}
+	return " (GnuTLS clients, such as libnbd's and qemu's, send no RSA client certificate over TLS 1.3 unless the CA's key is RSA too: use an RSA CA, or ECDSA client keys)"
 }
 
 // describeTLS says what a TLS session settled, and who the client is.

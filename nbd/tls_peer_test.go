@@ -36,17 +36,24 @@ func (e *tlsExport) qemuTLSArgs(clientDir string) []string {
 
 func TestTLSRealClients(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		dirs func(t *testing.T) (server, client string)
+		name    string
+		dirs    func(t *testing.T) (server, client string)
+		version string // what the server settles with libnbd
 	}{
 		{"openssl-certificates", func(t *testing.T) (string, string) {
 			testtool.Need(t, "openssl")
 			return testtool.OpenSSLDirs(t, "alice")
-		}},
+		}, "TLS 1.3"},
 		{"go-certificates", func(t *testing.T) (string, string) {
 			ca := testtool.NewCA(t, "go CA")
 			return ca.ServerDir(t), ca.ClientDir(t, "alice", ca)
-		}},
+		}, "TLS 1.3"},
+		// certtool's defaults, RSA keys: GnuTLS sends an RSA client
+		// certificate to crypto/tls only over TLS 1.2 (tls_gnutls.go).
+		{"certtool-rsa-certificates", func(t *testing.T) (string, string) {
+			p := testtool.NewCerttoolPKI(t)
+			return p.ServerDir, p.ClientDir("alice")
+		}, "TLS 1.2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			serverDir, clientDir := tc.dirs(t)
@@ -61,7 +68,7 @@ func TestTLSRealClients(t *testing.T) {
 			if err := json.Unmarshal([]byte(out), &info); err != nil || len(info.Exports) != 1 || info.Exports[0].Size != 4<<20 {
 				t.Fatalf("nbdinfo --json: %v\n%s", err, out)
 			}
-			e.logged(t, "TLS 1.3", "client certificate CN=alice")
+			e.logged(t, tc.version, "client certificate CN=alice")
 
 			dir := t.TempDir()
 			src, back := filepath.Join(dir, "src"), filepath.Join(dir, "back")
@@ -119,6 +126,42 @@ func TestTLSRealClientsRefused(t *testing.T) {
 	}
 }
 
+// TestTLSRevokedClientRefused: a client certificate that the server
+// directory's ca-crl.pem revokes is refused, as nbdkit refuses it; the
+// CA's other clients get in.
+func TestTLSRevokedClientRefused(t *testing.T) {
+	p := testtool.NewCerttoolPKI(t)
+	alice, bob := p.ClientDir("alice"), p.ClientDir("bob")
+	p.Revoke(p.ServerDir, filepath.Join(bob, "client-cert.pem"))
+	e := serveTLS(t, TLSRequire, p.ServerDir, true, Config{})
+	if out, err := testtool.Output(t, "nbdinfo", "--size", e.tlsURI(bob)); err == nil {
+		t.Fatalf("nbdinfo with a revoked certificate got in: %s", out)
+	}
+	e.logged(t, "handshake failed", "CN=bob", "is revoked by ca-crl.pem")
+	if out := testtool.Run(t, "nbdinfo", "--size", e.tlsURI(alice)); strings.TrimSpace(out) != "4194304" {
+		t.Fatalf("nbdinfo --size with alice's certificate: %s", out)
+	}
+	e.logged(t, "client certificate CN=alice")
+}
+
+// TestTLSFioVerify: fio's nbd engine writes and verifies through TLS (a
+// server that requires TLS but no client certificate: fio cannot pass
+// libnbd a certificate directory, see TestTLSQemuIOVerify).
+func TestTLSFioVerify(t *testing.T) {
+	e := serveTLS(t, TLSRequire, "", false, Config{})
+	out := testtool.Run(t, "fio", "--name=tlsverify", "--ioengine=nbd",
+		"--uri=nbds://"+e.addr+"/?tls-verify-peer=false", "--rw=randwrite", "--bs=4k", "--size=4M",
+		"--iodepth=16", "--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_state_save=0",
+		"--output-format=terse")
+	// Terse version 3: the fifth field is the job's error; libnbd's
+	// "connected" line comes first.
+	i := strings.Index(out, "3;fio")
+	if i < 0 || strings.Split(out[i:], ";")[4] != "0" {
+		t.Fatalf("fio verify over TLS did not end cleanly:\n%s", out)
+	}
+	e.logged(t, "TLS 1.3", "no client certificate")
+}
+
 // TestTLSOnServesBothSideBySide: with --tls=on, a TLS client and a
 // plaintext client copy the export out at the same time.
 func TestTLSOnServesBothSideBySide(t *testing.T) {
@@ -152,9 +195,9 @@ func TestTLSOnServesBothSideBySide(t *testing.T) {
 }
 
 // TestTLSQemuIOVerify: qemu-io writes patterns through TLS and reads
-// them back with verification. (fio's nbd engine cannot do TLS here:
-// libnbd refuses its URI's tls-certificates= without
-// nbd_set_uri_allow_local_file, which fio does not call.)
+// them back with verification, with a client certificate. (fio's nbd
+// engine cannot present one: libnbd refuses its URI's tls-certificates=
+// without nbd_set_uri_allow_local_file, which fio does not call.)
 func TestTLSQemuIOVerify(t *testing.T) {
 	e := serveTLS(t, TLSRequire, "", true, Config{})
 	tlsArgs := e.qemuTLSArgs(e.ca.ClientDir(t, "qemu", e.ca)) // --object O --image-opts FILE
