@@ -55,8 +55,9 @@ type Client struct {
 	lost  atomic.Bool
 	rmwMu sync.Mutex // unaligned writes read-modify-write one at a time
 	down  serverDown
-	// violations logs protocol violations: a server that breaks the
-	// protocol on every connection must not flood the log.
+	// violations logs protocol violations and lost connections: a
+	// server that breaks the protocol, or drops every connection, must
+	// not flood the log.
 	violations ratelog.Limiter
 }
 
@@ -73,9 +74,10 @@ type ClientOptions struct {
 	// IOTimeout is how long a reply may take before the connection is
 	// considered dead and redialled (default 30 s).
 	IOTimeout time.Duration
-	// Logf receives a line for each server that broke the protocol
-	// (rate-limited, with a count of the lines suppressed); nil logs
-	// nothing (the failed requests' errors say it too).
+	// Logf receives a line for each server that broke the protocol, and
+	// for each connection lost and redialled (rate-limited, with a count
+	// of the lines suppressed); nil logs nothing (the failed requests'
+	// errors say it too).
 	Logf func(format string, args ...any)
 }
 
@@ -179,8 +181,9 @@ func (c *Client) violated(err error, inFlight int) {
 
 // clientSlot holds one of the client's connections, redialled when lost.
 type clientSlot struct {
-	mu   sync.Mutex
-	conn *clientConn // nil before the first dial
+	mu        sync.Mutex
+	conn      *clientConn // nil before the first dial
+	redialled bool        // conn was lost and is being replaced (logged when it is)
 }
 
 // serverDown is when the server went away, shared by the client's
@@ -259,6 +262,10 @@ func (c *Client) conn(i int) (*clientConn, error) {
 		if err == nil {
 			s.conn = cc
 			c.serverBack()
+			if s.redialled {
+				c.violations.Printf("nbd: server %s: reconnected", c.target.Addr)
+				s.redialled = false
+			}
 			return cc, nil
 		}
 		if errors.Is(err, errServerProtocol) {
@@ -285,7 +292,12 @@ func (c *Client) reap(s *clientSlot) bool {
 		if s.conn.acked.Load() > s.conn.flushed.Load() {
 			c.lost.Store(true)
 		}
+		s.conn.mu.Lock()
+		cause := s.conn.err
+		s.conn.mu.Unlock()
+		c.violations.Printf("nbd: server %s: connection lost (%v), redialling", c.target.Addr, cause)
 		s.conn = nil
+		s.redialled = true
 		return false
 	default:
 		return true

@@ -77,6 +77,9 @@ func clientHandshake(c net.Conn, export string, tlsCfg *tls.Config) (net.Conn, *
 	}
 	typ, _, err := clientOption(c, r, optStructuredReply, nil)
 	if err != nil {
+		if tlsCfg != nil {
+			err = refusedAfterTLS(err, len(tlsCfg.Certificates) > 0)
+		}
 		return nil, nil, info, err
 	}
 	info.structured = typ == repAck
@@ -103,6 +106,16 @@ func clientStartTLS(c net.Conn, r *bufio.Reader, cfg *tls.Config) (*tls.Conn, er
 		return nil, fmt.Errorf("TLS handshake with the NBD server: %w", err)
 	}
 	return tc, nil
+}
+
+// refusedAfterTLS explains a connection the server ended right after the
+// TLS handshake: in TLS 1.3 the client finishes before the server has
+// checked its certificate, so a refusal shows as the next read failing.
+func refusedAfterTLS(err error, haveCert bool) error {
+	if haveCert {
+		return fmt.Errorf("%w (the server may not accept the client certificate of tls-certificates=)", err)
+	}
+	return fmt.Errorf("%w (the server may require a client certificate: %s and %s in the tls-certificates= directory)", err, TLSClientCertFile, TLSClientKeyFile)
 }
 
 // clientGo selects the export with NBD_OPT_GO, or NBD_OPT_EXPORT_NAME

@@ -179,6 +179,45 @@ func TestClientNbdkitTLS(t *testing.T) {
 	}
 }
 
+// TestClientNbdkitTLSCerttool: certificates as certtool makes them by
+// default (RSA) work against nbdkit; a server certificate that the client
+// directory's ca-crl.pem revokes is refused; tls-verify-peer=false, as
+// libnbd reads it, takes a server no CA vouches for.
+func TestClientNbdkitTLSCerttool(t *testing.T) {
+	file := servedFile(t)
+	p := testtool.NewCerttoolPKI(t)
+	addr := testtool.FreeLoopbackPort(t)
+	host, port, _ := strings.Cut(addr, ":")
+	testtool.StartPeerServer(t, "tcp", addr, "nbdkit", "-f", "-i", host, "-p", port,
+		"--tls=require", "--tls-certificates", p.ServerDir, "--tls-verify-peer", "file", file)
+	alice := p.ClientDir("alice")
+	checkRoundTrip(t, dialT(t, "nbds://"+addr+"/?tls-certificates="+alice, ClientOptions{}), file)
+
+	p.Revoke(alice, filepath.Join(p.ServerDir, "server-cert.pem"))
+	c, err := Dial("nbds://"+addr+"/?tls-certificates="+alice, ClientOptions{GiveUp: time.Second})
+	if err == nil {
+		c.Close()
+		t.Fatal("Dial accepted a server certificate that ca-crl.pem revokes")
+	}
+	if !strings.Contains(err.Error(), "is revoked by ca-crl.pem") {
+		t.Errorf("Dial to a revoked server: %v", err)
+	}
+
+	// Without verification a client directory needs no ca-cert.pem.
+	bare := t.TempDir()
+	for _, f := range []string{"client-cert.pem", "client-key.pem"} {
+		b, _ := os.ReadFile(filepath.Join(alice, f))
+		os.WriteFile(filepath.Join(bare, f), b, 0o600)
+	}
+	c = dialT(t, "nbds://"+addr+"/?tls-verify-peer=false&tls-certificates="+bare, ClientOptions{})
+	if c.Size() != peerFileSize {
+		t.Fatalf("size through tls-verify-peer=false: %d", c.Size())
+	}
+	if _, err := Dial("nbds://"+addr+"/?tls-certificates="+bare, ClientOptions{GiveUp: time.Second}); err == nil {
+		t.Error("Dial without ca-cert.pem and with verification succeeded")
+	}
+}
+
 func TestClientNbdkitTLSUnix(t *testing.T) {
 	file := servedFile(t)
 	ca := testtool.NewCA(t, "nbd client test CA")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,7 +30,14 @@ func TestClientReconnect(t *testing.T) {
 func testReconnect(t *testing.T, multiConn string, kill bool) {
 	file := servedFile(t)
 	uri, srv := nbdkitUnix(t, "--filter=multi-conn", "file", file, "multi-conn-mode="+multiConn)
-	c := dialT(t, uri, ClientOptions{GiveUp: 30 * time.Second, IOTimeout: 10 * time.Second})
+	var logMu sync.Mutex
+	var logs []string
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+		logMu.Unlock()
+	}
+	c := dialT(t, uri, ClientOptions{GiveUp: 30 * time.Second, IOTimeout: 10 * time.Second, Logf: logf})
 	if want := map[string]int{"disable": 1, "plugin": defaultConnections()}[multiConn]; c.Multi() != want {
 		t.Fatalf("%d connections, want %d", c.Multi(), want)
 	}
@@ -89,6 +97,13 @@ func testReconnect(t *testing.T, multiConn string, kill bool) {
 	got, _ := os.ReadFile(file)
 	if !bytes.Equal(got, want) {
 		t.Fatalf("file differs from the writes at %d", firstDiff(got, want))
+	}
+	// The loss and the return are in the log.
+	logMu.Lock()
+	defer logMu.Unlock()
+	all := strings.Join(logs, "\n")
+	if !strings.Contains(all, "connection lost") || !strings.Contains(all, "reconnected") {
+		t.Errorf("the log does not show the lost connection and the reconnection:\n%s", all)
 	}
 }
 

@@ -33,11 +33,15 @@ type Target struct {
 	// CertDir is the tls-certificates= directory, "" for none (the
 	// system's CAs then check the server, and no client certificate).
 	CertDir string
-	host    string // the name the server's certificate must carry
+	// NoVerifyPeer is libnbd's tls-verify-peer=false: the server's
+	// certificate is not checked at all (the session is still encrypted).
+	NoVerifyPeer bool
+	host         string // the name the server's certificate must carry
 }
 
-// ParseURI reads an NBD URI. Query parameters other than socket= and
-// tls-certificates= are refused, so that a typo is not silently ignored.
+// ParseURI reads an NBD URI. Query parameters other than socket=,
+// tls-certificates= and tls-verify-peer= are refused, so that a typo is not
+// silently ignored.
 func ParseURI(uri string) (Target, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
@@ -63,13 +67,24 @@ func ParseURI(uri string) (Target, error) {
 	t.Export = strings.TrimPrefix(u.Path, "/")
 	q := u.Query()
 	for k := range q {
-		if k != "socket" && k != "tls-certificates" {
+		switch k {
+		case "socket", "tls-certificates", "tls-verify-peer":
+		case "tls-psk-file", "tls-username":
+			return Target{}, fmt.Errorf("NBD URI %s: TLS with pre-shared keys (%s=) is not supported: use certificates", uri, k)
+		default:
 			return Target{}, fmt.Errorf("NBD URI %s: unsupported query parameter %q", uri, k)
 		}
 	}
 	t.CertDir = q.Get("tls-certificates")
-	if t.CertDir != "" && !t.TLS {
-		return Target{}, fmt.Errorf("NBD URI %s: tls-certificates= needs nbds:// or nbds+unix://", uri)
+	if q.Has("tls-verify-peer") {
+		verify, err := parseURIBool(q.Get("tls-verify-peer"))
+		if err != nil {
+			return Target{}, fmt.Errorf("NBD URI %s: tls-verify-peer=: %w", uri, err)
+		}
+		t.NoVerifyPeer = !verify
+	}
+	if (t.CertDir != "" || q.Has("tls-verify-peer")) && !t.TLS {
+		return Target{}, fmt.Errorf("NBD URI %s: tls-certificates= and tls-verify-peer= need nbds:// or nbds+unix://", uri)
 	}
 	if unixSock {
 		t.Network, t.Addr = "unix", q.Get("socket")
@@ -94,23 +109,41 @@ func ParseURI(uri string) (Target, error) {
 	return t, nil
 }
 
+// parseURIBool reads a boolean as libnbd's URI parser does.
+func parseURIBool(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "1", "true", "on", "yes":
+		return true, nil
+	case "0", "false", "off", "no":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not a boolean", v)
+}
+
 // clientTLS builds the TLS configuration of a target: the server is
 // checked against ca-cert.pem in CertDir (or the system's CAs without a
-// directory), and client-cert.pem with client-key.pem are presented when
-// the directory has them.
+// directory; not at all with NoVerifyPeer, when ca-cert.pem may be
+// absent), and client-cert.pem with client-key.pem are presented when the
+// directory has them.
 func (t Target) clientTLS() (*tls.Config, error) {
 	cfg := &tls.Config{
-		ServerName: t.host,
-		MinVersion: tls.VersionTLS13,
+		ServerName:         t.host,
+		MinVersion:         tls.VersionTLS12, // as the NBD protocol requires
+		InsecureSkipVerify: t.NoVerifyPeer,
 	}
 	if t.CertDir == "" {
 		return cfg, nil
 	}
-	pool, err := loadCAPool(t.CertDir)
-	if err != nil {
+	trust, err := loadTrust(t.CertDir)
+	switch {
+	case err == nil:
+	case t.NoVerifyPeer && errors.Is(err, os.ErrNotExist):
+		// Nothing to check the server with, and nothing asked to.
+	default:
 		return nil, fmt.Errorf("TLS certificates: %w", err)
 	}
-	cfg.RootCAs = pool
+	cfg.RootCAs = trust.pool
+	cfg.VerifyConnection = trust.verifyConnection()
 	certFile := filepath.Join(t.CertDir, TLSClientCertFile)
 	keyFile := filepath.Join(t.CertDir, TLSClientKeyFile)
 	if _, err := os.Stat(certFile); errors.Is(err, os.ErrNotExist) {
