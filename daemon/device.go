@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/dmcrypt"
@@ -21,10 +22,7 @@ func openCrypt(spec Spec, key *keyring.Secret) (d *dmcrypt.Device, backend block
 	ro := spec.Options.ReadOnly
 	backend, err = blockdev.Open(spec.Location, blockdev.OpenOptions{ReadOnly: ro, Exclusive: !spec.Options.Shared, Logf: Log.Printf})
 	if err != nil {
-		if errors.Is(err, blockdev.ErrInUse) {
-			return nil, nil, false, InUse(spec.Location, err)
-		}
-		return nil, nil, false, &Error{Kind: ErrNoDevice, Msg: fmt.Sprintf("Device %s does not exist or access denied.", spec.Location), Err: err}
+		return nil, nil, false, openError(spec.Location, err)
 	}
 	if spec.reencrypting() {
 		// newSegmented owns the backend from here, also when it fails.
@@ -55,6 +53,26 @@ func openCrypt(spec Spec, key *keyring.Secret) (d *dmcrypt.Device, backend block
 		return nil, nil, false, &Error{Kind: ErrNoDevice, Msg: fmt.Sprintf("Device %s: %v.", spec.Location, err), Err: err}
 	}
 	return d, backend, lerr == nil, nil
+}
+
+// openError is blockdev.Open's refusal of location in one line, as the
+// CLI's header verbs say it: cryptsetup's words for a local device, a
+// missing remote volume and one in use; else a remote store's own error
+// (a request it refused, a CA bundle that cannot be read), with exit 2
+// for credentials it refused or that were not found.
+func openError(location string, err error) error {
+	const exitPermission = 2 // cryptsetup's: no permission, bad passphrase
+	switch {
+	case errors.Is(err, blockdev.ErrInUse):
+		return InUse(location, err)
+	case blockdev.Scheme(location) == "" || errors.Is(err, os.ErrNotExist):
+		return &Error{Kind: ErrNoDevice, Msg: fmt.Sprintf("Device %s does not exist or access denied.", location), Err: err}
+	}
+	msg := "luksd: " + oneLine(err)
+	if errors.Is(err, os.ErrPermission) {
+		return &Error{Kind: ErrNoDevice, Msg: msg, Err: &StartError{Code: exitPermission, Msg: msg, Err: err}}
+	}
+	return &Error{Kind: ErrNoDevice, Msg: msg, Err: err}
 }
 
 // sectorCipher is seg's sector cipher keyed with key.

@@ -35,18 +35,29 @@ func errorf(kind error, format string, a ...any) error {
 
 // InUse is cryptsetup's refusal of a data device someone else holds;
 // cause (a blockdev.ClaimError, or nil) says what holds it, for the log.
+// A remote volume's holder, which no local tool can show (an S3 lease:
+// a host and process elsewhere), is named in a second sentence, with how
+// to break its hold where that is the user's to do.
 func InUse(path string, cause error) error {
-	return &Error{Kind: ErrBusy, Msg: fmt.Sprintf("Cannot use device %s which is in use (already mapped or mounted).", path), Err: cause}
+	msg := fmt.Sprintf("Cannot use device %s which is in use (already mapped or mounted).", path)
+	var h interface{ Holder() string }
+	if errors.As(cause, &h) {
+		msg += " " + h.Holder()
+	}
+	return &Error{Kind: ErrBusy, Msg: msg, Err: cause}
 }
 
-// StartError is a spawned daemon's failure before its device was ready,
-// as it reported it: the exit code its CLI chose, and its one line.
+// StartError is a daemon's failure before its device was ready with the
+// exit code its CLI chose, as a spawned daemon reported it; or one whose
+// code no kind above gives, as openCrypt makes it (Err the cause).
 type StartError struct {
 	Code int
 	Msg  string
+	Err  error
 }
 
 func (e *StartError) Error() string { return e.Msg }
+func (e *StartError) Unwrap() error { return e.Err }
 
 // ErrReported is RunChild's failure once it has told the parent why over
 // the ready pipe: there is nothing more to say.

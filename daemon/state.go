@@ -311,10 +311,15 @@ func Active(name string) (*State, error) {
 }
 
 // ResolveName maps what status and close are given to a NAME: the NAME
-// itself, /dev/mapper/NAME (cryptsetup's spelling), or the kernel block
-// device of an active volume (/dev/nbd0). ok is false for a device no
+// itself, /dev/mapper/NAME (cryptsetup's spelling), the kernel block
+// device of an active volume (/dev/nbd0), or the remote location it
+// serves (s3://BUCKET/PREFIX). ok is false for a device or location no
 // active volume uses.
 func ResolveName(arg string) (name string, ok bool, err error) {
+	if blockdev.Scheme(arg) != "" {
+		name = UserOf(arg)
+		return name, name != "", nil
+	}
 	if n, found := strings.CutPrefix(arg, "/dev/mapper/"); found {
 		return n, true, ValidName(n)
 	}

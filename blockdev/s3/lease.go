@@ -35,6 +35,14 @@ import (
 // LUKSD_S3_LEASE_SECONDS) makes writes and flushes fail at once, the
 // dirty chunks kept, until a renewal succeeds.
 //
+// A read-only opener (Options.Exclusive and ReadOnly: open --readonly,
+// copy's source) takes the lease as a writer does, so no writer comes in
+// while it reads. With credentials that may only read, it cannot: then it
+// is refused while someone holds the lease, and it looks at the lease
+// again every quarter of its time while open: once a writer holds it, its
+// reads fail (ErrWriterArrived) rather than return chunks that writer
+// changes (reads before it looks again may see the writer's chunks).
+//
 // To break another host's lease before it expires, delete the object
 // (e.g. `aws s3 rm s3://BUCKET/PREFIX/luksd-lease.json`); its holder then
 // stops writing at its next renewal.
@@ -57,6 +65,37 @@ const (
 // ErrLeaseLost: the lease expired before it could be renewed, or another
 // opener took it: the volume refuses writes.
 var ErrLeaseLost = errors.New("the volume's lease in the store was lost (expired or taken over)")
+
+// ErrWriterArrived: a read-only opener found the volume's lease taken by a
+// writer since it opened: its reads fail.
+var ErrWriterArrived = errors.New("another opener took the volume for writing (its lease in the store)")
+
+// LeaseHeldError refuses an opener while another holds the lease;
+// errors.Is(err, blockdev.ErrInUse) holds.
+type LeaseHeldError struct {
+	Location string // s3://BUCKET/PREFIX
+	rec      leaseRecord
+	here     bool // the holder runs on this host
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("%s: %v: held by host %s (pid %d) until %s", e.Location, blockdev.ErrInUse,
+		e.rec.Host, e.rec.PID, e.rec.Expires.Format(time.RFC3339))
+}
+
+func (e *LeaseHeldError) Unwrap() error { return blockdev.ErrInUse }
+
+// Holder says who holds the lease and until when, and for another
+// host's lease how to break it, in a sentence that follows cryptsetup's
+// "in use" line.
+func (e *LeaseHeldError) Holder() string {
+	until := e.rec.Expires.Local().Format(time.RFC3339)
+	if e.here {
+		return fmt.Sprintf("Its lease is held by pid %d on this host until %s.", e.rec.PID, until)
+	}
+	return fmt.Sprintf("Its lease is held by host %s (pid %d) until %s; if that host no longer runs it, "+
+		"`aws s3 rm %s/%s` breaks it.", e.rec.Host, e.rec.PID, until, e.Location, leaseName)
+}
 
 // leaseRecord is the lease object.
 type leaseRecord struct {
@@ -102,8 +141,7 @@ func acquireLease(st *Store, ttl time.Duration) (*lease, error) {
 				return nil, fmt.Errorf("%w: %s/%s: %v", ErrLayout, st, leaseName, err)
 			}
 			if !cur.takeable(me, time.Now()) {
-				return nil, fmt.Errorf("%w: %s is held by host %s (pid %d) until %s", blockdev.ErrInUse,
-					st, cur.Host, cur.PID, cur.Expires.Format(time.RFC3339))
+				return nil, cur.held(st, me)
 			}
 		}
 		rec := me
@@ -218,24 +256,72 @@ func (l *lease) release() error {
 	return err
 }
 
+// held is the refusal of me by the live lease r of st.
+func (r leaseRecord) held(st *Store, me leaseRecord) error {
+	return &LeaseHeldError{Location: st.String(), rec: r, here: r.Host == me.Host && r.BootID == me.BootID}
+}
+
+// readLease reads st's lease; ok is false when there is none.
+func readLease(st *Store) (r leaseRecord, ok bool, err error) {
+	b, _, err := st.getVersion(leaseName)
+	if errors.Is(err, errNotFound) {
+		return r, false, nil
+	} else if err != nil {
+		return r, false, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, false, fmt.Errorf("%w: %s/%s: %v", ErrLayout, st, leaseName, err)
+	}
+	return r, true, nil
+}
+
+// checkNoWriter refuses (LeaseHeldError) while someone holds st's lease.
+func checkNoWriter(st *Store) error {
+	r, ok, err := readLease(st)
+	if err != nil || !ok {
+		return err
+	}
+	if me := thisProcess(); !r.takeable(me, time.Now()) {
+		return r.held(st, me)
+	}
+	return nil
+}
+
+// watchLease looks at st's lease every period until done is closed, and
+// calls arrived once, when a writer holds it. A store that cannot be
+// read is looked at again next time: the reads fail on their own.
+func watchLease(st *Store, period time.Duration, done <-chan struct{}, arrived func()) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if err := checkNoWriter(st); errors.Is(err, blockdev.ErrInUse) {
+			arrived()
+			return
+		}
+	}
+}
+
 // LeaseHolder names the holder of st's lease ("host HOST (pid PID)"), or
 // returns "" when nobody holds it: no lease, or one released, expired or
 // left by a process of this host that is gone.
 func LeaseHolder(st *Store) (string, error) {
-	b, _, err := st.getVersion(leaseName)
-	if errors.Is(err, errNotFound) {
-		return "", nil
-	} else if err != nil {
-		return "", err
+	holder, _, err := Lease(st)
+	return holder, err
+}
+
+// Lease is LeaseHolder with the time the lease lasts until, unless
+// renewed.
+func Lease(st *Store) (holder string, until time.Time, err error) {
+	r, ok, err := readLease(st)
+	if err != nil || !ok || r.takeable(thisProcess(), time.Now()) {
+		return "", time.Time{}, err
 	}
-	var r leaseRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return "", fmt.Errorf("%w: %s/%s: %v", ErrLayout, st, leaseName, err)
-	}
-	if r.takeable(thisProcess(), time.Now()) {
-		return "", nil
-	}
-	return fmt.Sprintf("host %s (pid %d)", r.Host, r.PID), nil
+	return fmt.Sprintf("host %s (pid %d)", r.Host, r.PID), r.Expires, nil
 }
 
 // takeable reports whether me may take over the lease r at now.

@@ -2,17 +2,23 @@ package s3
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials/processcreds"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/luksd/luksd/blockdev"
@@ -76,9 +82,17 @@ const idleConnsPerHost = 64
 
 // newClient configures an S3 client from the standard sources.
 func newClient(ctx context.Context) (*s3.Client, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// Errors are luksd's one line: the SDK logs nothing of its own (an
+	// IMDS fallback warning would come first).
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.Nop{}))
 	if err != nil {
-		return nil, fmt.Errorf("AWS configuration: %w", err)
+		// Not wrapped: a CA bundle that cannot be read is not a volume
+		// that does not exist (os.ErrNotExist).
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Path == os.Getenv("AWS_CA_BUNDLE") {
+			return nil, fmt.Errorf("AWS configuration: AWS_CA_BUNDLE: %s", oneLine(pe.Error()))
+		}
+		return nil, fmt.Errorf("AWS configuration: %s", oneLine(err.Error()))
 	}
 	if cfg.Region == "" {
 		// Self-hosted stores take any region; SigV4 needs one.
@@ -93,18 +107,22 @@ func newClient(ctx context.Context) (*s3.Client, error) {
 		})
 	}
 	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		var proc *processcreds.ProviderError
+		if errors.As(err, &proc) {
+			return nil, fmt.Errorf("%w: credential_process failed: %s", ErrAccessDenied, oneLine(proc.Err.Error()))
+		}
 		return nil, fmt.Errorf("%w: no credentials found (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE or ~/.aws/credentials)",
 			ErrAccessDenied)
 	}
-	pathStyle := cfg.BaseEndpoint != nil || os.Getenv("AWS_ENDPOINT_URL_S3") != ""
-	switch os.Getenv("LUKSD_S3_ADDRESSING_STYLE") {
-	case "path":
-		pathStyle = true
-	case "virtual":
-		pathStyle = false
-	}
+	style := os.Getenv("LUKSD_S3_ADDRESSING_STYLE")
 	return s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.UsePathStyle = pathStyle
+		// The endpoint as the SDK resolved it, from AWS_ENDPOINT_URL(_S3)
+		// or a profile's endpoint_url or [services] section.
+		o.UsePathStyle = o.BaseEndpoint != nil && style != "virtual" || style == "path"
+		// Store.retry retries for LUKSD_S3_TIMEOUT: the SDK's own quick
+		// retries inside each try must not run out of a retry budget
+		// (its token bucket), which would fail a try at once.
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) { so.RateLimiter = ratelimit.None })
 		// A ranged GET has no whole-object checksum to check; the SDK
 		// would log that for every chunk read.
 		o.DisableLogOutputChecksumValidationSkipped = true

@@ -62,6 +62,23 @@ func Create(st *Store, size, chunkSize int64) error {
 	return err
 }
 
+// Remove deletes the volume at st: its chunks, its lease and its
+// manifest, last, so that a Remove cut short leaves a volume to remove
+// again, not chunks that would keep Create out. The caller makes sure
+// nobody has it open.
+func Remove(st *Store) error {
+	chunks, err := st.list(chunkPrefix)
+	if err != nil {
+		return err
+	}
+	for _, name := range append(chunks, leaseName, manifestName) {
+		if err := st.delete(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ReadManifest reads st's manifest: ErrNoVolume when there is none,
 // ErrLayout when it is not one this package knows.
 func ReadManifest(st *Store) (Manifest, error) {

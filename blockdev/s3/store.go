@@ -217,6 +217,33 @@ func (s *Store) any(namePrefix string) (found bool, err error) {
 	return found, err
 }
 
+// list returns the names of the objects whose name starts with
+// namePrefix.
+func (s *Store) list(namePrefix string) ([]string, error) {
+	var names []string
+	var token *string
+	for {
+		err := s.retry("list", namePrefix, func(ctx context.Context) error {
+			out, err := s.api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: s.key(namePrefix),
+				ContinuationToken: token})
+			if err != nil {
+				return err
+			}
+			for _, o := range out.Contents {
+				names = append(names, strings.TrimPrefix(aws.ToString(o.Key), s.prefix))
+			}
+			token = out.NextContinuationToken
+			if !aws.ToBool(out.IsTruncated) {
+				token = nil
+			}
+			return nil
+		})
+		if err != nil || token == nil {
+			return names, err
+		}
+	}
+}
+
 // StoreError is a failed store request.
 type StoreError struct {
 	Op, Location string
@@ -237,8 +264,12 @@ func (e *StoreError) Error() string {
 	if errors.Is(e.Err, ErrAccessDenied) {
 		msg = "access denied (" + msg + ")"
 	}
-	return e.Op + " " + e.Location + ": " + msg
+	return e.Op + " " + e.Location + ": " + oneLine(msg)
 }
+
+// oneLine joins a message's lines (the SDK's errors may hold several) and
+// spaces: luksd reports one line, as cryptsetup.
+func oneLine(msg string) string { return strings.Join(strings.Fields(msg), " ") }
 
 func (e *StoreError) Unwrap() error { return e.Err }
 

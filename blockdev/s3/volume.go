@@ -25,7 +25,7 @@ type Volume struct {
 	m       Manifest
 	opts    Options
 	c       *cache
-	lease   *lease // with Options.Exclusive
+	lease   *lease // with Options.Exclusive (but read-only credentials)
 	closed  atomic.Bool
 	stopped bool // guarded by c.mu: the uploads have stopped
 	kick    chan struct{}
@@ -38,6 +38,9 @@ type Volume struct {
 	closeErr      error
 	closeMu       sync.Mutex
 	hooks         testHooks
+	// writer is set once a read-only exclusive opener sees a writer's
+	// lease (watchLease): its reads fail from then on.
+	writer atomic.Bool
 }
 
 // testHooks, set only by tests before the first write, stop a writer or
@@ -53,6 +56,9 @@ type Options struct {
 	ReadOnly bool
 	// Exclusive takes the volume's lease (lease.go) for as long as it is
 	// open: another exclusive opener is refused with blockdev.ErrInUse.
+	// With ReadOnly and credentials that may not write the lease, it
+	// takes none, but is refused while someone holds it, and stops
+	// reading once a writer does.
 	Exclusive bool
 	// LeaseTTL is how long the lease lasts unless renewed
 	// (LeaseTTLFor the store's timeout when 0).
@@ -94,14 +100,26 @@ func OpenVolume(st *Store, opts Options) (*Volume, error) {
 	}
 	opts.fill(m.ChunkSize, st.Timeout)
 	v := &Volume{st: st, m: m, opts: opts, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	watch := false
 	if opts.Exclusive {
-		if v.lease, err = acquireLease(st, opts.LeaseTTL); err != nil {
+		v.lease, err = acquireLease(st, opts.LeaseTTL)
+		if err != nil && opts.ReadOnly && errors.Is(err, os.ErrPermission) {
+			// Read-only credentials cannot write the lease: the reader
+			// makes sure nobody writes now and watches while open.
+			v.lease, watch, err = nil, true, checkNoWriter(st)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
 	var ctx context.Context
 	ctx, v.cancel = context.WithCancel(context.Background())
 	v.prefetchStore = st.within(ctx)
+	if watch {
+		v.wg.Go(func() {
+			watchLease(v.prefetchStore, opts.LeaseTTL/leaseRenewals, v.done, func() { v.writer.Store(true) })
+		})
+	}
 	v.c = newCache(m.ChunkSize, opts.CacheBytes, int(opts.DirtyBytes/m.ChunkSize), v.chunkLen)
 	v.wg.Add(1)
 	go v.scheduleUploads()
@@ -149,6 +167,9 @@ func (v *Volume) ReadAt(p []byte, off int64) (int, error) {
 	}
 	if off < 0 {
 		return 0, v.opError("read", off, len(p), blockdev.ErrOutOfRange)
+	}
+	if v.writer.Load() {
+		return 0, v.opError("read", off, len(p), ErrWriterArrived)
 	}
 	if off >= v.m.Size {
 		return 0, io.EOF

@@ -67,16 +67,20 @@ func runCopy(c *cli.Context) error {
 // openClaimed opens a location claimed, as an open volume claims it. A
 // remote one that its backend cannot claim (an NBD export) is at least
 // refused while a luksd volume on this host has it.
+// The backend's own refusal comes first: it can name the holder (an S3
+// lease). Read-only, an S3 volume is only checked for a writer, so that
+// read-only credentials copy it out.
 func openClaimed(path string, readOnly bool) (blockdev.Backend, error) {
-	if blockdev.Scheme(path) != "" && daemon.UserOf(path) != "" {
-		return nil, withCode(exitBusy, daemon.InUse(path, nil))
-	}
 	d, err := blockdev.Open(path, blockdev.OpenOptions{ReadOnly: readOnly, Exclusive: true})
 	switch {
 	case errors.Is(err, blockdev.ErrInUse):
 		return nil, withCode(exitBusy, daemon.InUse(path, err))
 	case err != nil:
 		return nil, locationError(path, err)
+	}
+	if blockdev.Scheme(path) != "" && daemon.UserOf(path) != "" {
+		d.Close()
+		return nil, withCode(exitBusy, daemon.InUse(path, nil))
 	}
 	return d, nil
 }

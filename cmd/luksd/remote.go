@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 
@@ -16,7 +17,36 @@ import (
 // remoteFile is a remote volume (blockdev.Open of a URL) as the
 // luks2.File the header verbs read and write: Sync flushes it; it is no
 // file, and never grows.
-type remoteFile struct{ blockdev.Device }
+type remoteFile struct {
+	blockdev.Device
+	// created is the location of a volume luksFormat --device-size
+	// created in this process: closed without a LUKS header (the format
+	// failed or was not confirmed), it is removed again.
+	created string
+}
+
+// created is the location createRemote made a volume at, or "".
+var created string
+
+// Close closes the volume, and removes one this process created and
+// did not format.
+func (f remoteFile) Close() error {
+	if f.created == "" || luks2.IsLUKS(f.Device) {
+		return f.Device.Close()
+	}
+	err := f.Device.Close()
+	return errors.Join(err, removeRemote(f.created))
+}
+
+// removeRemote removes the volume at location (an s3:// one: the only
+// scheme createRemote makes volumes for).
+func removeRemote(location string) error {
+	st, err := s3.Connect(location)
+	if err != nil {
+		return err
+	}
+	return s3.Remove(st)
+}
 
 func (f remoteFile) Sync() error                { return f.Flush() }
 func (f remoteFile) Stat() (os.FileInfo, error) { return nil, errors.ErrUnsupported }
@@ -49,7 +79,11 @@ func openRemote(location string, write bool) (luks2.File, int64, error) {
 	if err != nil {
 		return nil, 0, locationError(location, err)
 	}
-	return remoteFile{d}, d.Size(), nil
+	f := remoteFile{Device: d}
+	if write && location == created {
+		f.created = location
+	}
+	return f, d.Size(), nil
 }
 
 // createRemote makes the volume luksFormat --device-size asks for: a
@@ -57,7 +91,10 @@ func openRemote(location string, write bool) (luks2.File, int64, error) {
 // written. cryptsetup refuses --device-size with luksFormat, and luksd
 // does too for a local device.
 // --chunk-size picks the size of its chunk objects, recorded in the
-// store: an existing volume keeps its own.
+// store: an existing volume keeps its own. A size too small for the
+// header is refused before anything is created; a volume created and
+// then not formatted (no confirmation, no passphrase, a failed format) is
+// removed when luksFormat closes it (remoteFile.Close).
 func createRemote(c *cli.Context, location string) error {
 	if !c.IsSet("device-size") {
 		if c.IsSet("chunk-size") {
@@ -72,6 +109,9 @@ func createRemote(c *cli.Context, location string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkFormatSize(c); err != nil {
+		return err
+	}
 	err = blockdev.Create(location, blockdev.CreateOptions{Size: c.Int64("device-size"), ChunkSize: chunk})
 	switch {
 	case errors.Is(err, os.ErrExist):
@@ -82,6 +122,27 @@ func createRemote(c *cli.Context, location string) error {
 		return exitf(exitParams, "luksd: %v", err)
 	case err != nil:
 		return locationError(location, err)
+	}
+	created = location
+	return nil
+}
+
+// checkFormatSize refuses a LUKS2 --device-size that luks2.Format would
+// refuse, with its words: no larger than the header area its options
+// lay out. (LUKS1's is left to Format, and the volume removed after.)
+func checkFormatSize(c *cli.Context) error {
+	version, err := formatVersion(c)
+	if err != nil || version != 2 {
+		return err
+	}
+	opts, err := formatOptions(c, version)
+	if err != nil {
+		return err
+	}
+	l, err := luks2.FormatLayout(opts)
+	end := max(l.DataOffset, 2*l.MetadataSize+l.KeyslotsSize)
+	if size := c.Int64("device-size"); err == nil && !opts.DetachedData && size <= end {
+		return formatError(fmt.Errorf("device is too small: %d bytes, the LUKS2 header needs more than %d", size, end))
 	}
 	return nil
 }

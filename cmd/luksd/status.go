@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/luksd/luksd/blockdev"
+	"github.com/luksd/luksd/blockdev/s3"
 	"github.com/luksd/luksd/daemon"
 	"github.com/urfave/cli/v2"
 )
@@ -28,6 +30,10 @@ func statusAction(c *cli.Context) error {
 	}
 	if !ok {
 		fmt.Printf("%s is inactive.\n", arg)
+		if blockdev.Scheme(arg) == "s3" {
+			// Not here: it may be open on another host.
+			writeS3Status(os.Stdout, arg, false)
+		}
 		return exitf(exitDevice, "")
 	}
 	s, err := daemon.Active(name)
@@ -104,6 +110,9 @@ func writeStatus(w io.Writer, path string, s *daemon.State, inUse bool) error {
 		// luksd's is a process's, so status names it.
 		fmt.Fprintf(bw, "  holder:  luksd pid %d, exclusive (%s)\n", s.PID, s.Claim)
 	}
+	if blockdev.Scheme(s.Image) == "s3" {
+		writeS3Status(bw, s.Image, true)
+	}
 	fmt.Fprintf(bw, "  frontend: %s\n", s.Frontend)
 	if s.Frontend == "serve" { // a named serve: an NBD export, no block device
 		fmt.Fprintf(bw, "  export:  %s\n", s.Device)
@@ -117,6 +126,34 @@ func writeStatus(w io.Writer, path string, s *daemon.State, inUse bool) error {
 		fmt.Fprintf(bw, "  mapping: %s, symlink to %s\n", s.Mapper, s.Device)
 	}
 	return bw.Flush()
+}
+
+// statusStoreTimeout bounds status's requests to a store: status answers
+// at once, as cryptsetup's, rather than wait out a store that is down.
+const statusStoreTimeout = 5 * time.Second
+
+// writeS3Status prints what an S3 volume's store records: its chunk
+// size (for an active volume) and who holds its lease until when, or why
+// the store could not say.
+func writeS3Status(w io.Writer, location string, active bool) {
+	st, err := s3.Connect(location)
+	if err != nil {
+		fmt.Fprintf(w, "  store:   %v\n", err)
+		return
+	}
+	st.Timeout = statusStoreTimeout
+	if active {
+		if m, err := s3.ReadManifest(st); err == nil {
+			fmt.Fprintf(w, "  chunk size: %d bytes\n", m.ChunkSize)
+		}
+	}
+	holder, until, err := s3.Lease(st)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "  lease:   unknown (%v)\n", err)
+	case holder != "":
+		fmt.Fprintf(w, "  lease:   %s until %s\n", holder, until.Local().Format(time.RFC3339))
+	}
 }
 
 // loopBackingFile returns the file behind a loop device, as cryptsetup

@@ -29,11 +29,14 @@ import (
 	"github.com/luksd/luksd/internal/testtool"
 )
 
-// The credentials a server started here accepts, and no others.
+// The credentials a server started here accepts, and no others; the
+// ReadOnly pair may read and list, not write.
 const (
-	AccessKey = "luksd-test"
-	SecretKey = "luksd-test-secret"
-	Region    = "us-east-1"
+	AccessKey         = "luksd-test"
+	SecretKey         = "luksd-test-secret"
+	ReadOnlyAccessKey = "luksd-test-reader"
+	ReadOnlySecretKey = "luksd-test-reader-secret"
+	Region            = "us-east-1"
 )
 
 // Server is one running weed server.
@@ -122,7 +125,9 @@ func (s *Server) start() error {
 	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", s.ports[0])
 	// weed without identities would accept any credentials.
 	identity := fmt.Sprintf(`{"identities":[{"name":"luksd","credentials":[{"accessKey":%q,"secretKey":%q}],`+
-		`"actions":["Admin","Read","List","Tagging","Write"]}]}`, AccessKey, SecretKey)
+		`"actions":["Admin","Read","List","Tagging","Write"]},`+
+		`{"name":"reader","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Read","List"]}]}`,
+		AccessKey, SecretKey, ReadOnlyAccessKey, ReadOnlySecretKey)
 	if err := os.WriteFile(filepath.Join(s.dir, "s3.json"), []byte(identity), 0o600); err != nil {
 		return err
 	}
