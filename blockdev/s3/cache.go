@@ -32,19 +32,21 @@ type cache struct {
 	maxDirty  int   // dirty chunks
 	chunkLen  func(idx int64) int64
 
-	mu       sync.Mutex
-	changed  *sync.Cond // signalled when an upload ends
-	entries  map[int64]*entry
-	dirtySet map[int64]*entry
-	lru      list.List // unreferenced clean entries, the oldest at the back
-	passed   list.List // the same, read through by a stream (entry.passed)
-	bytes    int64     // len(data) of every entry
-	dirty    int       // entries with dirty set
-	seq      uint64    // the generation of the latest write
-	waiting  int       // writers waiting for room
-	flushes  int       // flushes waiting for uploads
-	active   int       // uploads running
-	lastErr  error     // of the last failed upload
+	mu          sync.Mutex
+	changed     *sync.Cond // signalled when an upload ends
+	entries     map[int64]*entry
+	dirtySet    map[int64]*entry
+	lru         list.List // unreferenced clean entries, the oldest at the back
+	passed      list.List // the same, read through by a stream (entry.passed)
+	bytes       int64     // len(data) of every entry
+	loading     int64     // bytes admitted for loads under way (cache_room.go)
+	dirty       int       // entries with dirty set
+	seq         uint64    // the generation of the latest write
+	waiting     int       // writers waiting for room
+	flushes     int       // flushes waiting for uploads
+	active      int       // uploads running
+	roomWaiters int       // loads waiting for room
+	lastErr     error     // of the last failed upload
 }
 
 // entry is one chunk in the cache.
@@ -113,6 +115,7 @@ func (c *cache) release(e *entry) {
 	e.refs--
 	c.settle(e)
 	c.evict()
+	c.roomChanged()
 }
 
 // releaseRead is release after a read of bytes [lo, hi) of e: reads by
@@ -132,6 +135,7 @@ func (c *cache) releaseRead(e *entry, stream bool, lo, hi, n int64) {
 	e.refs--
 	c.settle(e)
 	c.evict()
+	c.roomChanged()
 }
 
 // passedChunks is how many chunks a stream has read through stay cached.
@@ -161,16 +165,23 @@ func (c *cache) unlist(e *entry) {
 
 // evict drops the chunks passed but the last passedChunks, then the
 // passed and the least recently used clean chunks while more bytes are
-// cached than allowed, or more entries than a cache that size would need
-// (not-stored chunks hold no bytes but an entry each). c.mu is held.
-func (c *cache) evict() {
+// cached (or being loaded) than allowed, or more entries than a cache
+// that size would need (not-stored chunks hold no bytes but an entry
+// each). c.mu is held.
+func (c *cache) evict() { c.evictTo(c.maxBytes) }
+
+// evictTo is evict down to limit bytes. The spare chunks kept for reuse
+// are then cut to the room left, so that they too stay within the
+// cache's bound. c.mu is held.
+func (c *cache) evictTo(limit int64) {
 	maxEntries := int(c.maxBytes/c.chunkSize)*4 + 1024
+	defer func() { trimSpares(c.maxBytes - c.bytes - c.loading) }()
 	for {
 		var last *list.Element
 		switch {
 		case c.passed.Len() > passedChunks:
 			last = c.passed.Back()
-		case c.bytes <= c.maxBytes && len(c.entries) <= maxEntries:
+		case c.bytes+c.loading <= limit && len(c.entries) <= maxEntries:
 			return
 		case c.passed.Len() > 0:
 			last = c.passed.Back()

@@ -2,7 +2,9 @@ package s3
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,6 +85,49 @@ func TestCacheBound(t *testing.T) {
 		if b := small.cachedBytes(); b > 3*testChunk {
 			t.Fatalf("%d bytes cached, over the bound of %d", b, 3*testChunk)
 		}
+	}
+}
+
+// Random reads in flight, each loading a whole chunk, keep the chunks
+// mapped (cached, being loaded, kept spare) within the cache's bound:
+// loads wait for room (cache_room.go).
+func TestCacheBoundConcurrentLoads(t *testing.T) {
+	srv := s3test.Start(t)
+	const chunks = 32
+	v, st := newVolume(t, srv, chunks*testChunk)
+	data := make([]byte, chunks*testChunk)
+	rand.Read(data)
+	if _, err := v.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, v)
+	v.Close()
+	const bound = 3 * testChunk
+	small, err := OpenVolume(st, Options{CacheBytes: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	trimSpares(0) // the first volume's
+	spare.mu.Lock()
+	spare.peak = spare.mapped
+	spare.mu.Unlock()
+	var wg sync.WaitGroup
+	for i := range chunks {
+		wg.Go(func() {
+			off := int64(i)*testChunk + 512
+			p := make([]byte, 4096)
+			if _, err := small.ReadAt(p, off); err != nil || !bytes.Equal(p, data[off:off+4096]) {
+				t.Errorf("read at %d: %v, or other bytes", off, err)
+			}
+		})
+	}
+	wg.Wait()
+	spare.mu.Lock()
+	peak := spare.peak
+	spare.mu.Unlock()
+	if peak > bound {
+		t.Fatalf("%d concurrent loads mapped %d bytes of chunks at once, over the cache's bound of %d", chunks, peak, bound)
 	}
 }
 

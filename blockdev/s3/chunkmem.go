@@ -34,6 +34,9 @@ var spare struct {
 	mu    sync.Mutex
 	bufs  [][]byte
 	bytes int
+	// mapped counts the bytes of chunk mappings alive, spares included,
+	// and peak the most at once (for tests of the cache's bound).
+	mapped, peak int64
 }
 
 // allocChunk returns n zero bytes outside the Go heap.
@@ -69,6 +72,8 @@ func takeChunk(n int64) (b []byte, reused bool) {
 			return b, true
 		}
 	}
+	spare.mapped += n
+	spare.peak = max(spare.peak, spare.mapped)
 	spare.mu.Unlock()
 	return mapChunk(int(n)), false
 }
@@ -80,6 +85,24 @@ func mapChunk(n int) []byte {
 		panic(fmt.Sprintf("s3: cannot map a chunk of %d bytes: %v", n, err))
 	}
 	return b
+}
+
+// trimSpares unmaps spare chunks until they hold at most room bytes: the
+// cache's room left (evictTo), so that spares count within its bound.
+func trimSpares(room int64) {
+	spare.mu.Lock()
+	var drop [][]byte
+	for len(spare.bufs) > 0 && int64(spare.bytes) > room {
+		b := spare.bufs[len(spare.bufs)-1]
+		spare.bufs = spare.bufs[:len(spare.bufs)-1]
+		spare.bytes -= len(b)
+		spare.mapped -= int64(len(b))
+		drop = append(drop, b)
+	}
+	spare.mu.Unlock()
+	for _, b := range drop {
+		unix.Munmap(b)
+	}
 }
 
 // freeChunk gives back a chunk from allocChunk; nil is ignored.
@@ -94,6 +117,7 @@ func freeChunk(b []byte) {
 		spare.mu.Unlock()
 		return
 	}
+	spare.mapped -= int64(len(b))
 	spare.mu.Unlock()
 	unix.Munmap(b)
 }

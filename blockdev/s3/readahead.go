@@ -121,8 +121,16 @@ func (v *Volume) prefetch(idx int64) {
 		return
 	}
 	defer e.mu.Unlock()
+	if e.loaded || e.data != nil {
+		return // loaded meanwhile, or being written
+	}
+	// No waiting for room: a read-ahead that finds none is skipped.
+	n := v.chunkLen(idx)
+	if !v.c.tryAdmit(n) {
+		return
+	}
 	if v.hooks.prefetch != nil {
 		v.hooks.prefetch(idx)
 	}
-	v.loadFrom(v.prefetchStore, e)
+	v.loadAdmitted(v.prefetchStore, e, n)
 }

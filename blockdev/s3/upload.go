@@ -122,45 +122,56 @@ func (v *Volume) upload(e *entry) {
 	v.kickUploads()
 }
 
-// The copies of the chunks being uploaded are kept for the next uploads
-// (snapshotBytes at most, as many as uploads run at once by default, of
-// 4 MiB chunks): a fresh 4 MiB of heap for each upload costs its
-// page faults (the collector gives freed memory back) and a collection
-// every few uploads. They are on the Go heap, never unmapped: the SDK may
-// still read a request's body after the call has returned (it is then a
-// request that failed, its connection closed).
+// The copies of the chunks being uploaded are mapped outside the Go heap
+// and kept for the next uploads, never unmapped: the SDK may still read a
+// request's body after the call has returned (it is then a request that
+// failed, its connection closed), so a mapping freed then could fault.
+// Up to snapshotBytes are mapped (as many as uploads run at once by
+// default, of 4 MiB chunks); more, for other uploads counts or chunk
+// sizes, are on the heap. On the heap, the copies counted twice: the
+// collector lets the heap grow to twice what is live, and a fresh 4 MiB
+// for each upload cost its page faults and a collection every few
+// uploads.
 const snapshotBytes = DefaultUploads * DefaultChunkSize
 
 var snapshots struct {
 	sync.Mutex
-	bufs  [][]byte
-	bytes int
+	free   [][]byte      // mapped, not in use
+	mapped int           // bytes mapped, in use or free
+	isMap  map[*byte]int // the mapped ones, by their first byte
 }
 
 // takeSnapshot returns n bytes for a copy of a chunk to upload.
 func takeSnapshot(n int) []byte {
 	snapshots.Lock()
 	defer snapshots.Unlock()
-	for i, b := range snapshots.bufs {
+	for i, b := range snapshots.free {
 		if len(b) == n {
-			snapshots.bufs = append(snapshots.bufs[:i], snapshots.bufs[i+1:]...)
-			snapshots.bytes -= n
+			snapshots.free = append(snapshots.free[:i], snapshots.free[i+1:]...)
 			return b
 		}
 	}
-	return make([]byte, n)
+	if snapshots.mapped+n > snapshotBytes {
+		return make([]byte, n)
+	}
+	b := mapChunk(n)
+	if snapshots.isMap == nil {
+		snapshots.isMap = map[*byte]int{}
+	}
+	snapshots.isMap[&b[0]] = n
+	snapshots.mapped += n
+	return b
 }
 
 // putSnapshot gives back a buffer from takeSnapshot (nil is ignored).
 func putSnapshot(b []byte) {
-	if b == nil {
+	if len(b) == 0 {
 		return
 	}
 	snapshots.Lock()
 	defer snapshots.Unlock()
-	if snapshots.bytes+len(b) <= snapshotBytes {
-		snapshots.bufs = append(snapshots.bufs, b)
-		snapshots.bytes += len(b)
+	if snapshots.isMap[&b[0]] == len(b) {
+		snapshots.free = append(snapshots.free, b)
 	}
 }
 

@@ -403,7 +403,18 @@ func (v *Volume) loadFrom(st *Store, e *entry) error {
 	case e.data != nil:
 		return v.merge(st, e)
 	}
-	data := allocChunkUncleared(v.chunkLen(e.idx)) // readInto fills it all
+	n := v.chunkLen(e.idx)
+	if err := v.c.admit(n, v.st.Timeout); err != nil {
+		return err
+	}
+	return v.loadAdmitted(st, e, n)
+}
+
+// loadAdmitted loads chunk e, for which n bytes were admitted. e.mu is
+// held.
+func (v *Volume) loadAdmitted(st *Store, e *entry, n int64) error {
+	defer v.c.admitted(n)
+	data := allocChunkUncleared(n) // readInto fills it all
 	err := st.readInto(chunkName(e.idx), data)
 	if err != nil {
 		freeChunk(data)
