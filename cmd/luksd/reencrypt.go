@@ -2,14 +2,16 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/luksd/luksd/blockdev"
 	"github.com/luksd/luksd/dmcrypt"
@@ -21,7 +23,7 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:      "reencrypt",
-		Usage:     "change a LUKS2 volume's volume key, cipher or sector size in place (offline)",
+		Usage:     "change a LUKS2 volume's volume key, cipher or sector size in place, offline or online (a volume luksd has open)",
 		ArgsUsage: "<device>",
 		Flags: flagSet(keyFlags, encryptFlags, []cli.Flag{
 			&cli.StringFlag{Name: "cipher", Aliases: []string{"c"}, Usage: "new cipher `SPEC`"},
@@ -35,6 +37,7 @@ func init() {
 			&cli.BoolFlag{Name: "init-only", Usage: "only mark the volume for reencryption"},
 			&cli.BoolFlag{Name: "resume-only", Usage: "only resume a reencryption already marked"},
 			&cli.BoolFlag{Name: "force-offline-reencrypt", Usage: "accepted; luksd reencrypts unopened devices offline anyway"},
+			&cli.StringFlag{Name: "active-name", Usage: "reencrypt online through the luksd volume `NAME`, which must map the device"},
 			&cli.IntFlag{Name: "progress-frequency", Usage: "print progress every `SECONDS`"},
 			&cli.BoolFlag{Name: "progress-json", Usage: "print progress as JSON lines"},
 		}),
@@ -141,6 +144,9 @@ func reencrypt(c *cli.Context) error {
 	if err := checkReencryptDevices(c, dev); err != nil {
 		return err
 	}
+	if c.IsSet("active-name") && (c.Bool("encrypt") || c.Bool("decrypt") || c.IsSet("header")) {
+		return exitf(exitParams, "Option --active-name with --encrypt, --decrypt or --header is not supported by luksd.")
+	}
 	under := markedHeader(c, dev)
 	if under != nil && c.Bool("init-only") {
 		// cryptsetup 2.6.1 says so before it looks at --encrypt,
@@ -167,13 +173,27 @@ func reencrypt(c *cli.Context) error {
 	if c.Bool("decrypt") || c.IsSet("header") {
 		return reencryptWithHeader(c, dev) // reencrypt_decrypt.go
 	}
-	if st, err := activeVolume(dev); err != nil {
+	if st, err := onlineTarget(c, dev); err != nil {
 		return err
 	} else if st != nil && c.IsSet("device-size") {
 		return exitf(exitParams, "Option --device-size with an online reencryption is not supported by luksd.")
 	} else if st != nil {
 		return reencryptOnline(c, st) // reencrypt_online.go
 	}
+	hp := headerPath(c, dev)
+	h, f, err := readLUKS2Header(c, dev, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// The reencryption lock first, so that a second luksd reencrypt is
+	// told what runs (as one beside cryptsetup's is), not that the first
+	// one's claim holds the device.
+	lock, err := lockReencryption(f, h.UUID(), "Reencryption process is already running.")
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
 	// Offline: nothing may have the device open (luksd open or serve, a
 	// mount, dm-crypt); the claim lasts the whole run.
 	claim, err := blockdev.Open(dev, blockdev.OpenOptions{Exclusive: true})
@@ -182,17 +202,9 @@ func reencrypt(c *cli.Context) error {
 	} else if err == nil {
 		defer claim.Close()
 	}
-	hp := headerPath(c, dev)
-	h, f, err := readLUKS2Header(c, dev, true)
-	if err != nil {
-		return err
+	if h, err = f.read(); err != nil { // as it is under the lock
+		return headerError(hp, err)
 	}
-	defer f.Close()
-	lock, err := lockReencryption(f, h.UUID(), "Reencryption process is already running.")
-	if err != nil {
-		return err
-	}
-	defer lock.Unlock()
 	marked := h.InReencryption()
 	if err := checkReencryptMode(c, h, dev); err != nil {
 		return err
@@ -219,15 +231,24 @@ func reencrypt(c *cli.Context) error {
 		if err := checkResumeResilience(c, h); err != nil {
 			return err
 		}
-		if pass, err = readPassphrase(keySource(c), "Enter passphrase for "+hp+": ", false); err != nil {
+		if pass, err = resumePassphrase(c, hp); err != nil {
 			return err
-		}
-		if !c.Bool("batch-mode") {
-			fmt.Println("Resuming LUKS reencryption in forced offline mode.")
 		}
 	}
 	defer pass.Wipe()
 	return runReencrypt(c, h, f, hp, pass.Bytes(), f.File, f.Size)
+}
+
+// resumePassphrase asks for the passphrase that resumes the reencryption
+// of the volume whose header is on hp. Without --resume-only, cryptsetup
+// 2.6.1 first asks (on a terminal, unless --batch-mode) whether to resume
+// at all.
+func resumePassphrase(c *cli.Context, hp string) (*keyring.Secret, error) {
+	if !c.Bool("resume-only") && !confirm(c, fmt.Sprintf("Device %s is already in LUKS2 reencryption. Do you wish to resume previously initialised operation?", hp)) {
+		fmt.Fprint(os.Stderr, "Operation aborted.\n\n") // sic, as repair's
+		return nil, exitf(exitParams, "")
+	}
+	return readPassphrase(keySource(c), "Enter passphrase for "+hp+": ", false)
 }
 
 // reencryptInit asks for the passphrase of each keyslot kept (-S, or all
@@ -260,14 +281,10 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice, data luks2.
 		}
 	}()
 	for _, s := range bound {
-		prompt := fmt.Sprintf("Enter passphrase for key slot %d: ", s)
-		p, err := readPassphrase(keySource(c), prompt, false)
+		p, err := keyslotPassphrase(c, h, f, s)
 		if err != nil {
+			last.Wipe()
 			return nil, err
-		}
-		if _, _, err := h.Unlock(f, p.Bytes(), s); err != nil {
-			p.Wipe()
-			return nil, headerError(hp, err)
 		}
 		passphrases[s] = append([]byte(nil), p.Bytes()...)
 		if last != nil {
@@ -319,6 +336,13 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice, data luks2.
 		}
 		return again.ReencryptInit(f, size, passphrases, params)
 	})
+	if err == nil && c.Bool("verbose") {
+		if marked, rerr := f.read(); rerr == nil {
+			for _, s := range createdKeyslots(h, marked) {
+				fmt.Printf("Key slot %d created.\n", s)
+			}
+		}
+	}
 	if err != nil {
 		last.Wipe()
 		if errors.Is(err, luks2.ErrReencryptionInitialized) {
@@ -328,6 +352,53 @@ func reencryptInit(c *cli.Context, h *luks2.Header, f *headerDevice, data luks2.
 		return nil, headerError(hp, err)
 	}
 	return last, nil
+}
+
+// keyslotPassphrase asks for the passphrase of keyslot s of h (on f) until
+// it opens the keyslot: --tries times on a terminal, as cryptsetup
+// 2.6.1's reencrypt init does, once otherwise.
+func keyslotPassphrase(c *cli.Context, h *luks2.Header, f *headerDevice, s int) (*keyring.Secret, error) {
+	src := keySource(c)
+	tries := 1
+	if src.Interactive() {
+		tries = max(c.Int("tries"), 1)
+	}
+	for try := 1; ; try++ {
+		p, err := readPassphrase(src, fmt.Sprintf("Enter passphrase for key slot %d: ", s), false)
+		if err != nil {
+			return nil, err
+		}
+		vk, _, err := h.Unlock(f, p.Bytes(), s)
+		clear(vk)
+		if err == nil {
+			verbosef(c, "Key slot %d unlocked.", s)
+			return p, nil
+		}
+		p.Wipe()
+		if !errors.Is(err, luks2.ErrWrongPassphrase) || try >= tries {
+			return nil, headerError(f.Path, err)
+		}
+		fmt.Fprintln(os.Stderr, "No key available with this passphrase.")
+	}
+}
+
+// createdKeyslots are the keyslots the reencryption init that turned
+// before into after created for the new volume key (not its reencrypt
+// keyslot), ascending, for -v.
+func createdKeyslots(before, after *luks2.Header) []int {
+	var meta struct {
+		Keyslots map[string]struct{ Type string }
+	}
+	if json.Unmarshal(after.JSON(), &meta) != nil {
+		return nil
+	}
+	var created []int
+	for _, s := range after.ActiveKeyslots() {
+		if !slices.Contains(before.ActiveKeyslots(), s) && meta.Keyslots[strconv.Itoa(s)].Type != "reencrypt" {
+			created = append(created, s)
+		}
+	}
+	return created
 }
 
 // reencryptPBKDF is the PBKDF of the new keyslots: nil copies each old
@@ -429,7 +500,8 @@ func checkZoneAlignment(c *cli.Context, align int) error {
 }
 
 // runReencrypt runs the marked reencryption (header f) of the data on
-// data (size bytes) to its end or a signal.
+// data (size bytes) to its end or a signal, which stops it with the
+// metadata written, to be resumed (exit 1, as cryptsetup).
 func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, pass []byte, data luks2.DataDevice, size int64) error {
 	var stop atomic.Bool
 	sig := make(chan os.Signal, 1)
@@ -448,6 +520,13 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 			return err
 		}
 	}
+	progress := newReencryptProgress(c)
+	progress.onStart = func() {
+		// cryptsetup says so once the passphrase has opened the keys.
+		if c.Bool("force-offline-reencrypt") && !c.Bool("batch-mode") {
+			fmt.Fprintln(progress.w, "Resuming LUKS reencryption in forced offline mode.")
+		}
+	}
 	run := luks2.ReencryptRun{
 		HotzoneSize: c.Int64("hotzone-size"),
 		DeviceSize:  c.Int64("device-size"),
@@ -456,10 +535,12 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		Data:        data,
 		Commit:      func(write func() error) error { return f.Edit(write) },
 		Stop:        stop.Load,
-		Progress:    reencryptProgress(c),
+		Progress:    progress.report,
 	}
 	err := h.Reencrypt(f, size, pass, c.Int("key-slot"), run)
 	switch {
+	case err == nil && stop.Load() && progress.done < progress.total:
+		return progress.interrupted()
 	case err == nil:
 		return nil
 	case errors.Is(err, luks2.ErrWrongPassphrase):
@@ -472,54 +553,4 @@ func runReencrypt(c *cli.Context, h *luks2.Header, f *headerDevice, hp string, p
 		return exitf(exitParams, "Failed to load LUKS2 reencryption context.")
 	}
 	return reencryptRunError(hp, err)
-}
-
-// reencryptProgress returns what prints the progress as --progress-json,
-// --progress-frequency and --batch-mode say.
-func reencryptProgress(c *cli.Context) func(done, total int64) {
-	start := time.Now()
-	every := time.Duration(c.Int("progress-frequency")) * time.Second
-	if every == 0 {
-		every = time.Second
-	}
-	json, text := c.Bool("progress-json"), !c.Bool("batch-mode")
-	var lastPrint time.Time
-	return func(done, total int64) {
-		if !json && !text || time.Since(lastPrint) < every && done < total {
-			return
-		}
-		lastPrint = time.Now()
-		printReencryptProgress(c.Args().First(), json, start, done, total)
-	}
-}
-
-// printReencryptProgress prints cryptsetup's progress line on a terminal
-// (rewritten in place, "Finished" at the end), or its JSON line.
-func printReencryptProgress(dev string, json bool, start time.Time, done, total int64) {
-	elapsed := time.Since(start)
-	speed := float64(done) / max(elapsed.Seconds(), 1e-3) // bytes/s
-	// cryptsetup shows an ETA of 0 until there is a rate.
-	var eta time.Duration
-	if done > 0 {
-		eta = time.Duration(float64(total-done) / speed * float64(time.Second))
-	}
-	if json {
-		fmt.Printf("{\"device\":\"%s\",\"device_bytes\":\"%d\",\"device_size\":\"%d\",\"speed\":\"%d\",\"eta_ms\":\"%d\",\"time_ms\":\"%d\"}\n",
-			dev, done, total, int64(speed), eta.Milliseconds(), elapsed.Milliseconds())
-		return
-	}
-	rate, unit := speed, "B"
-	for _, u := range []string{"KiB", "MiB", "GiB"} {
-		if rate < 1024 {
-			break
-		}
-		rate, unit = rate/1024, u
-	}
-	if done < total {
-		fmt.Printf("\033[2K\rProgress: %5.1f%%, ETA %02dm%02ds, %4d MiB written, speed %5.1f %s/s",
-			float64(done)*100/float64(total), int(eta.Minutes()), int(eta.Seconds())%60, done>>20, rate, unit)
-		return
-	}
-	fmt.Printf("\033[2K\rFinished, time %02dm%02ds, %4d MiB written, speed %5.1f %s/s\n",
-		int(elapsed.Minutes()), int(elapsed.Seconds())%60, done>>20, rate, unit)
 }

@@ -108,14 +108,11 @@ func reencryptWithHeader(c *cli.Context, dev string) error {
 		return err
 	}
 	defer lock.Unlock()
-	pass, err := readPassphrase(keySource(c), "Enter passphrase for "+hp+": ", false)
+	pass, err := resumePassphrase(c, hp)
 	if err != nil {
 		return err
 	}
 	defer pass.Wipe()
-	if !c.Bool("batch-mode") {
-		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
-	}
 	return runDecrypt(c, h, f, dev, pass.Bytes())
 }
 
@@ -214,9 +211,6 @@ func decryptInit(c *cli.Context, dev, hp string) error {
 	nh, err := hf.read()
 	if err != nil {
 		return headerError(hp, err)
-	}
-	if c.Bool("force-offline-reencrypt") && !c.Bool("batch-mode") {
-		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
 	}
 	return runDecrypt(c, nh, hf, dev, pass.Bytes())
 }

@@ -74,8 +74,5 @@ func decryptDetachedInit(c *cli.Context, h *luks2.Header, f *headerDevice, dev s
 	if err != nil {
 		return headerError(f.Path, err)
 	}
-	if c.Bool("force-offline-reencrypt") && !c.Bool("batch-mode") {
-		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
-	}
 	return runDecrypt(c, nh, f, dev, pass.Bytes())
 }

@@ -99,7 +99,7 @@ func reencryptEncrypt(c *cli.Context, dev string) error {
 		return exitf(exitParams, "Option --header with --reduce-device-size is not supported by luksd yet.")
 	case c.IsSet("header"):
 		return reencryptEncryptDetached(c, dev) // reencrypt_encrypt_header.go
-	case !c.IsSet("reduce-device-size"):
+	case c.Int64("reduce-device-size") == 0:
 		return exitf(exitParams, "Encryption without detached header (--header) is not possible without data device size reduction (--reduce-device-size).")
 	case c.NArg() > 1:
 		return exitf(exitParams, "Online encryption (a device NAME) is not supported by luksd.")
@@ -149,11 +149,22 @@ func reencryptEncrypt(c *cli.Context, dev string) error {
 		return err
 	}
 	defer pass.Wipe()
+	warnSmallKeyslots(opts, reduce/2)
 	err = f.edit(func() error { return luks2.EncryptInit(f, f.Size, reduce, opts, pass.Bytes()) })
 	if err := initFailure(c, dev, err); err != nil || c.Bool("init-only") {
 		return err
 	}
 	return runJustMarked(c, f, dev, pass.Bytes(), f.File, f.Size)
+}
+
+// warnSmallKeyslots prints luksFormat's warning (even with --batch-mode,
+// as cryptsetup) when the header of an in-place encryption, which ends
+// at offset, leaves little room for keyslots.
+func warnSmallKeyslots(opts luks2.FormatOptions, offset int64) {
+	opts.DataOffset, opts.DetachedData, opts.PayloadAlign = offset, false, 0
+	if l, err := luks2.FormatLayout(opts); err == nil && l.SmallKeyslotsArea() {
+		fmt.Printf("WARNING: keyslots area (%d bytes) is very small, available LUKS2 keyslot count is very limited.\n", l.KeyslotsSize)
+	}
 }
 
 // initFailure says in cryptsetup's words why the init of an in-place
@@ -186,8 +197,5 @@ func runJustMarked(c *cli.Context, f *headerDevice, hp string, pass []byte, data
 		return err
 	}
 	defer lock.Unlock()
-	if c.Bool("force-offline-reencrypt") && !c.Bool("batch-mode") {
-		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
-	}
 	return runReencrypt(c, h, f, hp, pass, data, size)
 }

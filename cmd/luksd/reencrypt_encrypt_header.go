@@ -126,14 +126,11 @@ func resumeDetached(c *cli.Context, h *luks2.Header, f *headerDevice, dev, hp st
 		return err
 	}
 	defer lock.Unlock()
-	pass, err := readPassphrase(keySource(c), "Enter passphrase for "+hp+": ", false)
+	pass, err := resumePassphrase(c, hp)
 	if err != nil {
 		return err
 	}
 	defer pass.Wipe()
-	if !c.Bool("batch-mode") {
-		fmt.Println("Resuming LUKS reencryption in forced offline mode.")
-	}
 	df, size, err := openDevice(dev, true)
 	if err != nil {
 		return err

@@ -46,6 +46,29 @@ func activeVolume(arg string) (*daemon.State, error) {
 	return daemon.Active(name)
 }
 
+// onlineTarget is the luksd volume to reencrypt dev through online: the
+// one --active-name names, which must be active and map dev (by its data
+// device, or dev names it too), else the one dev names, or nil (offline).
+func onlineTarget(c *cli.Context, dev string) (*daemon.State, error) {
+	name := c.String("active-name")
+	if name == "" {
+		return activeVolume(dev)
+	}
+	st, err := daemon.Active(name)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, exitf(exitDevice, "Device %s is not active.", name)
+	}
+	if !sameDevice(st.Image, dev) {
+		if other, _ := activeVolume(dev); other == nil || other.Name != st.Name {
+			return nil, exitf(exitParams, "Mismatching parameters on device %s.", name)
+		}
+	}
+	return st, nil
+}
+
 // reencryptOnline runs reencrypt on the volume st's daemon serves.
 func reencryptOnline(c *cli.Context, st *daemon.State) error {
 	if c.Int64("reduce-device-size") > 0 {
@@ -88,7 +111,7 @@ func reencryptOnline(c *cli.Context, st *daemon.State) error {
 			close(pause)
 		}
 	}()
-	err = daemon.Reencrypt(st.Name, oldKey.Bytes(), newKey.Bytes(), opts, reencryptProgress(c), pause)
+	err = daemon.Reencrypt(st.Name, oldKey.Bytes(), newKey.Bytes(), opts, newReencryptProgress(c).report, pause)
 	var je *daemon.JobError
 	if errors.As(err, &je) && je.Code != 0 {
 		return exitf(je.Code, "%s", je.Msg)
@@ -155,7 +178,7 @@ func onlineKeys(c *cli.Context, path string) (oldKey, newKey *keyring.Secret, er
 	if !marked {
 		pass, err = reencryptInit(c, h, hw, hw.File, hw.Size)
 	} else {
-		pass, err = readPassphrase(keySource(c), "Enter passphrase for "+path+": ", false)
+		pass, err = resumePassphrase(c, path)
 	}
 	if err != nil || c.Bool("init-only") {
 		pass.Wipe()

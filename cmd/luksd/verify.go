@@ -108,8 +108,13 @@ func verifyLine(verb string, lo lineOptions) error {
 			msg = "Options --device-size and --size cannot be combined."
 		}
 	case "reencrypt":
-		if lo.set("reduce-device-size") && lo.set("device-size") {
+		switch {
+		case lo.set("reduce-device-size") && lo.set("device-size"):
 			msg = "Options --reduce-device-size and --data-size cannot be combined." // sic
+		case lo.set("active-name") && (dt == "luks1" || dt == "LUKS1"):
+			msg = "Option --active-name can be set only for LUKS2 device."
+		case lo.set("active-name") && lo.set("force-offline-reencrypt"):
+			msg = "Options --active-name and --force-offline-reencrypt cannot be combined."
 		}
 	case "luksDump":
 		if lo.set("unbound") && !lo.set("key-slot") {
