@@ -2,7 +2,6 @@ package nbd
 
 import (
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -36,16 +35,9 @@ func loadCRL(dir string, cas []*x509.Certificate) (revocations, error) {
 		return nil, err
 	}
 	rev := revocations{}
-	crls := 0
-	for rest := data; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		if b.Type != "X509 CRL" {
-			continue
-		}
-		crl, err := x509.ParseRevocationList(b.Bytes)
+	ders := pemBlocks(data, "X509 CRL")
+	for _, der := range ders {
+		crl, err := x509.ParseRevocationList(der)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
@@ -55,9 +47,8 @@ func loadCRL(dir string, cas []*x509.Certificate) (revocations, error) {
 		for _, e := range crl.RevokedCertificateEntries {
 			rev[revokedCert{string(crl.RawIssuer), e.SerialNumber.String()}] = true
 		}
-		crls++
 	}
-	if crls == 0 {
+	if len(ders) == 0 {
 		return nil, errors.New(file + ": no PEM CRL in it")
 	}
 	return rev, nil

@@ -79,15 +79,8 @@ func loadTrust(dir string) (caTrust, error) {
 		return caTrust{}, fmt.Errorf("%s: %w", caFile, err)
 	}
 	t := caTrust{pool: x509.NewCertPool()}
-	for rest := data; ; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		ca, err := x509.ParseCertificate(b.Bytes)
+	for _, der := range pemBlocks(data, "CERTIFICATE") {
+		ca, err := x509.ParseCertificate(der)
 		if err != nil {
 			return caTrust{}, fmt.Errorf("%s: %w", caFile, err)
 		}
@@ -120,4 +113,18 @@ func (t caTrust) hasRSA() bool {
 		}
 	}
 	return false
+}
+
+// pemBlocks are the contents of data's PEM blocks of type typ.
+func pemBlocks(data []byte, typ string) [][]byte {
+	var ders [][]byte
+	for {
+		var b *pem.Block
+		if b, data = pem.Decode(data); b == nil {
+			return ders
+		}
+		if b.Type == typ {
+			ders = append(ders, b.Bytes)
+		}
+	}
 }

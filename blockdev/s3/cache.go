@@ -245,9 +245,25 @@ func (c *cache) drop() {
 func (c *cache) reserve(e *entry, kick func(), timeout time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.dirty || c.dirty < c.maxDirty {
-		c.markDirty(e)
-		return nil
+	room := func() bool {
+		if e.dirty || c.dirty < c.maxDirty {
+			return true
+		}
+		kick()
+		return false
+	}
+	if !c.waitUntil(room, &c.waiting, timeout) {
+		return fmt.Errorf("%w: no upload succeeded for %v: %v", ErrCacheFull, timeout, c.lastErr)
+	}
+	c.markDirty(e)
+	return nil
+}
+
+// waitUntil waits on changed until ok (called with c.mu held) reports
+// true, counting itself in *waiters meanwhile; false after timeout.
+func (c *cache) waitUntil(ok func() bool, waiters *int, timeout time.Duration) bool {
+	if ok() {
+		return true
 	}
 	deadline := time.Now().Add(timeout)
 	wake := time.AfterFunc(timeout, func() {
@@ -256,17 +272,15 @@ func (c *cache) reserve(e *entry, kick func(), timeout time.Duration) error {
 		c.mu.Unlock()
 	})
 	defer wake.Stop()
-	c.waiting++
-	defer func() { c.waiting-- }()
-	for !e.dirty && c.dirty >= c.maxDirty {
+	*waiters++
+	defer func() { *waiters-- }()
+	for !ok() {
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("%w: no upload succeeded for %v: %v", ErrCacheFull, timeout, c.lastErr)
+			return false
 		}
-		kick()
 		c.changed.Wait()
 	}
-	c.markDirty(e)
-	return nil
+	return true
 }
 
 // ErrCacheFull: a write waited for room among the dirty chunks longer

@@ -22,24 +22,8 @@ import (
 func (c *cache) admit(n int64, timeout time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fits(n) {
-		c.loading += n
-		return nil
-	}
-	deadline := time.Now().Add(timeout)
-	wake := time.AfterFunc(timeout, func() {
-		c.mu.Lock()
-		c.changed.Broadcast()
-		c.mu.Unlock()
-	})
-	defer wake.Stop()
-	c.roomWaiters++
-	defer func() { c.roomWaiters-- }()
-	for !c.fits(n) {
-		if !time.Now().Before(deadline) {
-			return fmt.Errorf("%w: no room to load a chunk for %v: %v", ErrCacheFull, timeout, c.lastErr)
-		}
-		c.changed.Wait()
+	if !c.waitUntil(func() bool { return c.fits(n) }, &c.roomWaiters, timeout) {
+		return fmt.Errorf("%w: no room to load a chunk for %v: %v", ErrCacheFull, timeout, c.lastErr)
 	}
 	c.loading += n
 	return nil
