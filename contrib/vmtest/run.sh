@@ -206,11 +206,87 @@ boot() {
 	rm -rf "$d/bin"
 }
 
+# unfinished K: the scenarios of VM K's plan without an END line.
+unfinished() {
+	local d=$share/vm$1 s
+	while read -r s; do
+		[ -n "$s" ] || continue
+		grep -q "^END $s " "$d/done" 2>/dev/null || echo "$s"
+	done <"$d/plan"
+}
+
+# console_end LOG: the end of a console log that matters: from the kernel's
+# first "Oops", "BUG:" or "Kernel panic" line after the last scenario began
+# (the message and the top of its trace), or else its last lines.
+console_end() {
+	sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\r$//' "$1" | awk '
+		/^=== / { n = 0; start = 0 }
+		{ line[++n] = $0 }
+		!start && /Oops|BUG:|Kernel panic|general protection/ { start = n }
+		END {
+			if (start) { from = start; to = start + 19 } else { from = n - 19; to = n }
+			if (from < 1) from = 1
+			for (i = from; i <= to && i <= n; i++) print line[i]
+		}'
+}
+
+# crashed FIRST LAST [again]: a VM among FIRST..LAST that ended before its
+# plan did (its guest kernel died, or qemu did) loses the rest of its plan.
+# Its console's last lines go to stderr and a line to $share/crashes,
+# which the report repeats; the scenario it was running has its partial
+# lines dropped. With "again", what each such VM left unfinished runs once
+# more in a fresh VM, all at once, so that one crash costs one scenario a
+# second run rather than a whole VM's results. A VM that timed out is
+# neither: its time is spent, and the report fails it.
+next=$vms
+[ "${#alone[@]}" = 0 ] || next=$((vms + 1))
+crashed() {
+	local k d rc left running more=()
+	for k in $(seq "$1" "$2"); do
+		d=$share/vm$k
+		rc=$(cat "$d/rc" 2>/dev/null || echo none)
+		case $rc in 124 | 137) continue ;; esac
+		left=$(unfinished "$k")
+		[ -n "$left" ] || continue
+		running=$(sed -n 's/^=== \([0-9][0-9]-[^[:space:]]*\).*/\1/p' "$d/console.log" | tail -n1)
+		if [ -n "$running" ] && ! grep -q "^END $running " "$d/done" 2>/dev/null; then
+			awk -v s="$running" '$2 != s && $2 != s ":"' "$d/summary" >"$d/summary.new" 2>/dev/null || true
+			mv -f "$d/summary.new" "$d/summary" 2>/dev/null || true
+		else
+			running="boot, before its first scenario"
+		fi
+		{
+			echo "vmtest: vm$k ended (qemu exit $rc) during $running, with $(echo "$left" | wc -l) scenario(s) unfinished; its console:"
+			console_end "$d/console.log" | sed 's/^/    /'
+		} >&2
+		if [ "${3:-}" = again ]; then
+			next=$((next + 1))
+			echo "$left" >"$share/vm$next.plan"
+			more+=("$next")
+			echo "vm$k ended (qemu exit $rc) during $running; its unfinished scenarios ran again in vm$next" >>"$share/crashes"
+		else
+			echo "vm$k ended (qemu exit $rc) during $running" >>"$share/crashes"
+		fi
+		console_end "$d/console.log" | awk '
+			/Oops|BUG:|Kernel panic|general protection/ { k = 1 }
+			k && /Oops|BUG:|Kernel panic|general protection|Comm:|RIP:|[a-z_]\+0x/ && !/\? / && ++n <= 8 { print }
+			{ last[NR % 4] = $0 }
+			END { if (!k) for (i = NR - 3; i <= NR; i++) if (i > 0) print last[i % 4] }' |
+			sed 's/^/        /' >>"$share/crashes"
+	done
+	[ ${#more[@]} -gt 0 ] || return 0
+	for k in "${more[@]}"; do boot "$k" & done
+	wait
+}
+
 t1=$(date +%s)
 echo "vmtest: $(( t1 - t0 ))s of preparation; $vms VM(s) at once${alone[*]:+, then one for ${alone[*]}}" >&2
 for k in $(seq "$vms"); do boot "$k" & done
 wait
 [ "${#alone[@]}" = 0 ] || boot $((vms + 1))
+first=$((next + 1))
+crashed 1 "$next" again
+[ "$next" -lt "$first" ] || crashed "$first" "$next"
 t2=$(date +%s)
 
 # Merge the VMs' results, in scenario order. A VM that timed out fails the
@@ -234,6 +310,10 @@ for s in "${plan[@]}"; do
 		fails=$((fails + 1))
 	fi
 done
+if [ -s "$share/crashes" ]; then
+	echo "vmtest: VMs that crashed (their consoles are above):"
+	sed 's/^/    /' "$share/crashes"
+fi
 if [ -n "$timedout" ]; then
 	echo "FAIL vmtest:$timedout did not finish within ${VMTEST_TIMEOUT:-3600}s"
 	fails=$((fails + 1))
