@@ -249,11 +249,13 @@ crashed() {
 		left=$(unfinished "$k")
 		[ -n "$left" ] || continue
 		running=$(sed -n 's/^=== \([0-9][0-9]-[^[:space:]]*\).*/\1/p' "$d/console.log" | tail -n1)
-		if [ -n "$running" ] && ! grep -q "^END $running " "$d/done" 2>/dev/null; then
+		if [ -z "$running" ]; then
+			running="boot, before its first scenario"
+		elif grep -q "^END $running " "$d/done" 2>/dev/null; then
+			running="the clean-up after $running"
+		else
 			awk -v s="$running" '$2 != s && $2 != s ":"' "$d/summary" >"$d/summary.new" 2>/dev/null || true
 			mv -f "$d/summary.new" "$d/summary" 2>/dev/null || true
-		else
-			running="boot, before its first scenario"
 		fi
 		{
 			echo "vmtest: vm$k ended (qemu exit $rc) during $running, with $(echo "$left" | wc -l) scenario(s) unfinished; its console:"
