@@ -170,13 +170,6 @@ func (c *control) params(id uint32) (params, error) {
 	return p, err
 }
 
-// queueAffinity returns the CPUs whose requests go to queue q.
-func (c *control) queueAffinity(id uint32, q int) (unix.CPUSet, error) {
-	var set unix.CPUSet
-	err := c.do(cmdGetQueueAffinity, ctrlCmd{devID: id, queueID: 0xffff, len: uint16(unsafe.Sizeof(set)), addr: uint64(uintptr(unsafe.Pointer(&set))), data: uint64(q)}, unsafe.Pointer(&set))
-	return set, err
-}
-
 // simple sends a command whose only argument is data[0].
 func (c *control) simple(nr uint32, id uint32, data uint64) error {
 	return c.do(nr, ctrlCmd{devID: id, queueID: 0xffff, data: data}, nil)

@@ -280,9 +280,6 @@ func (d *Device) startQueues() error {
 			h:        d.h,
 			wakeFD:   -1,
 		}
-		if set, err := d.ctrl.queueAffinity(d.info.devID, i); err == nil && set.Count() > 0 {
-			q.affinity = &set
-		}
 		d.queues = append(d.queues, q)
 		if err := q.setup(int(d.info.maxIOBufBytes)); err != nil {
 			return err
