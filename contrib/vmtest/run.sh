@@ -215,14 +215,17 @@ unfinished() {
 	done <"$d/plan"
 }
 
+# oops matches the line a kernel begins its report of a crash with.
+oops='Oops|BUG:|Kernel panic|general protection'
+
 # console_end LOG: the end of a console log that matters: from the kernel's
-# first "Oops", "BUG:" or "Kernel panic" line after the last scenario began
-# (the message and the top of its trace), or else its last lines.
+# first $oops line after the last scenario began (the message and the top
+# of its trace), or else its last lines.
 console_end() {
-	sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\r$//' "$1" | awk '
+	sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\r$//' "$1" | awk -v oops="$oops" '
 		/^=== / { n = 0; start = 0 }
 		{ line[++n] = $0 }
-		!start && /Oops|BUG:|Kernel panic|general protection/ { start = n }
+		!start && $0 ~ oops { start = n }
 		END {
 			if (start) { from = start; to = start + 19 } else { from = n - 19; to = n }
 			if (from < 1) from = 1
@@ -241,7 +244,7 @@ console_end() {
 next=$vms
 [ "${#alone[@]}" = 0 ] || next=$((vms + 1))
 crashed() {
-	local k d rc left running more=()
+	local k d rc left running end more=()
 	for k in $(seq "$1" "$2"); do
 		d=$share/vm$k
 		rc=$(cat "$d/rc" 2>/dev/null || echo none)
@@ -257,9 +260,10 @@ crashed() {
 			awk -v s="$running" '$2 != s && $2 != s ":"' "$d/summary" >"$d/summary.new" 2>/dev/null || true
 			mv -f "$d/summary.new" "$d/summary" 2>/dev/null || true
 		fi
+		end=$(console_end "$d/console.log")
 		{
 			echo "vmtest: vm$k ended (qemu exit $rc) during $running, with $(echo "$left" | wc -l) scenario(s) unfinished; its console:"
-			console_end "$d/console.log" | sed 's/^/    /'
+			echo "$end" | sed 's/^/    /'
 		} >&2
 		if [ "${3:-}" = again ]; then
 			next=$((next + 1))
@@ -269,9 +273,11 @@ crashed() {
 		else
 			echo "vm$k ended (qemu exit $rc) during $running" >>"$share/crashes"
 		fi
-		console_end "$d/console.log" | awk '
-			/Oops|BUG:|Kernel panic|general protection/ { k = 1 }
-			k && /Oops|BUG:|Kernel panic|general protection|Comm:|RIP:|[a-z_]\+0x/ && !/\? / && ++n <= 8 { print }
+		# In the report's last lines: the crash's message, process and
+		# first frames, or the console's last four lines.
+		echo "$end" | awk -v oops="$oops" '
+			$0 ~ oops { k = 1 }
+			k && ($0 ~ oops || /Comm:|RIP:|[a-z_]\+0x/) && !/\? / && ++n <= 8 { print }
 			{ last[NR % 4] = $0 }
 			END { if (!k) for (i = NR - 3; i <= NR; i++) if (i > 0) print last[i % 4] }' |
 			sed 's/^/        /' >>"$share/crashes"
