@@ -341,6 +341,7 @@ func (j *reencryptJob) loop() error {
 		j.run.Progress(int64(st.done), int64(j.total))
 	}
 	var held func(ok bool) // the last step's hotzone, until its metadata is written
+	started := st.done
 	for st.done < j.total {
 		if j.run.Stop != nil && j.run.Stop() {
 			break
@@ -403,6 +404,9 @@ func (j *reencryptJob) loop() error {
 		}
 	}
 	if st.done < j.total {
+		if st.done == started {
+			return nil // stopped before a step: the metadata is as it was
+		}
 		return j.commit(j.h.stepSegments(st, st.done, 0, j.total, false))
 	}
 	if err := j.finish(); err != nil {

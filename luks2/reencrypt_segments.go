@@ -85,7 +85,11 @@ func (h *header) stepSegments(st *reencryptState, done, length, total uint64, ho
 			add(oldFrom(done+length), st.oldDigest)
 		}
 	} else {
-		add(newDone(done), st.newDigest)
+		// Nothing is in the new cipher before the first step: the old
+		// segment starts the list, as after --init-only.
+		if done > 0 {
+			add(newDone(done), st.newDigest)
+		}
 		if done < total {
 			add(oldFrom(done), st.oldDigest)
 		}

@@ -318,3 +318,32 @@ func TestReencryptUnknownChecksumHash(t *testing.T) {
 		t.Fatal("reencryption with hash nosuchhash went on")
 	}
 }
+
+// A run stopped before its first step (SIGINT right after the keys are
+// opened) leaves cryptsetup's --init-only metadata as it was, and the
+// segments of a step at offset 0 are that metadata's: it once wrote a
+// dynamic new segment first, which no tool could read back.
+func TestReencryptStoppedBeforeFirstStep(t *testing.T) {
+	for _, res := range []string{"checksum", "journal", "none"} {
+		img, key := reencImage(t)
+		cryptsetup(t, "reencrypt", "-q", "--force-offline-reencrypt", "--init-only", "--resilience", res,
+			"--key-size", "256", "--key-file", key, img)
+		before := saltless(t, img)
+		h, f := readHdr(t, img)
+		v2, _ := h.v2()
+		st, err := v2.reencryptState()
+		mustNil(t, err)
+		total := uint64(f.Size()) - st.dataOffset
+		root := v2.stepSegments(st, 0, 0, total, false)
+		for _, part := range []string{"segments", "digests"} {
+			if a, b := string(v2.meta.root.get(part).compact()), string(root.get(part).compact()); a != b {
+				t.Errorf("%s: %s at offset 0:\n%s\nwant cryptsetup's\n%s", res, part, b, a)
+			}
+		}
+		mustNil(t, h.Reencrypt(f, f.Size(), []byte("pw"), -1, ReencryptRun{Stop: func() bool { return true }}))
+		if after := saltless(t, img); after != before {
+			t.Fatalf("%s: stopped at once, the metadata changed:\n%s\nwas\n%s", res, after, before)
+		}
+		cryptsetup(t, "reencrypt", "-q", "--force-offline-reencrypt", "--resume-only", "--key-file", key, img)
+	}
+}
