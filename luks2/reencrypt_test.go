@@ -347,3 +347,37 @@ func TestReencryptStoppedBeforeFirstStep(t *testing.T) {
 		cryptsetup(t, "reencrypt", "-q", "--force-offline-reencrypt", "--resume-only", "--key-file", key, img)
 	}
 }
+
+// Stopped after any number of steps, each resilience mode leaves
+// metadata that reads back, and a resumed run ends with the plaintext.
+func TestReencryptStopsAtEveryStep(t *testing.T) {
+	const hotzone = 64 << 10
+	for _, res := range []string{"checksum", "journal", "none"} {
+		for steps := 0; ; steps++ {
+			mem, h, plain := reencInitMem(t, ReencryptParams{Cipher: "aes-xts-plain64", KeySize: 32, Resilience: res})
+			size := int64(len(mem.Bytes()))
+			asked := 0
+			stop := func() bool { asked++; return asked > steps }
+			mustNil(t, h.Reencrypt(mem, size, []byte("pw"), -1, ReencryptRun{HotzoneSize: hotzone, Stop: stop}))
+			h, err := Read(mem, size)
+			if err != nil {
+				t.Fatalf("%s stopped after %d steps: %v", res, steps, err)
+			}
+			if !h.InReencryption() {
+				if steps*hotzone < len(plain) {
+					t.Fatalf("%s stopped after %d steps: finished", res, steps)
+				}
+				if got := memPlaintext(t, h, mem); !bytes.Equal(got, plain) {
+					t.Fatalf("%s: run to the end, the plaintext differs", res)
+				}
+				break
+			}
+			mustNil(t, h.Reencrypt(mem, size, []byte("pw"), -1, ReencryptRun{HotzoneSize: hotzone}))
+			h, err = Read(mem, size)
+			mustNil(t, err)
+			if got := memPlaintext(t, h, mem); !bytes.Equal(got, plain) {
+				t.Fatalf("%s stopped after %d steps and resumed: the plaintext differs", res, steps)
+			}
+		}
+	}
+}
