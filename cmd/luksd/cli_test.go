@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/luksd/luksd/internal/testtool"
 )
@@ -18,11 +21,20 @@ type result struct {
 	code           int
 }
 
+// toolDeadline bounds one run of a tool. A run that hangs gets SIGQUIT
+// (a Go program prints its goroutines) and fails its test, rather than
+// holding the whole suite until go test's timeout.
+const toolDeadline = 5 * time.Minute
+
 // runTool runs prog with args and stdin, and fails the test on a panic or
 // stack trace, which luksd must never print.
 func runTool(t *testing.T, stdin []byte, prog string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(prog, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), toolDeadline)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+	cmd.WaitDelay = 10 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if stdin != nil {
@@ -30,6 +42,9 @@ func runTool(t *testing.T, stdin []byte, prog string, args ...string) result {
 	}
 	err := cmd.Run()
 	r := result{stdout: out.String(), stderr: errb.String()}
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v did not end within %v; it printed:\n%s", filepath.Base(prog), args, toolDeadline, r.stderr)
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
