@@ -163,6 +163,9 @@ for s in "${together[@]}"; do
 done
 [ "${#alone[@]}" = 0 ] || printf '%s\n' "${alone[@]}" >"$share/vm$((vms + 1)).plan"
 
+# oops matches the line a kernel begins its report of a crash with.
+oops='Oops|BUG:|Kernel panic|general protection'
+
 # boot K: runs VM K on the scenarios in $share/vmK.plan, its console in
 # $share/vmK/console.log and on stdout (each line prefixed [vmK] when
 # several VMs share stdout).
@@ -192,17 +195,34 @@ boot() {
 	# int3" at sched_clock_idle_wakeup_event, killing the VM and its
 	# scenarios. TCG derives every vCPU's TSC from one host clock, so it is
 	# reliable.
-	{
-		timeout -k 10 "${VMTEST_TIMEOUT:-3600}" qemu-system-x86_64 \
-			-cpu max -m "${VMTEST_MEM:-1536}" -smp "${VMTEST_SMP:-2}" \
-			-nographic -no-reboot -nic none \
-			-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$out/initrd.cpio" \
-			-append "console=ttyS0 quiet loglevel=3 panic=-1 tsc=reliable rdinit=/init" \
-			-device virtio-rng-pci \
-			-virtfs "local,path=$d,mount_tag=vmtest,security_model=none,id=vmtest" \
-			${VMTEST_QEMU_ARGS:-} </dev/null 2>&1 && rc=0 || rc=$?
-		echo "$rc" >"$d/rc"
-	} | tee "$d/console.log" | sed -u "s/^/$prefix/" || true
+	#
+	# Still, TCG now and then runs a stale int3 the kernel's text patching
+	# (static keys at late_initcall) left: "Oops: int3" in sched_clock_cpu
+	# four seconds into boot, once in about 40 CI boots. A guest that
+	# dies before its init says "ready" ran nothing, so it boots again at
+	# once, up to twice; its console is kept as console.bootN.log.
+	local try why
+	for try in 1 2 3; do
+		{
+			timeout -k 10 "${VMTEST_TIMEOUT:-3600}" qemu-system-x86_64 \
+				-cpu max -m "${VMTEST_MEM:-1536}" -smp "${VMTEST_SMP:-2}" \
+				-nographic -no-reboot -nic none \
+				-kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$out/initrd.cpio" \
+				-append "console=ttyS0 quiet loglevel=3 panic=-1 tsc=reliable rdinit=/init" \
+				-device virtio-rng-pci \
+				-virtfs "local,path=$d,mount_tag=vmtest,security_model=none,id=vmtest" \
+				${VMTEST_QEMU_ARGS:-} </dev/null 2>&1 && rc=0 || rc=$?
+			echo "$rc" >"$d/rc"
+		} | tee "$d/console.log" | sed -u "s/^/$prefix/" || true
+		rc=$(cat "$d/rc")
+		case $rc in 124 | 137) break ;; esac # timed out: its time is spent
+		grep -q 'vmtest: ready at' "$d/console.log" && break
+		[ "$try" -lt 3 ] || break
+		mv "$d/console.log" "$d/console.boot$try.log"
+		why=$(sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\r$//' "$d/console.boot$try.log" | grep -m1 -E "$oops" || true)
+		echo "vm$1 died booting (qemu exit $rc) and booted again: ${why:-no kernel message}" >>"$share/crashes"
+		echo "vmtest: vm$1 died booting (qemu exit $rc): ${why:-no kernel message}; booting it again" >&2
+	done
 	rm -rf "$d/bin"
 }
 
@@ -214,9 +234,6 @@ unfinished() {
 		grep -q "^END $s " "$d/done" 2>/dev/null || echo "$s"
 	done <"$d/plan"
 }
-
-# oops matches the line a kernel begins its report of a crash with.
-oops='Oops|BUG:|Kernel panic|general protection'
 
 # console_end LOG: the end of a console log that matters: from the kernel's
 # first $oops line after the last scenario began (the message and the top
