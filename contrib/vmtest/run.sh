@@ -166,6 +166,11 @@ done
 # oops matches the line a kernel begins its report of a crash with.
 oops='Oops|BUG:|Kernel panic|general protection'
 
+# console_text LOG: a console log without its terminal escapes and CRs.
+console_text() {
+	sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\r$//' "$1"
+}
+
 # boot K: runs VM K on the scenarios in $share/vmK.plan, its console in
 # $share/vmK/console.log and on stdout (each line prefixed [vmK] when
 # several VMs share stdout).
@@ -219,7 +224,7 @@ boot() {
 		grep -q 'vmtest: ready at' "$d/console.log" && break
 		[ "$try" -lt 3 ] || break
 		mv "$d/console.log" "$d/console.boot$try.log"
-		why=$(sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\r$//' "$d/console.boot$try.log" | grep -m1 -E "$oops" || true)
+		why=$(console_text "$d/console.boot$try.log" | grep -m1 -E "$oops" || true)
 		echo "vm$1 died booting (qemu exit $rc) and booted again: ${why:-no kernel message}" >>"$share/crashes"
 		echo "vmtest: vm$1 died booting (qemu exit $rc): ${why:-no kernel message}; booting it again" >&2
 	done
@@ -239,7 +244,7 @@ unfinished() {
 # first $oops line after the last scenario began (the message and the top
 # of its trace), or else its last lines.
 console_end() {
-	sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g; s/\r$//' "$1" | awk -v oops="$oops" '
+	console_text "$1" | awk -v oops="$oops" '
 		/^=== / { n = 0; start = 0 }
 		{ line[++n] = $0 }
 		!start && $0 ~ oops { start = n }
