@@ -204,9 +204,9 @@ func (d *Device) WriteAtFUA(p []byte, off int64) (int, error) {
 	return d.writeAt(p, off, true, false)
 }
 
-// writeAt is WriteAt, each piece a FUA write when fua is set, encrypted
-// in p itself when inPlace is set (whole sectors only: scratch.go).
-func (d *Device) writeAt(p []byte, off int64, fua, inPlace bool) (int, error) {
+// writeAt is WriteAt, each piece a FUA write when fua is set; with
+// scratch, p may be encrypted in place (scratch.go).
+func (d *Device) writeAt(p []byte, off int64, fua, scratch bool) (int, error) {
 	if err := d.checkWrite("write", off, int64(len(p))); err != nil {
 		return 0, err
 	}
@@ -218,7 +218,7 @@ func (d *Device) writeAt(p []byte, off int64, fua, inPlace bool) (int, error) {
 	}
 	defer d.gate.leave()
 	var err error
-	if inPlace {
+	if scratch && d.inPlace(p, off) {
 		err = d.writeInPlace(p, off)
 	} else {
 		err = d.write(off, int64(len(p)), fua, func(dst []byte, at int64) { copy(dst, p[at-off:]) })
@@ -255,15 +255,16 @@ func (d *Device) Trim(off, length int64) error {
 	if err := d.checkWrite("trim", off, length); err != nil {
 		return err
 	}
+	// Inside the gate: the sector size changes when a reencryption ends.
+	if err := d.gate.enter(&d.closed); err != nil {
+		return err
+	}
+	defer d.gate.leave()
 	start := roundUp(off, d.sectorSize)
 	end := off + length - (off+length)%d.sectorSize
 	if end <= start {
 		return nil
 	}
-	if err := d.gate.enter(&d.closed); err != nil {
-		return err
-	}
-	defer d.gate.leave()
 	if d.parts != nil {
 		return d.trimParts(start, end-start)
 	}

@@ -11,11 +11,17 @@ var _ blockdev.ScratchWriter = (*Device)(nil)
 // not cover whole sectors needs a read-modify-write and takes WriteAt's
 // path, leaving p as it was.
 func (d *Device) WriteAtScratch(p []byte, off int64) (int, error) {
+	return d.writeAt(p, off, false, true)
+}
+
+// inPlace reports whether a scratch write of p at off is encrypted in
+// place: whole sectors, and the Device's own cipher. A segmented Device
+// (a reencryption in progress) has none: its segments' writes copy. It
+// is asked inside the gate, where the sector size and the segments stay
+// put: a reencryption that begins or ends changes both.
+func (d *Device) inPlace(p []byte, off int64) bool {
 	ss := d.sectorSize
-	// A segmented Device has no cipher of its own: its segments' writes
-	// take the copying path.
-	inPlace := d.parts == nil && off%ss == 0 && int64(len(p))%ss == 0
-	return d.writeAt(p, off, false, inPlace)
+	return d.parts == nil && off%ss == 0 && int64(len(p))%ss == 0
 }
 
 // writeInPlace encrypts p, whole sectors at off, in place and writes it,
