@@ -9,7 +9,8 @@
 //     (device.go: blockdev.Open, claimed, and dmcrypt over it), attach the
 //     frontend (package frontend), serve until close, a stop signal or the
 //     kernel device's end; signals (TERM, INT and QUIT wait while the
-//     device is held, HUP reopens the log).
+//     device is held, HUP reopens the log, USR1 logs every goroutine's
+//     stack).
 //   - spawn.go: Spawn (background, readiness over a pipe), Exec (systemd's
 //     foreground), RunChild (the daemon process they start); the key
 //     crosses a pipe, never argv or the environment.
@@ -17,7 +18,8 @@
 //     state file, Active, ResolveName, UserOf.
 //   - control.go: the control socket (Close), stale cleanup (CleanStale)
 //     and the checks before a start (CheckFree).
-//   - log.go: what the daemon logs and where (Log, the log file, SIGHUP).
+//   - log.go: what the daemon logs and where (Log, the log file, SIGHUP,
+//     SIGUSR1's stacks).
 //   - memory.go: memory locking and PR_SET_IO_FLUSHER; oom.go:
 //     oom_score_adj -1000.
 //   - mapper.go: the volume's /dev/mapper/NAME (a device-mapper linear
@@ -30,17 +32,11 @@
 // registered with blockdev.Register; a frontend is a file in package
 // frontend; what the daemon logs is log.go and the Log.Printf calls.
 //
-// Online jobs (reencryption while the volume is open) are not here yet,
-// and deliberately so: a job interface with no job would be code nobody
-// runs. They plug in thus. A job is a value behind a small interface
-// (Start(dev blockdev.Device) error, Progress() string, Stop() error),
-// implemented next to luks2 because it writes header checkpoints; the
-// daemon runs it over the crypt layer it serves, which then has two
-// segments. The CLI unlocks both keys and builds the job; since the job's
-// code lives in the daemon process (the same binary), the CLI sends its
-// kind, its spec and its keys over a new control command ("job start",
-// beside "close" in acceptControl, the keys passed as a file descriptor,
-// never in the line), and cmd/luksd registers a constructor for each
-// kind with the daemon at start, so the daemon still imports no luks2.
-// "job status" answers Progress on the same socket.
+// Online jobs: a reencryption of the open volume (reencrypt_online.go:
+// the control command and the job's hooks into the crypt layer;
+// reencrypt_job.go: one job at a time, its progress in the state file,
+// paused when the daemon closes; reencrypt_client.go: the CLI's side).
+// The job's steps are cmd/luksd's (it sets Reencrypter, next to luks2),
+// so the daemon still imports no luks2; the keys cross the control
+// socket after the command line, never in it.
 package daemon

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,4 +62,39 @@ func reopenLog() string {
 		return err.Error()
 	}
 	return "reopened " + logPath(logFileOf)
+}
+
+// dumpStacksOnSignal writes every goroutine's stack to the log each time
+// the daemon gets SIGUSR1, and serves on: what a request or a job that
+// hangs waits for, without stopping the device under its users (Go's own
+// dump, SIGQUIT, would end the process). It runs apart from the serving
+// loop, so a loop that is stuck still answers. stop ends it.
+func dumpStacksOnSignal() (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sigs:
+				Log.Printf("SIGUSR1: the stacks of every goroutine:\n%s", allStacks())
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
+}
+
+// allStacks is runtime.Stack of every goroutine, however many there are.
+func allStacks() []byte {
+	for n := 1 << 16; ; n *= 2 {
+		buf := make([]byte, n)
+		if m := runtime.Stack(buf, true); m < n {
+			return buf[:m]
+		}
+	}
 }

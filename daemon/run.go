@@ -188,6 +188,7 @@ func serveVolume(cfg daemonConfig) (requester net.Conn, err error) {
 	signal.Notify(sigs, stopSignals...)
 	signal.Notify(sigs, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	defer dumpStacksOnSignal()()
 
 	name := cfg.Attach.Name
 	st := cfg.State
@@ -291,7 +292,8 @@ var stopPoll = time.Second
 //     soon as the device is released: systemd stops the unit after
 //     unmounting what is on it, and SIGKILL after its timeout still ends
 //     the daemon;
-//   - SIGHUP reopens the log file (logrotate).
+//   - SIGHUP reopens the log file (logrotate); SIGUSR1 writes every
+//     goroutine's stack to the log (log.go).
 func serveUntilStopped(st *State, ctl net.Listener, att frontend.Attachment, vol opened, sigs <-chan os.Signal) (net.Conn, error) {
 	name := st.Name
 	done := make(chan struct{})

@@ -117,3 +117,29 @@ func TestDaemonSIGHUPReopensLog(t *testing.T) {
 	}
 	stopVolume(t, "hup", done)
 }
+
+// SIGUSR1 logs every goroutine's stack, the serving loop's included, and
+// the daemon serves on.
+func TestDaemonSIGUSR1LogsStacks(t *testing.T) {
+	t.Setenv("LUKSD_RUN_DIR", t.TempDir())
+	logged := captureLog(t)
+	fe, _, done := startFake(t, "stacks")
+	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stacks in the log", func() bool {
+		return strings.Contains(logged.String(), "daemon.serveUntilStopped(")
+	})
+	if !strings.Contains(logged.String(), "SIGUSR1: the stacks of every goroutine:") {
+		t.Fatalf("log: %s", logged.String())
+	}
+	if _, err := fe.Last().Dev.WriteAt([]byte("after SIGUSR1"), 0); err != nil || !Alive("stacks") {
+		t.Fatalf("the daemon stopped serving after SIGUSR1: %v", err)
+	}
+	if _, err := Close("stacks"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDaemon(t, done); err != nil {
+		t.Fatalf("daemon: %v", err)
+	}
+}
