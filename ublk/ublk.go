@@ -301,7 +301,13 @@ func (d *Device) startQueues() error {
 	go func() {
 		var err error
 		for range d.queues {
-			if e := <-results; e != nil && err == nil {
+			e := <-results
+			if e != nil && d.h.logf != nil {
+				// Said at once: the kernel holds the queue's requests
+				// from now on while the other queues serve on.
+				d.h.logf("%v: the queue stopped serving", e)
+			}
+			if err == nil {
 				err = e
 			}
 		}
