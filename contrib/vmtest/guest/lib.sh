@@ -335,11 +335,18 @@ pss_kib() {
 	awk '/^Pss:/ { p = $2 } /^Private_(Clean|Dirty):/ { v += $2 } END { print p, v }' "/proc/$1/smaps_rollup"
 }
 
-# cleanup_all releases whatever a scenario left behind: mounts under /mnt,
-# luksd daemons, dm-crypt mappings, fault_stack devices, loop devices.
+# cleanup_all releases whatever a scenario left behind: mounts under /mnt
+# or its scratch folder, luksd daemons, dm-crypt mappings, fault_stack
+# devices, loop devices.
 cleanup_all() {
 	for m in $(awk '$2 ~ /^\/mnt/ { print $2 }' /proc/mounts | sort -r); do
 		umount "$m" 2>/dev/null || umount -l "$m" || true
+	done
+	# A scenario that failed or timed out may leave its file system
+	# mounted in the scratch folder, which is removed next: detached at
+	# once, as its device may hang.
+	for m in $(awk '$2 ~ /^\/tmp\/vmtest\./ { print $2 }' /proc/mounts | sort -r); do
+		umount -l "$m" || true
 	done
 	for d in /run/luksd/*; do
 		[ -e "$d" ] && luksd close "${d##*/}" 2>/dev/null || true
