@@ -287,9 +287,12 @@ func (c *cache) waitUntil(ok func() bool, waiters *int, timeout time.Duration) b
 // than the store's timeout.
 var ErrCacheFull = errors.New("the write-back cache is full")
 
-// markDirty counts e dirty. c.mu is held.
+// markDirty counts e dirty. c.mu is held. A chunk made dirty is due
+// WriteDelay from now, not from a write before its last upload: the
+// scheduler may look before the reserved write (wrote) is done.
 func (c *cache) markDirty(e *entry) {
 	if !e.dirty {
+		e.lastWrite = time.Now()
 		e.dirty = true
 		c.dirty++
 		c.dirtySet[e.idx] = e

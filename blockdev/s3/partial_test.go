@@ -225,3 +225,29 @@ func TestExtents(t *testing.T) {
 		t.Errorf("gaps %v", gaps)
 	}
 }
+
+// A chunk reserved for a write is not due for upload before its
+// WriteDelay, even when the scheduler looks between the reservation and
+// the write (it ran late once, on a loaded machine, and uploaded, loading
+// the chunk first, what it should have left to fill).
+func testReservedNotDue(t *testing.T, srv *s3test.Server) {
+	v, _, cc := countedVolume(t, srv, 2*testChunk, Options{WriteDelay: time.Hour})
+	cc.take()
+	started := -1
+	v.hooks.reserved = func(int64) {
+		v.c.mu.Lock()
+		v.startDue(time.Now())
+		started = v.c.active
+		v.c.mu.Unlock()
+	}
+	if _, err := v.WriteAt(pattern(1000, 3), 100); err != nil {
+		t.Fatal(err)
+	}
+	v.hooks.reserved = nil
+	if started != 0 {
+		t.Fatalf("the scheduler started %d uploads of a chunk just reserved", started)
+	}
+	if n := cc.take(); len(n) != 0 {
+		t.Fatalf("a write made chunk requests %v", n)
+	}
+}

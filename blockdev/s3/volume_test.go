@@ -64,6 +64,7 @@ func TestVolume(t *testing.T) {
 	// partial_test.go
 	t.Run("PartialSequentialNoReads", func(t *testing.T) { testSequentialNoReads(t, srv) })
 	t.Run("PartialMerge", func(t *testing.T) { testPartialMerge(t, srv) })
+	t.Run("ReservedNotDue", func(t *testing.T) { testReservedNotDue(t, srv) })
 	t.Run("PartialFillingNotHurried", func(t *testing.T) { testFillingNotHurried(t, srv) })
 	t.Run("PartialRoomFromPartial", func(t *testing.T) { testRoomFromPartial(t, srv) })
 }
