@@ -37,15 +37,7 @@ func onlineUnderWriters(t *testing.T, oldSS, newSS int) {
 	const dataOff, total, step, block = 1 << 20, 4 << 20, 96 << 10, 8192
 	m := devtest.NewMem(dataOff + total)
 	oldKey, newKey := randBytes(t, 64), randBytes(t, 32)
-	d, err := NewDevice(m, newCipher(t, "aes-xts-plain64", oldKey), DeviceOptions{Offset: dataOff, SectorSize: oldSS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	model := randBytes(t, total)
-	if _, err := d.WriteAt(model, 0); err != nil {
-		t.Fatal(err)
-	}
+	d, model := deviceWithModel(t, m, newCipher(t, "aes-xts-plain64", oldKey), dataOff, oldSS)
 	r, err := d.BeginReencryption(ReencryptSegment{newCipher(t, "aes-xts-plain64", oldKey), oldSS},
 		ReencryptSegment{newCipher(t, "aes-cbc-essiv:sha256", newKey), newSS}, 0)
 	if err != nil {
@@ -63,25 +55,8 @@ func onlineUnderWriters(t *testing.T, oldSS, newSS int) {
 		}()
 	}
 	oldC, newC := newCipher(t, "aes-xts-plain64", oldKey), newCipher(t, "aes-cbc-essiv:sha256", newKey)
-	buf := make([]byte, step)
-	for done := int64(0); done < total; done += step {
-		n := min(step, total-done)
-		r.Hold(done, n)
-		b := buf[:n]
-		m.ReadAt(b, dataOff+done)
-		oldC.Decrypt(b, uint64(done/512), oldSS)
-		newC.Encrypt(b, uint64(done/512), newSS)
-		m.WriteAt(b, dataOff+done)
-		r.Advance(done + n)
-	}
-	stop()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	rewriteOnline(r, m, dataOff, total, step, reencryptSide{oldC, oldSS}, reencryptSide{newC, newSS})
+	stopWriters(t, stop, &wg, errs)
 	raw := make([]byte, total)
 	m.ReadAt(raw, dataOff)
 	newC.Decrypt(raw, 0, newSS)
@@ -167,15 +142,7 @@ func TestScratchWritesAcrossReencryptions(t *testing.T) {
 	}
 	sides := []side{{"aes-xts-plain64", randBytes(t, 64), 512}, {"aes-cbc-essiv:sha256", randBytes(t, 32), 4096}}
 	cipherOf := func(s side) SectorCipher { return newCipher(t, s.spec, s.key) }
-	d, err := NewDevice(m, cipherOf(sides[0]), DeviceOptions{Offset: dataOff, SectorSize: sides[0].ss})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	model := randBytes(t, total)
-	if _, err := d.WriteAt(model, 0); err != nil {
-		t.Fatal(err)
-	}
+	d, model := deviceWithModel(t, m, cipherOf(sides[0]), dataOff, sides[0].ss)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
@@ -188,7 +155,6 @@ func TestScratchWritesAcrossReencryptions(t *testing.T) {
 			errs <- scratchWriter(ctx, d, model, k, writers, block)
 		}()
 	}
-	buf := make([]byte, step)
 	cur := 0
 	for range 12 {
 		old, new := sides[cur], sides[1-cur]
@@ -196,29 +162,13 @@ func TestScratchWritesAcrossReencryptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		oldC, newC := cipherOf(old), cipherOf(new)
-		for done := int64(0); done < total; done += step {
-			r.Hold(done, step)
-			b := buf[:step]
-			m.ReadAt(b, dataOff+done)
-			oldC.Decrypt(b, uint64(done/512), old.ss)
-			newC.Encrypt(b, uint64(done/512), new.ss)
-			m.WriteAt(b, dataOff+done)
-			r.Advance(done + step)
-		}
+		rewriteOnline(r, m, dataOff, total, step, reencryptSide{cipherOf(old), old.ss}, reencryptSide{cipherOf(new), new.ss})
 		if err := r.End(); err != nil {
 			t.Fatal(err)
 		}
 		cur = 1 - cur
 	}
-	stop()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	stopWriters(t, stop, &wg, errs)
 	raw := make([]byte, total)
 	m.ReadAt(raw, dataOff)
 	cipherOf(sides[cur]).Decrypt(raw, 0, sides[cur].ss)
@@ -250,4 +200,57 @@ func scratchWriter(ctx context.Context, d *Device, model []byte, k, n, block int
 		}
 	}
 	return nil
+}
+
+// reencryptSide is a cipher and its sector size, for rewriteOnline.
+type reencryptSide struct {
+	c  SectorCipher
+	ss int
+}
+
+// rewriteOnline does an online reencryption job's work on m, whose data
+// (total bytes at dataOff) r maps: hotzone by hotzone of step bytes,
+// each held while its ciphertext is rewritten from old to new.
+func rewriteOnline(r *Reencryption, m *devtest.Mem, dataOff, total, step int64, old, new reencryptSide) {
+	buf := make([]byte, step)
+	for done := int64(0); done < total; done += step {
+		n := min(step, total-done)
+		r.Hold(done, n)
+		b := buf[:n]
+		m.ReadAt(b, dataOff+done)
+		old.c.Decrypt(b, uint64(done/512), old.ss)
+		new.c.Encrypt(b, uint64(done/512), new.ss)
+		m.WriteAt(b, dataOff+done)
+		r.Advance(done + n)
+	}
+}
+
+// stopWriters stops the writers (stop), waits for them and fails the
+// test with the first error one of them sent on errs.
+func stopWriters(t *testing.T, stop func(), wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	stop()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deviceWithModel is a Device over m with c, its data at dataOff to the
+// end of m, filled with random bytes: the model it returns.
+func deviceWithModel(t *testing.T, m *devtest.Mem, c SectorCipher, dataOff int64, ss int) (*Device, []byte) {
+	t.Helper()
+	d, err := NewDevice(m, c, DeviceOptions{Offset: dataOff, SectorSize: ss})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	model := randBytes(t, int(m.Size()-dataOff))
+	if _, err := d.WriteAt(model, 0); err != nil {
+		t.Fatal(err)
+	}
+	return d, model
 }
