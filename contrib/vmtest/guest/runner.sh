@@ -71,8 +71,15 @@ while read -r s; do
 	own=$(sed -n 's/^# timeout:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "$script" | head -n1)
 	[ -n "$own" ] && [ "$own" -gt "$lim" ] && lim=$own
 	# Twenty seconds before the limit, a scenario still running gets a
-	# report of what its processes wait for (hang_report).
-	(sleep $((lim - 20)) && hang_report "$s" "$scratch" >>"$log" 2>&1) &
+	# report of what its processes wait for (hang_report). Stopped, the
+	# watchdog stops its sleep too: left behind, each would crowd the
+	# process list of a later report.
+	(
+		sleep $((lim - 20)) &
+		nap=$!
+		trap 'kill $nap; exit 0' TERM
+		wait $nap && hang_report "$s" "$scratch" >>"$log" 2>&1
+	) &
 	watchdog=$!
 	if [ "${VMTEST_VERBOSE:-0}" = 1 ]; then
 		(cd "$scratch" && VMTEST_SCENARIO=$s VMTEST_RESULT=$res VMTEST_SCRATCH=$scratch \
